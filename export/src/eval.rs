@@ -1,0 +1,160 @@
+//! `export eval`: scores a package on a labelled corpus by running its exported ONNX graph
+//! through the pipeline's backends (not the burn model), so the figures are production's.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::bail;
+use pipeline::inference::{BackendOptions, ModelInputs, open_backend};
+use pipeline::package::ModelPackage;
+use pipeline::text::TextEncoder;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::corpus::{Columns, LabelledCorpus};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Evaluation {
+    pub labels: Vec<String>,
+    pub rows: usize,
+    /// Rows skipped: null text/label, or no tokens at all.
+    pub skipped: usize,
+    pub accuracy: f64,
+    pub macro_f1: f64,
+    /// `confusion[true][predicted]`.
+    pub confusion: Vec<Vec<usize>>,
+    pub backend: String,
+    pub seconds: f64,
+    pub docs_per_second: f64,
+}
+
+pub fn evaluate(
+    package_dir: &Path,
+    data: &Path,
+    columns: &Columns,
+    backend: &BackendOptions,
+    batch_size: usize,
+) -> anyhow::Result<Evaluation> {
+    let package = ModelPackage::open(package_dir)?;
+    let labels = package.manifest.labels.clone();
+    let encoder = TextEncoder::from_file(&package.tokenizer_path(), package.manifest.max_tokens)?;
+    let runner = open_backend(&package.graph_path(), backend)?;
+    let corpus = LabelledCorpus::read(data, columns)?;
+    let unknown: Vec<String> = corpus.classes().into_iter().filter(|c| !labels.contains(c)).collect();
+    if !unknown.is_empty() {
+        bail!(
+            "{} has label(s) the model does not know: {}; the model's labels are: {}",
+            data.display(),
+            unknown.join(", "),
+            labels.join(", ")
+        );
+    }
+    let started = Instant::now();
+    let texts: Vec<&str> = corpus.texts.iter().map(String::as_str).collect();
+    let encoded = encoder.encode_batch(&texts)?;
+    let mut examples: Vec<(Vec<i64>, usize)> = Vec::with_capacity(encoded.len());
+    let mut skipped = corpus.skipped_null;
+    for (encoding, label) in encoded.into_iter().zip(&corpus.labels) {
+        if encoding.ids.is_empty() {
+            skipped += 1;
+        } else {
+            let class = labels.iter().position(|l| l == label).unwrap_or_default();
+            examples.push((encoding.ids, class));
+        }
+    }
+    // Sorting by length keeps padding low; the order does not change any single prediction.
+    examples.sort_by_key(|(ids, _)| ids.len());
+    let pad = package.manifest.padding_id;
+    let predictions: Vec<anyhow::Result<Vec<usize>>> = examples
+        .par_chunks(batch_size.max(1))
+        .map(|chunk| {
+            let sequences: Vec<&[i64]> = chunk.iter().map(|(ids, _)| ids.as_slice()).collect();
+            let outputs = runner.run(&ModelInputs::right_padded(&sequences, pad))?;
+            let probs = outputs.get("probs").ok_or_else(|| anyhow::anyhow!("graph has no `probs` output"))?;
+            Ok((0..chunk.len()).map(|row| argmax(probs.row(row))).collect())
+        })
+        .collect();
+    let mut confusion = vec![vec![0usize; labels.len()]; labels.len()];
+    for (chunk, predicted) in examples.chunks(batch_size.max(1)).zip(predictions) {
+        for ((_, truth), predicted) in chunk.iter().zip(predicted?) {
+            confusion[*truth][predicted] += 1;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let rows = examples.len();
+    let correct: usize = (0..labels.len()).map(|i| confusion[i][i]).sum();
+    Ok(Evaluation {
+        macro_f1: macro_f1(&confusion),
+        accuracy: correct as f64 / rows.max(1) as f64,
+        labels,
+        rows,
+        skipped,
+        confusion,
+        backend: runner.describe(),
+        seconds,
+        docs_per_second: rows as f64 / seconds,
+    })
+}
+
+pub fn argmax(values: &[f32]) -> usize {
+    values.iter().enumerate().fold(0, |best, (i, v)| if *v > values[best] { i } else { best })
+}
+
+/// Unweighted mean of per-class F1 (a class never predicted nor present scores 0).
+pub fn macro_f1(confusion: &[Vec<usize>]) -> f64 {
+    let classes = confusion.len();
+    let total: f64 = (0..classes)
+        .map(|c| {
+            let tp = confusion[c][c] as f64;
+            let predicted: usize = (0..classes).map(|t| confusion[t][c]).sum();
+            let actual: usize = confusion[c].iter().sum();
+            if predicted + actual == 0 { 0.0 } else { 2.0 * tp / (predicted + actual) as f64 }
+        })
+        .sum();
+    total / classes.max(1) as f64
+}
+
+impl std::fmt::Display for Evaluation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "rows: {} (skipped {})  backend: {}  {:.0} docs/s",
+            self.rows, self.skipped, self.backend, self.docs_per_second
+        )?;
+        writeln!(f, "accuracy: {:.4}", self.accuracy)?;
+        writeln!(f, "macro-F1: {:.4}", self.macro_f1)?;
+        writeln!(f, "confusion matrix (rows: true label, columns: predicted):")?;
+        let width = self.labels.iter().map(String::len).max().unwrap_or(4).max(8);
+        write!(f, "{:>width$}", "")?;
+        for label in &self.labels {
+            write!(f, " {label:>width$}")?;
+        }
+        writeln!(f)?;
+        for (label, row) in self.labels.iter().zip(&self.confusion) {
+            write!(f, "{label:>width$}")?;
+            for count in row {
+                write!(f, " {count:>width$}")?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macro_f1_of_a_known_matrix() {
+        // class 0: tp 8, fp 1, fn 2 -> F1 16/19; class 1: tp 9, fp 2, fn 1 -> F1 18/21
+        let confusion = vec![vec![8, 2], vec![1, 9]];
+        let expected = (16.0 / 19.0 + 18.0 / 21.0) / 2.0;
+        assert!((macro_f1(&confusion) - expected).abs() < 1e-12);
+    }
+
+    #[test]
+    fn argmax_takes_the_first_maximum() {
+        assert_eq!(argmax(&[0.1, 0.7, 0.7, 0.2]), 1);
+    }
+}

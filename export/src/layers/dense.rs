@@ -1,0 +1,25 @@
+//! Fully connected layer: `y = x·W + b`, as burn's `Linear` stores it (`W` is `[in, out]`).
+
+use burn::nn::{Linear, LinearConfig};
+use burn::prelude::*;
+
+use super::values;
+use crate::onnx::{GraphBuilder, Value};
+
+pub fn dense(d_input: usize, d_output: usize, bias: bool, device: &Device) -> Linear {
+    LinearConfig::new(d_input, d_output).with_bias(bias).init(device)
+}
+
+/// Emits `x·W (+ b)` for an input whose last dimension is `W`'s first.
+pub fn emit_dense(g: &mut GraphBuilder, layer: &Linear, x: &Value, hint: &str) -> Value {
+    let [d_input, d_output] = layer.weight.dims();
+    let weight = g.weight(&format!("{hint}_weight"), &[d_input, d_output], &values(layer.weight.val()));
+    let product = g.op("MatMul", &[x, &weight], vec![]);
+    match &layer.bias {
+        Some(bias) => {
+            let bias = g.weight(&format!("{hint}_bias"), &[d_output], &values(bias.val()));
+            g.op("Add", &[&product, &bias], vec![])
+        }
+        None => product,
+    }
+}

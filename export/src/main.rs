@@ -1,0 +1,159 @@
+//! `export`: train a model variant into a package, or evaluate a package.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use export::corpus::Columns;
+use export::eval::evaluate;
+use export::models::Variant;
+use export::models::san::SanConfig;
+use export::train::TrainConfig;
+use export::training_run::{self, TrainRequest};
+use export::vocabulary::VocabularyConfig;
+use pipeline::inference::{BackendKind, BackendOptions, Device};
+
+#[derive(Parser)]
+#[command(version, about = "Train attention classifiers and export them as ONNX model packages")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Train a variant on a Parquet corpus and write a model package.
+    Train(Box<TrainArgs>),
+    /// Score a model package on a labelled Parquet corpus by running its ONNX graph.
+    Eval(EvalArgs),
+}
+
+#[derive(Args)]
+struct ColumnArgs {
+    /// Column holding the document text.
+    #[arg(long, default_value = "text")]
+    text_column: String,
+    /// Column holding the class label (any type castable to a string).
+    #[arg(long, default_value = "label")]
+    label_column: String,
+}
+
+impl ColumnArgs {
+    fn columns(&self) -> Columns {
+        Columns { text: self.text_column.clone(), label: self.label_column.clone() }
+    }
+}
+
+#[derive(Args)]
+struct TrainArgs {
+    #[arg(long, value_enum)]
+    variant: Variant,
+    /// Training corpus (Parquet).
+    #[arg(long)]
+    train: PathBuf,
+    /// Validation corpus; without it a stratified --valid-fraction of --train is held out.
+    #[arg(long)]
+    valid: Option<PathBuf>,
+    #[arg(long, default_value_t = 0.1)]
+    valid_fraction: f64,
+    /// Output package directory.
+    #[arg(long)]
+    out: PathBuf,
+    /// Replace --out if it exists.
+    #[arg(long)]
+    force: bool,
+    /// Documents are truncated to this many tokens, in training and in the package.
+    #[arg(long, default_value_t = 400)]
+    max_tokens: usize,
+    #[command(flatten)]
+    columns: ColumnArgs,
+    #[command(flatten)]
+    vocabulary: VocabularyConfig,
+    #[command(flatten)]
+    training: TrainConfig,
+    #[command(flatten)]
+    san: SanConfig,
+}
+
+#[derive(Args)]
+struct EvalArgs {
+    /// Model package directory.
+    #[arg(long)]
+    model: PathBuf,
+    /// Labelled Parquet corpus.
+    #[arg(long)]
+    data: PathBuf,
+    #[arg(long, value_enum, default_value_t = BackendKind::Tract)]
+    backend: BackendKind,
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    device: Device,
+    #[arg(long, default_value_t = 64)]
+    batch_size: usize,
+    /// Also write the metrics as JSON to this file.
+    #[arg(long)]
+    metrics_json: Option<PathBuf>,
+    #[command(flatten)]
+    columns: ColumnArgs,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Train(args) => {
+            let request = TrainRequest {
+                variant: args.variant,
+                train: args.train,
+                valid: args.valid,
+                columns: args.columns.columns(),
+                out: args.out,
+                force: args.force,
+                valid_fraction: args.valid_fraction,
+                max_tokens: args.max_tokens,
+                vocabulary: args.vocabulary,
+                training: args.training,
+                san: args.san,
+            };
+            let report = training_run::run(&request)?;
+            let m = &report.manifest;
+            println!(
+                "wrote {} ({} parameters, best epoch {} of {}, validation accuracy {:.4})",
+                report.package.display(),
+                m.parameter_count,
+                m.training.best_epoch,
+                m.training.epochs_run,
+                m.metrics.get("validation_accuracy").copied().unwrap_or(f64::NAN)
+            );
+            Ok(())
+        }
+        Command::Eval(args) => {
+            let backend = BackendOptions {
+                kind: args.backend,
+                device: args.device,
+                intra_op_threads: 1,
+                ..BackendOptions::default()
+            };
+            let evaluation = evaluate(&args.model, &args.data, &args.columns.columns(), &backend, args.batch_size)?;
+            print!("{evaluation}");
+            if let Some(path) = args.metrics_json {
+                std::fs::write(&path, serde_json::to_string_pretty(&evaluation)?)?;
+            }
+            Ok(())
+        }
+    }
+}

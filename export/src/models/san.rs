@@ -1,0 +1,134 @@
+//! SAN: structured self-attentive sentence embedding (Lin et al. 2017).
+//! embedding → biLSTM (u per direction) → r-hop attention A → M = A·H → ReLU MLP → softmax,
+//! trained with cross-entropy + coefficient · ‖A·Aᵀ − I‖²_F.
+
+use burn::nn::{Dropout, DropoutConfig, Embedding, Linear};
+use burn::prelude::*;
+use burn::tensor::activation::relu;
+use serde::Serialize;
+
+use super::{Classifier, ClassifierOutput, GraphShape, HyperParameters};
+use crate::layers::attention::{StructuredAttention, redundancy_penalty};
+use crate::layers::dense::{dense, emit_dense};
+use crate::layers::embedding::{embedding, emit_embedding};
+use crate::layers::recurrent::BiLstm;
+use crate::layers::{GraphBatch, TokenBatch};
+use crate::onnx::{Attr, Dim, ElemType, GraphBuilder};
+
+/// SAN hyper-parameters. Defaults are the paper's where they fit a 2-core machine
+/// (Lin et al. use u = 300, d_a = 350, r = 30 and a 3000-unit MLP on Yelp).
+#[derive(Debug, Clone, PartialEq, Serialize, clap::Args)]
+pub struct SanConfig {
+    /// Word embedding width.
+    #[arg(long, default_value_t = 100)]
+    pub embedding_dim: usize,
+    /// LSTM units per direction (u).
+    #[arg(long, default_value_t = 64)]
+    pub lstm_hidden: usize,
+    /// Attention hidden width (d_a).
+    #[arg(long, default_value_t = 64)]
+    pub attention_dim: usize,
+    /// Attention hops (r).
+    #[arg(long, default_value_t = 8)]
+    pub hops: usize,
+    /// Hidden units of the classifier MLP.
+    #[arg(long, default_value_t = 256)]
+    pub mlp_hidden: usize,
+    /// Dropout before and inside the MLP.
+    #[arg(long, default_value_t = 0.5)]
+    pub dropout: f64,
+    /// Weight of the penalty ‖A·Aᵀ − I‖²_F in the loss (the paper uses 1.0).
+    #[arg(long, default_value_t = 1.0)]
+    pub penalty: f32,
+}
+
+impl SanConfig {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        for (name, value) in [
+            ("--embedding-dim", self.embedding_dim),
+            ("--lstm-hidden", self.lstm_hidden),
+            ("--attention-dim", self.attention_dim),
+            ("--hops", self.hops),
+            ("--mlp-hidden", self.mlp_hidden),
+        ] {
+            anyhow::ensure!(value > 0, "{name} must be at least 1");
+        }
+        anyhow::ensure!((0.0..1.0).contains(&self.dropout), "--dropout must be in [0, 1)");
+        anyhow::ensure!(self.penalty >= 0.0, "--penalty must not be negative");
+        Ok(())
+    }
+
+    pub fn hyper_parameters(&self) -> HyperParameters {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(map)) => map.into_iter().collect(),
+            _ => HyperParameters::new(),
+        }
+    }
+
+    pub fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> San {
+        let states = 2 * self.lstm_hidden;
+        San {
+            embedding: embedding(vocab_size, self.embedding_dim, device),
+            encoder: BiLstm::new(self.embedding_dim, self.lstm_hidden, device),
+            attention: StructuredAttention::new(states, self.attention_dim, self.hops, device),
+            hidden: dense(self.hops * states, self.mlp_hidden, true, device),
+            output: dense(self.mlp_hidden, classes, true, device),
+            dropout: DropoutConfig::new(self.dropout).init(),
+            penalty: self.penalty,
+        }
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct San {
+    embedding: Embedding,
+    encoder: BiLstm,
+    attention: StructuredAttention,
+    hidden: Linear,
+    output: Linear,
+    dropout: Dropout,
+    penalty: f32,
+}
+
+impl San {
+    fn embedding_dim(&self) -> usize {
+        self.attention.hops() * 2 * self.encoder.hidden()
+    }
+}
+
+impl Classifier for San {
+    fn forward(&self, batch: &TokenBatch) -> ClassifierOutput {
+        let words = self.embedding.forward(batch.ids.clone());
+        let states = self.encoder.forward(words, batch);
+        let attention = self.attention.forward(states.clone(), batch);
+        let sentence = attention.clone().matmul(states).reshape([batch.batch, self.embedding_dim()]);
+        let hidden = relu(self.hidden.forward(self.dropout.forward(sentence)));
+        let logits = self.output.forward(self.dropout.forward(hidden));
+        let regularizer = (self.penalty > 0.0).then(|| redundancy_penalty(attention.clone()) * self.penalty);
+        ClassifierOutput { logits, attention: Some(attention), regularizer }
+    }
+
+    fn emit(&self, g: &mut GraphBuilder) {
+        let batch = GraphBatch::declare(g);
+        let words = emit_embedding(g, &self.embedding, &batch.ids);
+        let states = self.encoder.emit(g, &batch, &words);
+        let attention = self.attention.emit(g, &batch, &states);
+        let sentence = g.op("MatMul", &[&attention, &states], vec![]);
+        let flat = g.ints("flatten_shape", &[2], &[0, -1]);
+        let sentence = g.op("Reshape", &[&sentence, &flat], vec![]);
+        let hidden = emit_dense(g, &self.hidden, &sentence, "mlp_hidden");
+        let hidden = g.op("Relu", &[&hidden], vec![]);
+        let logits = emit_dense(g, &self.output, &hidden, "mlp_output");
+        let probs = g.op("Softmax", &[&logits], vec![("axis", Attr::Int(-1))]);
+        let classes = self.output.weight.dims()[1];
+        let (b, s) = (Dim::Named("batch"), Dim::Named("seq"));
+        g.output(&probs, "probs", ElemType::Float, &[b, Dim::Fixed(classes)]);
+        let (b, h) = (Dim::Named("batch"), Dim::Fixed(self.attention.hops()));
+        g.output(&attention, "attention", ElemType::Float, &[b, h, s]);
+        g.output(&sentence, "embedding", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(self.embedding_dim())]);
+    }
+
+    fn graph_shape(&self) -> GraphShape {
+        GraphShape { attention_heads: Some(self.attention.hops()), embedding_dim: self.embedding_dim() }
+    }
+}

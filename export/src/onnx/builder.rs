@@ -1,0 +1,206 @@
+//! A small ONNX graph builder over the protobuf types tract ships (`tract_onnx::pb`).
+//!
+//! Layers emit nodes through it; it hands out unique value names, stores weights as
+//! initializers and serialises the finished model.
+
+use tract_onnx::pb;
+
+/// ONNX opset the graphs target (DESIGN.md asks for 17 or newer).
+pub const OPSET: i64 = 17;
+const IR_VERSION: i64 = 8;
+
+const FLOAT: i32 = pb::tensor_proto::DataType::Float as i32;
+const INT64: i32 = pb::tensor_proto::DataType::Int64 as i32;
+
+/// A named value flowing through the graph.
+pub type Value = String;
+
+/// An attribute on a node.
+pub enum Attr {
+    Int(i64),
+    Ints(Vec<i64>),
+    Float(f32),
+    Str(String),
+    /// A one-element float32 tensor (e.g. `ConstantOfShape`'s `value`).
+    FloatTensor(f32),
+}
+
+pub struct GraphBuilder {
+    graph: pb::GraphProto,
+    counter: usize,
+}
+
+/// Element type of a graph input or output.
+#[derive(Clone, Copy)]
+pub enum ElemType {
+    Float,
+    Int64,
+}
+
+impl ElemType {
+    fn code(self) -> i32 {
+        match self {
+            ElemType::Float => FLOAT,
+            ElemType::Int64 => INT64,
+        }
+    }
+}
+
+/// A dimension of a graph input or output: fixed, or named and dynamic (`batch`, `seq`).
+pub enum Dim {
+    Fixed(usize),
+    Named(&'static str),
+}
+
+impl GraphBuilder {
+    pub fn new(name: &str) -> Self {
+        Self { graph: pb::GraphProto { name: name.to_owned(), ..Default::default() }, counter: 0 }
+    }
+
+    fn fresh(&mut self, hint: &str) -> String {
+        self.counter += 1;
+        format!("{hint}_{}", self.counter)
+    }
+
+    pub fn input(&mut self, name: &str, elem: ElemType, dims: &[Dim]) -> Value {
+        self.graph.input.push(value_info(name, elem, dims));
+        name.to_owned()
+    }
+
+    /// Declares `value` as a graph output called `name` (through an Identity node).
+    pub fn output(&mut self, value: &Value, name: &str, elem: ElemType, dims: &[Dim]) {
+        self.graph.node.push(node(
+            "Identity",
+            vec![value.clone()],
+            vec![name.to_owned()],
+            format!("{name}_out"),
+            vec![],
+        ));
+        self.graph.output.push(value_info(name, elem, dims));
+    }
+
+    /// A float32 weight or constant, stored as an initializer.
+    pub fn weight(&mut self, hint: &str, dims: &[usize], data: &[f32]) -> Value {
+        assert_eq!(dims.iter().product::<usize>(), data.len(), "weight {hint}: shape does not match data");
+        let name = self.fresh(hint);
+        self.graph.initializer.push(pb::TensorProto {
+            name: name.clone(),
+            dims: dims.iter().map(|&d| d as i64).collect(),
+            data_type: FLOAT,
+            raw_data: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            ..Default::default()
+        });
+        name
+    }
+
+    pub fn scalar_f32(&mut self, hint: &str, value: f32) -> Value {
+        self.weight(hint, &[], &[value])
+    }
+
+    /// An int64 constant of the given shape (`&[]` for a scalar).
+    pub fn ints(&mut self, hint: &str, dims: &[usize], data: &[i64]) -> Value {
+        let name = self.fresh(hint);
+        self.graph.initializer.push(pb::TensorProto {
+            name: name.clone(),
+            dims: dims.iter().map(|&d| d as i64).collect(),
+            data_type: INT64,
+            raw_data: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            ..Default::default()
+        });
+        name
+    }
+
+    /// Adds a node with one output and returns that output.
+    pub fn op(&mut self, op_type: &str, inputs: &[&Value], attrs: Vec<(&str, Attr)>) -> Value {
+        let output = self.fresh(&op_type.to_lowercase());
+        let name = format!("{output}_node");
+        let inputs = inputs.iter().map(|v| (*v).clone()).collect();
+        self.graph.node.push(node(op_type, inputs, vec![output.clone()], name, attrs));
+        output
+    }
+
+    pub fn into_model(self, metadata: &[(&str, String)]) -> pb::ModelProto {
+        pb::ModelProto {
+            ir_version: IR_VERSION,
+            producer_name: "export".to_owned(),
+            producer_version: env!("CARGO_PKG_VERSION").to_owned(),
+            opset_import: vec![pb::OperatorSetIdProto { domain: String::new(), version: OPSET }],
+            graph: Some(self.graph),
+            metadata_props: metadata
+                .iter()
+                .map(|(key, value)| pb::StringStringEntryProto { key: (*key).to_owned(), value: value.clone() })
+                .collect(),
+            ..Default::default()
+        }
+    }
+}
+
+fn node(
+    op_type: &str,
+    input: Vec<String>,
+    output: Vec<String>,
+    name: String,
+    attrs: Vec<(&str, Attr)>,
+) -> pb::NodeProto {
+    use pb::attribute_proto::AttributeType;
+    let attribute = attrs
+        .into_iter()
+        .map(|(name, attr)| {
+            let mut proto = pb::AttributeProto { name: name.to_owned(), ..Default::default() };
+            match attr {
+                Attr::Int(i) => {
+                    proto.r#type = AttributeType::Int as i32;
+                    proto.i = i;
+                }
+                Attr::Ints(ints) => {
+                    proto.r#type = AttributeType::Ints as i32;
+                    proto.ints = ints;
+                }
+                Attr::Float(f) => {
+                    proto.r#type = AttributeType::Float as i32;
+                    proto.f = f;
+                }
+                Attr::Str(s) => {
+                    proto.r#type = AttributeType::String as i32;
+                    proto.s = s.into_bytes();
+                }
+                Attr::FloatTensor(value) => {
+                    proto.r#type = AttributeType::Tensor as i32;
+                    proto.t = Some(pb::TensorProto {
+                        dims: vec![1],
+                        data_type: FLOAT,
+                        raw_data: value.to_le_bytes().to_vec(),
+                        ..Default::default()
+                    });
+                }
+            }
+            proto
+        })
+        .collect();
+    pb::NodeProto { input, output, name, op_type: op_type.to_owned(), attribute, ..Default::default() }
+}
+
+fn value_info(name: &str, elem: ElemType, dims: &[Dim]) -> pb::ValueInfoProto {
+    use pb::tensor_shape_proto::{Dimension, dimension};
+    let dim = dims
+        .iter()
+        .map(|d| Dimension {
+            value: Some(match d {
+                Dim::Fixed(n) => dimension::Value::DimValue(*n as i64),
+                Dim::Named(s) => dimension::Value::DimParam((*s).to_owned()),
+            }),
+            ..Default::default()
+        })
+        .collect();
+    pb::ValueInfoProto {
+        name: name.to_owned(),
+        r#type: Some(pb::TypeProto {
+            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                elem_type: elem.code(),
+                shape: Some(pb::TensorShapeProto { dim }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}

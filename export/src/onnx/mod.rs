@@ -1,0 +1,5 @@
+//! ONNX emission: the graph builder the layers write through.
+
+mod builder;
+
+pub use builder::{Attr, Dim, ElemType, GraphBuilder, OPSET, Value};

@@ -1,0 +1,258 @@
+//! `export train` from corpus to verified package: the steps in order.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use burn::prelude::*;
+use pipeline::inference::{InferenceBackend, ModelInputs, TractBackend};
+use pipeline::package::{FORMAT_VERSION, GRAPH_FILE, InputLayout, Manifest, TrainingSummary};
+use pipeline::text::TextEncoder;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use tokenizers::Tokenizer;
+
+use crate::corpus::{Columns, LabelledCorpus};
+use crate::models::san::SanConfig;
+use crate::models::{Classifier, HyperParameters, Variant};
+use crate::onnx::GraphBuilder;
+use crate::package::{PackageFiles, check_destination, write_package};
+use crate::split::stratified_split;
+use crate::train::{Example, TrainConfig, TrainedModel, forward_probs, train};
+use crate::vocabulary::{PAD_ID, VocabularyConfig, build_tokenizer};
+
+/// Largest |burn − tract| allowed on `probs` when verifying an exported graph.
+pub const VERIFY_TOLERANCE: f32 = 1e-4;
+
+#[derive(Debug, Clone)]
+pub struct TrainRequest {
+    pub variant: Variant,
+    pub train: PathBuf,
+    pub valid: Option<PathBuf>,
+    pub columns: Columns,
+    pub out: PathBuf,
+    pub force: bool,
+    pub valid_fraction: f64,
+    pub max_tokens: usize,
+    pub vocabulary: VocabularyConfig,
+    pub training: TrainConfig,
+    pub san: SanConfig,
+}
+
+pub struct TrainReport {
+    pub package: PathBuf,
+    pub manifest: Manifest,
+}
+
+/// Labelled, tokenized examples ready for training.
+struct PreparedData {
+    classes: Vec<String>,
+    tokenizer: Tokenizer,
+    train: Vec<Example>,
+    valid: Vec<Example>,
+    corpus: LabelledCorpus,
+}
+
+/// A trained variant with its written package.
+pub struct TrainOutcome<M> {
+    pub report: TrainReport,
+    /// The best epoch's weights, as exported.
+    pub model: M,
+}
+
+pub fn run(request: &TrainRequest) -> anyhow::Result<TrainReport> {
+    match request.variant {
+        Variant::San => {
+            request.san.validate()?;
+            let san = &request.san;
+            let outcome = run_variant(
+                request,
+                |vocab, classes, device| san.init(vocab, classes, device),
+                san.hyper_parameters(),
+            )?;
+            Ok(outcome.report)
+        }
+    }
+}
+
+/// Trains the model `init` builds (from vocabulary size, class count and device) and writes
+/// its verified package.
+pub fn run_variant<M: Classifier>(
+    request: &TrainRequest,
+    init: impl FnOnce(usize, usize, &Device) -> M,
+    hyper_parameters: HyperParameters,
+) -> anyhow::Result<TrainOutcome<M>> {
+    check_destination(&request.out, request.force)?;
+    request.training.validate()?;
+    anyhow::ensure!(request.max_tokens > 0, "--max-tokens must be at least 1");
+    anyhow::ensure!(
+        request.valid.is_some() || (request.valid_fraction > 0.0 && request.valid_fraction < 1.0),
+        "--valid-fraction must be between 0 and 1"
+    );
+    let started = Instant::now();
+    let data = prepare(request)?;
+    tracing::info!(
+        "{} training and {} validation documents, {} classes ({}), vocabulary {} tokens",
+        data.train.len(),
+        data.valid.len(),
+        data.classes.len(),
+        data.classes.join(", "),
+        data.tokenizer.get_vocab_size(true)
+    );
+    let device = Device::flex().autodiff();
+    device.seed(request.training.seed);
+    let model = init(data.tokenizer.get_vocab_size(true), data.classes.len(), &device);
+    let trained = train(model, &data.train, &data.valid, &request.training)?;
+    finish(request, &data, trained, hyper_parameters, started)
+}
+
+fn prepare(request: &TrainRequest) -> anyhow::Result<PreparedData> {
+    let corpus = LabelledCorpus::read(&request.train, &request.columns)?;
+    let classes = corpus.classes();
+    if classes.len() < 2 {
+        bail!(
+            "{} has a single class (`{}`) in column `{}`; a classifier needs at least two",
+            request.train.display(),
+            classes.join(""),
+            request.columns.label
+        );
+    }
+    let class_of = |label: &str| classes.iter().position(|c| c == label);
+    let labels: Vec<usize> = corpus.labels.iter().map(|l| class_of(l).unwrap_or_default()).collect();
+
+    let mut rng = StdRng::seed_from_u64(request.training.seed);
+    let (train_texts, train_labels, valid_texts, valid_labels) = match &request.valid {
+        Some(path) => {
+            let valid = LabelledCorpus::read(path, &request.columns)?;
+            let mut valid_labels = Vec::with_capacity(valid.len());
+            for label in &valid.labels {
+                match class_of(label) {
+                    Some(class) => valid_labels.push(class),
+                    None => bail!(
+                        "{} has label `{label}`, which the training set {} does not have (its labels: {})",
+                        path.display(),
+                        request.train.display(),
+                        classes.join(", ")
+                    ),
+                }
+            }
+            (corpus.texts.clone(), labels, valid.texts, valid_labels)
+        }
+        None => {
+            let (train_idx, valid_idx) = stratified_split(&labels, request.valid_fraction, &mut rng);
+            let pick = |idx: &[usize]| -> (Vec<String>, Vec<usize>) {
+                (idx.iter().map(|&i| corpus.texts[i].clone()).collect(), idx.iter().map(|&i| labels[i]).collect())
+            };
+            let (tt, tl) = pick(&train_idx);
+            let (vt, vl) = pick(&valid_idx);
+            (tt, tl, vt, vl)
+        }
+    };
+    // The vocabulary comes from the training part only, so validation stays unseen.
+    let tokenizer = build_tokenizer(&train_texts, &request.vocabulary)?;
+    let encoder = TextEncoder::new(tokenizer.clone(), request.max_tokens);
+    let train = encode(&encoder, &train_texts, &train_labels, "training")?;
+    let valid = encode(&encoder, &valid_texts, &valid_labels, "validation")?;
+    Ok(PreparedData { classes, tokenizer, train, valid, corpus })
+}
+
+fn encode(encoder: &TextEncoder, texts: &[String], labels: &[usize], part: &str) -> anyhow::Result<Vec<Example>> {
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let encoded = encoder.encode_batch(&refs)?;
+    let (mut examples, mut empty, mut truncated) = (Vec::with_capacity(texts.len()), 0, 0);
+    for (encoding, &label) in encoded.into_iter().zip(labels) {
+        truncated += usize::from(encoding.truncated);
+        if encoding.ids.is_empty() {
+            empty += 1;
+        } else {
+            examples.push(Example { ids: encoding.ids, label });
+        }
+    }
+    if empty > 0 {
+        tracing::warn!("{part}: skipped {empty} document(s) with no tokens");
+    }
+    if truncated > 0 {
+        tracing::info!("{part}: {truncated} document(s) truncated to {} tokens", encoder.max_tokens());
+    }
+    Ok(examples)
+}
+
+fn finish<M: Classifier>(
+    request: &TrainRequest,
+    data: &PreparedData,
+    trained: TrainedModel<M>,
+    hyper_parameters: HyperParameters,
+    started: Instant,
+) -> anyhow::Result<TrainOutcome<M>> {
+    let model = trained.model.valid();
+    let best = trained.best().context("no best epoch recorded")?;
+    let shape = model.graph_shape();
+    let mut metrics = BTreeMap::new();
+    metrics.insert("validation_accuracy".to_owned(), best.validation_accuracy);
+    metrics.insert("train_accuracy".to_owned(), best.train_accuracy);
+    metrics.insert("seconds_per_epoch".to_owned(), mean(trained.history.iter().map(|e| e.seconds)));
+    metrics.insert("train_docs_per_second".to_owned(), mean(trained.history.iter().map(|e| e.docs_per_second)));
+    let mut hyper_parameters = hyper_parameters;
+    hyper_parameters.insert("training".to_owned(), serde_json::to_value(&request.training)?);
+    hyper_parameters.insert("min_count".to_owned(), request.vocabulary.min_count.into());
+    hyper_parameters.insert("max_vocab".to_owned(), request.vocabulary.max_vocab.into());
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        variant: request.variant.name().to_owned(),
+        labels: data.classes.clone(),
+        input_layout: InputLayout::Tokens,
+        max_tokens: request.max_tokens,
+        padding_id: PAD_ID,
+        attention_heads: shape.attention_heads,
+        embedding_dim: shape.embedding_dim,
+        parameter_count: model.num_params() as u64,
+        hyper_parameters,
+        training: TrainingSummary {
+            corpus: data.corpus.fingerprint.clone(),
+            train_rows: data.train.len(),
+            validation_rows: data.valid.len(),
+            epochs_run: trained.history.len(),
+            best_epoch: trained.best_epoch,
+            seconds: started.elapsed().as_secs_f64(),
+            seed: request.training.seed,
+        },
+        metrics,
+        package_version: env!("CARGO_PKG_VERSION").to_owned(),
+    };
+    let mut graph = GraphBuilder::new(request.variant.name());
+    model.emit(&mut graph);
+    let graph = graph.into_model(&[
+        ("variant", manifest.variant.clone()),
+        ("labels", serde_json::to_string(&manifest.labels)?),
+        ("package_version", manifest.package_version.clone()),
+    ]);
+    let sample: Vec<&[i64]> = data.valid.iter().take(32).map(|e| e.ids.as_slice()).collect();
+    let sample = ModelInputs::right_padded(&sample, PAD_ID);
+    let package = write_package(
+        &request.out,
+        request.force,
+        PackageFiles { graph: &graph, tokenizer: &data.tokenizer, manifest: &manifest },
+        |dir| verify_graph(&model, &dir.join(GRAPH_FILE), &sample),
+    )?;
+    Ok(TrainOutcome { report: TrainReport { package, manifest }, model })
+}
+
+/// Runs the written graph with tract on a padded batch and compares it with burn.
+pub fn verify_graph<M: Classifier>(model: &M, graph: &Path, inputs: &ModelInputs) -> anyhow::Result<()> {
+    let (expected, _) = forward_probs(model, inputs);
+    let outputs = TractBackend::open(graph)?.run(inputs)?;
+    let actual = &outputs.get("probs").context("graph has no `probs` output")?.data;
+    let worst = expected.iter().zip(actual).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    anyhow::ensure!(
+        expected.len() == actual.len() && worst <= VERIFY_TOLERANCE,
+        "tract's probabilities differ from burn's by {worst} (tolerance {VERIFY_TOLERANCE})"
+    );
+    tracing::info!("verified the graph with tract: max |Δprobs| = {worst:.2e} on {} documents", inputs.batch_size());
+    Ok(())
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    if n == 0 { 0.0 } else { sum / n as f64 }
+}

@@ -1,0 +1,190 @@
+//! Parity of the exported SAN graph: burn vs tract vs ONNX Runtime on one right-padded batch
+//! mixing lengths from 1 to 256 tokens, and every example alone vs its row of the batch.
+//! The model is trained inside the test on the committed IMDB slice.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use export::corpus::Columns;
+use export::models::Variant;
+use export::models::san::{San, SanConfig};
+use export::train::{TrainConfig, forward_probs};
+use export::training_run::{TrainOutcome, TrainRequest, run_variant};
+use export::vocabulary::VocabularyConfig;
+use pipeline::inference::{
+    BackendKind, BackendOptions, InferenceBackend, ModelInputs, ModelOutputs, OrtBackend, OrtLibrary, TractBackend,
+};
+use pipeline::package::ModelPackage;
+use pipeline::text::TextEncoder;
+
+const RUNTIME_TOLERANCE: f32 = 1e-4;
+const ALONE_TOLERANCE: f32 = 1e-5;
+/// Deliberately unsorted, from a single token to the package's 256-token limit.
+const LENGTHS: [usize; 9] = [64, 1, 256, 17, 200, 2, 131, 5, 240];
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+struct Trained {
+    _dir: tempfile::TempDir,
+    package: ModelPackage,
+    model: San,
+}
+
+/// One tiny SAN for every test in this file (training takes a few seconds).
+fn trained() -> &'static Trained {
+    static TRAINED: OnceLock<Trained> = OnceLock::new();
+    TRAINED.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let san = SanConfig {
+            embedding_dim: 16,
+            lstm_hidden: 8,
+            attention_dim: 8,
+            hops: 3,
+            mlp_hidden: 16,
+            dropout: 0.1,
+            penalty: 1.0,
+        };
+        let request = TrainRequest {
+            variant: Variant::San,
+            train: repo_root().join("fixtures/imdb-train-600.parquet"),
+            valid: None,
+            columns: Columns { text: "text".into(), label: "label".into() },
+            out: dir.path().join("san"),
+            force: false,
+            valid_fraction: 0.2,
+            max_tokens: 256,
+            vocabulary: VocabularyConfig { min_count: 2, max_vocab: 4000 },
+            training: TrainConfig {
+                epochs: 2,
+                patience: 2,
+                batch_size: 32,
+                learning_rate: 3e-3,
+                clip_norm: 0.5,
+                seed: 7,
+            },
+            san: san.clone(),
+        };
+        let TrainOutcome { report, model } =
+            run_variant(&request, |vocab, classes, device| san.init(vocab, classes, device), san.hyper_parameters())
+                .expect("training the tiny SAN");
+        let package = ModelPackage::open(&report.package).expect("package written by export");
+        Trained { _dir: dir, package, model }
+    })
+}
+
+/// Token ids of fixture reviews cut to `LENGTHS`, right-padded into one batch.
+fn mixed_length_batch(package: &ModelPackage) -> (ModelInputs, Vec<Vec<i64>>) {
+    let encoder = TextEncoder::from_file(&package.tokenizer_path(), package.manifest.max_tokens).expect("tokenizer");
+    let source = pipeline::source::open_parquet(&repo_root().join("fixtures/reviews.parquet"), &["text"], 1024)
+        .expect("fixture reviews");
+    let mut long_reviews = Vec::new();
+    for batch in source.reader {
+        let batch = batch.expect("record batch");
+        let texts = pipeline::source::string_values(batch.column(0)).expect("string column");
+        let texts: Vec<&str> = texts.into_iter().flatten().collect();
+        for encoded in encoder.encode_batch(&texts).expect("encode") {
+            if encoded.ids.len() >= 256 {
+                long_reviews.push(encoded.ids);
+            }
+        }
+    }
+    assert!(long_reviews.len() >= LENGTHS.len(), "fixture needs {} reviews of 256+ tokens", LENGTHS.len());
+    let sequences: Vec<Vec<i64>> = LENGTHS.iter().zip(&long_reviews).map(|(&len, ids)| ids[..len].to_vec()).collect();
+    (ModelInputs::right_padded(&sequences, package.manifest.padding_id), sequences)
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "compared tensors differ in size");
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+fn ort_backend(graph: &Path) -> OrtBackend {
+    let library = OrtLibrary::install_for_tests(&repo_root()).expect("installing the ONNX Runtime library for tests");
+    let options = BackendOptions { kind: BackendKind::Ort, ort_library: Some(library), ..BackendOptions::default() };
+    OrtBackend::open(graph, &options).expect("ONNX Runtime opens the graph")
+}
+
+fn check_against_burn(outputs: &ModelOutputs, inputs: &ModelInputs, runtime: &str) {
+    let trained = trained();
+    let (probs, attention) = forward_probs(&trained.model, inputs);
+    let attention = attention.expect("SAN returns attention");
+    let probs_diff = max_abs_diff(&probs, &outputs["probs"].data);
+    let attention_diff = max_abs_diff(&attention, &outputs["attention"].data);
+    println!("{runtime}: max |Δprobs| = {probs_diff:.2e}, max |Δattention| = {attention_diff:.2e}");
+    assert!(probs_diff <= RUNTIME_TOLERANCE, "{runtime} probs differ from burn by {probs_diff}");
+    assert!(attention_diff <= RUNTIME_TOLERANCE, "{runtime} attention differs from burn by {attention_diff}");
+}
+
+/// Each example run alone gives its row of the padded batch; padding gets no attention.
+fn check_alone_equals_batch(backend: &dyn InferenceBackend, inputs: &ModelInputs, sequences: &[Vec<i64>]) {
+    let batch = backend.run(inputs).expect("batch run");
+    let seq = inputs.shape[1];
+    let hops = batch["attention"].shape[1];
+    for (row, sequence) in sequences.iter().enumerate() {
+        let alone = backend.run(&ModelInputs::right_padded(&[sequence], 0)).expect("single run");
+        let probs_diff = max_abs_diff(batch["probs"].row(row), &alone["probs"].data);
+        assert!(probs_diff <= ALONE_TOLERANCE, "{}: row {row} probs differ alone by {probs_diff}", backend.describe());
+        for hop in 0..hops {
+            let batched = &batch["attention"].row(row)[hop * seq..(hop + 1) * seq];
+            let single = &alone["attention"].row(0)[hop * sequence.len()..(hop + 1) * sequence.len()];
+            let diff = max_abs_diff(&batched[..sequence.len()], single);
+            assert!(
+                diff <= ALONE_TOLERANCE,
+                "{}: row {row} hop {hop} attention differs alone by {diff}",
+                backend.describe()
+            );
+            assert!(batched[sequence.len()..].iter().all(|&w| w == 0.0), "attention leaked onto padding");
+            let total: f32 = batched.iter().sum();
+            assert!((total - 1.0).abs() < 1e-5, "attention row sums to {total}");
+        }
+        let embedding_diff = max_abs_diff(batch["embedding"].row(row), &alone["embedding"].data);
+        assert!(embedding_diff <= ALONE_TOLERANCE, "row {row} embedding differs alone by {embedding_diff}");
+    }
+}
+
+#[test]
+fn tract_matches_burn_on_a_mixed_length_padded_batch() {
+    let trained = trained();
+    let (inputs, _) = mixed_length_batch(&trained.package);
+    let tract = TractBackend::open(&trained.package.graph_path()).expect("tract opens the graph");
+    check_against_burn(&tract.run(&inputs).expect("tract run"), &inputs, "tract");
+}
+
+#[test]
+fn onnx_runtime_matches_burn_on_a_mixed_length_padded_batch() {
+    let trained = trained();
+    let (inputs, _) = mixed_length_batch(&trained.package);
+    let ort = ort_backend(&trained.package.graph_path());
+    check_against_burn(&ort.run(&inputs).expect("ort run"), &inputs, "onnxruntime");
+}
+
+#[test]
+fn tract_single_examples_equal_their_batch_rows() {
+    let trained = trained();
+    let (inputs, sequences) = mixed_length_batch(&trained.package);
+    let tract = TractBackend::open(&trained.package.graph_path()).expect("tract opens the graph");
+    check_alone_equals_batch(&tract, &inputs, &sequences);
+}
+
+#[test]
+fn onnx_runtime_single_examples_equal_their_batch_rows() {
+    let trained = trained();
+    let (inputs, sequences) = mixed_length_batch(&trained.package);
+    check_alone_equals_batch(&ort_backend(&trained.package.graph_path()), &inputs, &sequences);
+}
+
+#[test]
+fn package_declares_its_contract() {
+    let trained = trained();
+    let manifest = &trained.package.manifest;
+    assert_eq!(manifest.variant, "san");
+    assert_eq!(manifest.labels, vec!["neg".to_owned(), "pos".to_owned()]);
+    assert_eq!(manifest.attention_heads, Some(3));
+    assert_eq!(manifest.embedding_dim, 3 * 16);
+    assert_eq!(manifest.max_tokens, 256);
+    assert!(manifest.parameter_count > 0);
+    let tract = TractBackend::open(&trained.package.graph_path()).expect("tract opens the graph");
+    assert_eq!(tract.output_names(), ["probs", "attention", "embedding"]);
+}

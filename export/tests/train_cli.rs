@@ -1,0 +1,236 @@
+//! `export train` / `export eval` as a user runs them: bad input gets a clear error, a
+//! non-zero exit, and leaves no package (complete or partial) behind.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{Field, Schema};
+use parquet::arrow::ArrowWriter;
+
+const TINY_MODEL: [&str; 16] = [
+    "--embedding-dim",
+    "8",
+    "--lstm-hidden",
+    "4",
+    "--attention-dim",
+    "4",
+    "--hops",
+    "2",
+    "--mlp-hidden",
+    "8",
+    "--epochs",
+    "1",
+    "--max-tokens",
+    "64",
+    "--min-count",
+    "1",
+];
+
+fn export() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_export"))
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures").join(name)
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn train(corpus: &Path, out: &Path, extra: &[&str]) -> Output {
+    export()
+        .args(["train", "--variant", "san", "--train"])
+        .arg(corpus)
+        .arg("--out")
+        .arg(out)
+        .args(TINY_MODEL)
+        .args(extra)
+        .output()
+        .expect("run export")
+}
+
+/// The directory holds nothing but the inputs the test wrote (no package, no staging dir).
+fn assert_nothing_written(dir: &Path, inputs: &[&str]) {
+    let left: Vec<String> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| !inputs.contains(&name.as_str()))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+fn write_parquet(path: &Path, columns: Vec<(&str, ArrayRef)>) {
+    let fields: Vec<Field> = columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect();
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns.into_iter().map(|(_, a)| a).collect())
+        .expect("record batch");
+    let mut writer =
+        ArrowWriter::try_new(std::fs::File::create(path).expect("create"), batch.schema(), None).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
+fn strings(values: &[Option<&str>]) -> ArrayRef {
+    Arc::new(StringArray::from(values.to_vec()))
+}
+
+fn reviews(n: usize) -> Vec<Option<&'static str>> {
+    let texts = [
+        "a wonderful , moving film",
+        "dull and far too long",
+        "great acting and a fine story",
+        "awful plot , bad acting",
+    ];
+    (0..n).map(|i| Some(texts[i % 4])).collect()
+}
+
+fn labels(n: usize) -> Vec<Option<&'static str>> {
+    (0..n).map(|i| Some(if i % 2 == 0 { "pos" } else { "neg" })).collect()
+}
+
+#[test]
+fn missing_text_column_lists_the_columns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("model");
+    let output = train(&fixture("imdb-train-600.parquet"), &out, &["--text-column", "body"]);
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert!(err.contains("no column `body`") && err.contains("text (Utf8)") && err.contains("label"), "{err}");
+    assert_nothing_written(dir.path(), &[]);
+}
+
+#[test]
+fn missing_label_column_lists_the_columns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = train(&fixture("imdb-train-600.parquet"), &dir.path().join("model"), &["--label-column", "sentiment"]);
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert!(err.contains("no column `sentiment`") && err.contains("id (Utf8)"), "{err}");
+    assert_nothing_written(dir.path(), &[]);
+}
+
+#[test]
+fn non_string_text_column_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corpus = dir.path().join("numbers.parquet");
+    write_parquet(
+        &corpus,
+        vec![("text", Arc::new(Int64Array::from(vec![1, 2, 3, 4]))), ("label", strings(&labels(4)))],
+    );
+    let output = train(&corpus, &dir.path().join("model"), &[]);
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert!(err.contains("text column `text` has type Int64") && err.contains("string"), "{err}");
+    assert_nothing_written(dir.path(), &["numbers.parquet"]);
+}
+
+#[test]
+fn single_class_corpus_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corpus = dir.path().join("one.parquet");
+    write_parquet(&corpus, vec![("text", strings(&reviews(8))), ("label", strings(&[Some("pos"); 8]))]);
+    let output = train(&corpus, &dir.path().join("model"), &[]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("single class (`pos`)"), "{}", stderr(&output));
+    assert_nothing_written(dir.path(), &["one.parquet"]);
+}
+
+#[test]
+fn empty_corpus_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corpus = dir.path().join("empty.parquet");
+    write_parquet(&corpus, vec![("text", strings(&[])), ("label", strings(&[]))]);
+    let output = train(&corpus, &dir.path().join("model"), &[]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("has no usable rows"), "{}", stderr(&output));
+    assert_nothing_written(dir.path(), &["empty.parquet"]);
+}
+
+#[test]
+fn non_parquet_file_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corpus = dir.path().join("reviews.csv");
+    std::fs::write(&corpus, "text,label\ngood,pos\n").expect("write");
+    let output = train(&corpus, &dir.path().join("model"), &[]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("reviews.csv is not a readable Parquet file"), "{}", stderr(&output));
+    assert_nothing_written(dir.path(), &["reviews.csv"]);
+}
+
+#[test]
+fn unreadable_file_names_the_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = train(&dir.path().join("missing.parquet"), &dir.path().join("model"), &[]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("cannot open") && stderr(&output).contains("missing.parquet"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn existing_output_is_refused_without_force() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("model");
+    std::fs::create_dir(&out).expect("mkdir");
+    std::fs::write(out.join("keep.txt"), "mine").expect("write");
+    let output = train(&fixture("imdb-train-600.parquet"), &out, &[]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("already exists") && stderr(&output).contains("--force"), "{}", stderr(&output));
+    assert_eq!(std::fs::read_to_string(out.join("keep.txt")).expect("untouched"), "mine");
+}
+
+#[test]
+fn null_rows_are_skipped_counted_and_training_completes_with_force() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corpus = dir.path().join("nulls.parquet");
+    let mut texts = reviews(40);
+    let mut label_values = labels(40);
+    texts[3] = None;
+    texts[10] = None;
+    label_values[5] = None;
+    write_parquet(&corpus, vec![("text", strings(&texts)), ("label", strings(&label_values))]);
+    let out = dir.path().join("model");
+    std::fs::create_dir(&out).expect("an old package to replace");
+    let output = train(&corpus, &out, &["--force"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("skipped 3 row(s) with a null text or label"), "{}", stderr(&output));
+    let package = pipeline::package::ModelPackage::open(&out).expect("complete package");
+    assert_eq!(package.manifest.training.corpus.rows, 40);
+    assert_eq!(package.manifest.training.train_rows + package.manifest.training.validation_rows, 37);
+    assert_nothing_written(dir.path(), &["nulls.parquet", "model"]);
+
+    // eval runs the exported graph and reports metrics over the labelled rows
+    let eval = export().args(["eval", "--model"]).arg(&out).arg("--data").arg(&corpus).output().expect("run eval");
+    assert!(eval.status.success(), "{}", stderr(&eval));
+    let report = String::from_utf8_lossy(&eval.stdout);
+    assert!(
+        report.contains("rows: 37 (skipped 3)") && report.contains("accuracy:") && report.contains("macro-F1:"),
+        "{report}"
+    );
+}
+
+#[test]
+fn unknown_variant_lists_the_valid_ones() {
+    let output = export().args(["train", "--variant", "gpt", "--train", "x", "--out", "y"]).output().expect("run");
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("possible values: san"), "{}", stderr(&output));
+}
+
+#[test]
+fn impossible_hyper_parameters_are_refused_before_training() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = export()
+        .args(["train", "--variant", "san", "--hops", "0", "--train"])
+        .arg(fixture("imdb-train-600.parquet"))
+        .arg("--out")
+        .arg(dir.path().join("model"))
+        .output()
+        .expect("run export");
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("--hops must be at least 1"), "{}", stderr(&output));
+    assert_nothing_written(dir.path(), &[]);
+}

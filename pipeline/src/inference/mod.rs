@@ -1,0 +1,119 @@
+//! Inference backends: one trait, implemented by tract (pure Rust, default) and ONNX Runtime.
+//!
+//! Backends exchange plain row-major buffers so that callers (the pipeline, `export eval`,
+//! the parity tests) never depend on a runtime's own tensor types.
+
+mod onnxruntime;
+mod tract;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use onnxruntime::{OrtBackend, OrtLibrary};
+pub use tract::TractBackend;
+
+/// A batch of right-padded token ids with its mask, both `[batch, seq]` (or
+/// `[batch, sentences, words]` for hierarchical models), row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelInputs {
+    pub shape: Vec<usize>,
+    pub input_ids: Vec<i64>,
+    pub attention_mask: Vec<i64>,
+}
+
+impl ModelInputs {
+    /// Right-pads token sequences to the longest one (at least one position).
+    pub fn right_padded<S: AsRef<[i64]>>(sequences: &[S], pad_id: i64) -> Self {
+        let seq = sequences.iter().map(|s| s.as_ref().len()).max().unwrap_or(0).max(1);
+        let mut input_ids = Vec::with_capacity(sequences.len() * seq);
+        let mut attention_mask = Vec::with_capacity(sequences.len() * seq);
+        for sequence in sequences {
+            let sequence = sequence.as_ref();
+            input_ids.extend_from_slice(sequence);
+            input_ids.extend(std::iter::repeat_n(pad_id, seq - sequence.len()));
+            attention_mask.extend(std::iter::repeat_n(1, sequence.len()));
+            attention_mask.extend(std::iter::repeat_n(0, seq - sequence.len()));
+        }
+        Self { shape: vec![sequences.len(), seq], input_ids, attention_mask }
+    }
+
+    pub fn batch_size(&self) -> usize {
+        self.shape.first().copied().unwrap_or(0)
+    }
+}
+
+/// A float32 output tensor, row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputTensor {
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+impl OutputTensor {
+    /// The slice belonging to example `row` of the batch (first dimension).
+    pub fn row(&self, row: usize) -> &[f32] {
+        let width: usize = self.shape.iter().skip(1).product();
+        &self.data[row * width..(row + 1) * width]
+    }
+}
+
+/// Graph outputs by name (`probs`, `attention`, `embedding`, ...).
+pub type ModelOutputs = BTreeMap<String, OutputTensor>;
+
+/// Runs an ONNX model package graph on batches.
+pub trait InferenceBackend: Send + Sync {
+    /// Runs one batch. Safe to call from several threads at once.
+    fn run(&self, inputs: &ModelInputs) -> anyhow::Result<ModelOutputs>;
+    /// Names of the graph's outputs, in graph order.
+    fn output_names(&self) -> &[String];
+    /// A short name for logs and metadata (`tract`, `ort-cpu`, `ort-cuda`).
+    fn describe(&self) -> String;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// tract: pure Rust, CPU, no shared library needed.
+    #[default]
+    Tract,
+    /// ONNX Runtime, loaded at run time from its shared library.
+    Ort,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Device {
+    #[default]
+    Cpu,
+    Cuda,
+}
+
+/// Everything needed to open a backend on a graph.
+#[derive(Debug, Clone)]
+pub struct BackendOptions {
+    pub kind: BackendKind,
+    pub device: Device,
+    /// Threads ONNX Runtime may use inside one run (tract runs one thread per call).
+    pub intra_op_threads: usize,
+    /// Explicit ONNX Runtime library; otherwise discovered (see [`OrtLibrary::locate`]).
+    pub ort_library: Option<PathBuf>,
+}
+
+impl Default for BackendOptions {
+    fn default() -> Self {
+        Self { kind: BackendKind::Tract, device: Device::Cpu, intra_op_threads: 1, ort_library: None }
+    }
+}
+
+/// Opens `graph` with the backend `options` asks for.
+pub fn open_backend(graph: &Path, options: &BackendOptions) -> anyhow::Result<Box<dyn InferenceBackend>> {
+    match options.kind {
+        BackendKind::Tract => {
+            if options.device == Device::Cuda {
+                anyhow::bail!("the tract backend runs on the CPU only; use `--backend ort --device cuda` for a GPU");
+            }
+            Ok(Box::new(TractBackend::open(graph)?))
+        }
+        BackendKind::Ort => Ok(Box::new(OrtBackend::open(graph, options)?)),
+    }
+}

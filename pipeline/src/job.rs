@@ -1,0 +1,390 @@
+//! `pipeline run`: input files → tokenization → length-sorted batches → inference → Parquet.
+//!
+//! Each input record batch is one window: its documents are tokenized in parallel, sorted by
+//! length into model batches (less padding), run in parallel, and written back in input order.
+//! Memory is bounded by the window size, never by the corpus.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::{Schema, SchemaRef};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+use rayon::prelude::*;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::inference::{BackendOptions, InferenceBackend, ModelInputs, open_backend};
+use crate::package::ModelPackage;
+use crate::predictions::{DocumentPrediction, prediction_columns, prediction_fields};
+use crate::source::{BatchStream, column_list, is_string_type, open_batches, resolve_inputs, string_values};
+use crate::text::{EncodedText, TextEncoder};
+
+#[derive(Debug, Clone)]
+pub struct JobOptions {
+    pub input: String,
+    pub output: PathBuf,
+    pub text_column: String,
+    /// Input columns copied to the output; `None` keeps them all.
+    pub pass_through: Option<Vec<String>>,
+    pub backend: BackendOptions,
+    pub batch_size: usize,
+    /// Documents tokenized, sorted and written together.
+    pub window: usize,
+    pub max_tokens: Option<usize>,
+    pub with_embedding: bool,
+}
+
+/// The end-of-run summary (also written as JSON with `--metrics-json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct JobSummary {
+    pub output: String,
+    pub files: usize,
+    pub rows: usize,
+    pub predicted: usize,
+    pub null_texts: usize,
+    pub empty_texts: usize,
+    pub truncated: usize,
+    pub tokens: usize,
+    pub seconds: f64,
+    pub docs_per_second: f64,
+    pub tokens_per_second: f64,
+    pub backend: String,
+    pub model_variant: String,
+}
+
+impl std::fmt::Display for JobSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} rows ({} predicted, {} null, {} empty, {} truncated) in {:.1} s: {:.0} docs/s, {:.0} tokens/s [{}] -> {}",
+            self.rows,
+            self.predicted,
+            self.null_texts,
+            self.empty_texts,
+            self.truncated,
+            self.seconds,
+            self.docs_per_second,
+            self.tokens_per_second,
+            self.backend,
+            self.output
+        )
+    }
+}
+
+pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<JobSummary> {
+    anyhow::ensure!(options.batch_size > 0, "--batch-size must be at least 1");
+    anyhow::ensure!(options.window > 0, "--window must be at least 1");
+    let started = Instant::now();
+    let files = resolve_inputs(&options.input)?;
+    let max_tokens = options.max_tokens.unwrap_or(package.manifest.max_tokens);
+    let encoder = TextEncoder::from_file(&package.tokenizer_path(), max_tokens)?;
+    let backend = open_backend(&package.graph_path(), &options.backend)?;
+    check_graph_matches_manifest(package, backend.as_ref())?;
+    let has_attention = backend.output_names().iter().any(|n| n == "attention");
+    let embedding_dim = options.with_embedding.then_some(package.manifest.embedding_dim);
+
+    // Every file must agree on the pass-through schema; check them all before writing anything.
+    let streams: Vec<BatchStream> =
+        files.iter().map(|f| open_batches(f, options.window)).collect::<anyhow::Result<_>>()?;
+    let (kept_columns, output_schema) = plan_schema(&files, &streams, options, has_attention, embedding_dim)?;
+    let output_schema = Arc::new(output_schema.with_metadata(table_metadata(package, backend.as_ref())?));
+
+    let total_rows: Option<usize> = streams.iter().map(|s| s.rows).sum();
+    let progress = Progress::new(total_rows);
+    let mut writer = OutputFile::create(&options.output, output_schema.clone())?;
+    let mut summary = JobSummary {
+        output: options.output.display().to_string(),
+        files: files.len(),
+        rows: 0,
+        predicted: 0,
+        null_texts: 0,
+        empty_texts: 0,
+        truncated: 0,
+        tokens: 0,
+        seconds: 0.0,
+        docs_per_second: 0.0,
+        tokens_per_second: 0.0,
+        backend: backend.describe(),
+        model_variant: package.manifest.variant.clone(),
+    };
+    let labels = &package.manifest.labels;
+    for (file, stream) in files.iter().zip(streams) {
+        for batch in stream.batches {
+            let batch = batch?;
+            let text = batch.column_by_name(&options.text_column).context("text column vanished")?;
+            let texts =
+                string_values(text).with_context(|| format!("{}: text column is not a string", file.display()))?;
+            let predictions =
+                predict_window(&texts, &encoder, backend.as_ref(), package, options.batch_size, &mut summary)
+                    .with_context(|| format!("inference failed on {}", file.display()))?;
+            let mut columns: Vec<ArrayRef> = kept_columns
+                .iter()
+                .map(|name| batch.column_by_name(name).cloned())
+                .collect::<Option<_>>()
+                .context("column vanished")?;
+            columns.extend(prediction_columns(&predictions, labels, has_attention, embedding_dim));
+            writer.write(&RecordBatch::try_new(output_schema.clone(), columns)?)?;
+            summary.rows += batch.num_rows();
+            progress.advance(batch.num_rows(), &summary);
+        }
+    }
+    writer.finish()?;
+    progress.finish();
+    summary.seconds = started.elapsed().as_secs_f64();
+    summary.docs_per_second = summary.rows as f64 / summary.seconds;
+    summary.tokens_per_second = summary.tokens as f64 / summary.seconds;
+    Ok(summary)
+}
+
+/// Tokenizes one window, runs it in length-sorted batches, returns predictions in row order.
+fn predict_window(
+    texts: &[Option<&str>],
+    encoder: &TextEncoder,
+    backend: &dyn InferenceBackend,
+    package: &ModelPackage,
+    batch_size: usize,
+    summary: &mut JobSummary,
+) -> anyhow::Result<Vec<Option<DocumentPrediction>>> {
+    let present: Vec<(usize, &str)> = texts.iter().enumerate().filter_map(|(i, t)| t.map(|t| (i, t))).collect();
+    summary.null_texts += texts.len() - present.len();
+    let strings: Vec<&str> = present.iter().map(|(_, t)| *t).collect();
+    let encoded = encoder.encode_batch(&strings)?;
+    let mut documents: Vec<(usize, EncodedText)> = Vec::with_capacity(encoded.len());
+    for ((row, _), encoding) in present.iter().zip(encoded) {
+        summary.truncated += usize::from(encoding.truncated);
+        if encoding.ids.is_empty() {
+            summary.empty_texts += 1;
+        } else {
+            summary.tokens += encoding.ids.len();
+            documents.push((*row, encoding));
+        }
+    }
+    summary.predicted += documents.len();
+    documents.sort_by_key(|(_, e)| e.ids.len());
+    let pad = package.manifest.padding_id;
+    let batches: Vec<anyhow::Result<Vec<(usize, DocumentPrediction)>>> = documents
+        .par_chunks(batch_size)
+        .map(|chunk| {
+            let sequences: Vec<&[i64]> = chunk.iter().map(|(_, e)| e.ids.as_slice()).collect();
+            let inputs = ModelInputs::right_padded(&sequences, pad);
+            let outputs = backend.run(&inputs)?;
+            let probs = outputs.get("probs").context("graph has no `probs` output")?;
+            let attention = outputs.get("attention");
+            let embedding = outputs.get("embedding");
+            Ok(chunk
+                .iter()
+                .enumerate()
+                .map(|(i, (row, encoding))| {
+                    let len = encoding.ids.len();
+                    let attention = attention.map(|a| {
+                        let seq = a.shape[2];
+                        a.row(i).chunks(seq).map(|head| head[..len].to_vec()).collect()
+                    });
+                    let doc = DocumentPrediction {
+                        probabilities: probs.row(i).to_vec(),
+                        tokens: encoding.tokens.clone(),
+                        attention,
+                        embedding: embedding.map(|e| e.row(i).to_vec()),
+                    };
+                    (*row, doc)
+                })
+                .collect())
+        })
+        .collect();
+    let mut rows: Vec<Option<DocumentPrediction>> = vec![None; texts.len()];
+    for batch in batches {
+        for (row, doc) in batch? {
+            rows[row] = Some(doc);
+        }
+    }
+    Ok(rows)
+}
+
+fn check_graph_matches_manifest(package: &ModelPackage, backend: &dyn InferenceBackend) -> anyhow::Result<()> {
+    let names = backend.output_names();
+    if !names.iter().any(|n| n == "probs") {
+        bail!(
+            "{} does not match the package contract: it has outputs {names:?}, but `probs` is required",
+            package.graph_path().display()
+        );
+    }
+    let has_attention = names.iter().any(|n| n == "attention");
+    if has_attention != package.manifest.attention_heads.is_some() {
+        bail!(
+            "{} does not match {}: the manifest says attention_heads = {:?} but the graph {} an `attention` output",
+            package.graph_path().display(),
+            package.dir.join(crate::package::MANIFEST_FILE).display(),
+            package.manifest.attention_heads,
+            if has_attention { "has" } else { "has no" }
+        );
+    }
+    Ok(())
+}
+
+/// Checks the text column and the pass-through columns in every file, and returns the kept
+/// column names with the output schema.
+fn plan_schema(
+    files: &[PathBuf],
+    streams: &[BatchStream],
+    options: &JobOptions,
+    has_attention: bool,
+    embedding_dim: Option<usize>,
+) -> anyhow::Result<(Vec<String>, Schema)> {
+    let first = &streams[0].schema;
+    let kept: Vec<String> = match &options.pass_through {
+        Some(columns) => columns.clone(),
+        None => first.fields().iter().map(|f| f.name().clone()).collect(),
+    };
+    for (file, stream) in files.iter().zip(streams) {
+        let schema = &stream.schema;
+        match schema.field_with_name(&options.text_column) {
+            Err(_) => bail!(
+                "{} has no text column `{}`; its columns are: {} (choose one with --text-column)",
+                file.display(),
+                options.text_column,
+                column_list(schema)
+            ),
+            Ok(field) if !is_string_type(field.data_type()) => bail!(
+                "{}: text column `{}` has type {}, expected a string column",
+                file.display(),
+                options.text_column,
+                field.data_type()
+            ),
+            Ok(_) => {}
+        }
+        for name in &kept {
+            let here = schema.field_with_name(name).ok();
+            let there = first.field_with_name(name).ok();
+            match (here, there) {
+                (Some(a), Some(b)) if a.data_type() == b.data_type() => {}
+                (None, _) => bail!(
+                    "{} has no column `{name}` to pass through; its columns are: {}",
+                    file.display(),
+                    column_list(schema)
+                ),
+                _ => bail!("{}: column `{name}` differs in type from the first input file", file.display()),
+            }
+        }
+    }
+    let mut fields: Vec<_> = kept
+        .iter()
+        .map(|name| Arc::new(first.field_with_name(name).cloned().unwrap_or_else(|_| unreachable!())))
+        .collect();
+    for field in prediction_fields(has_attention, embedding_dim) {
+        if kept.contains(field.name()) {
+            bail!("input column `{}` collides with an output column; leave it out with --pass-through", field.name());
+        }
+        fields.push(field);
+    }
+    Ok((kept, Schema::new(fields)))
+}
+
+fn table_metadata(
+    package: &ModelPackage,
+    backend: &dyn InferenceBackend,
+) -> anyhow::Result<std::collections::HashMap<String, String>> {
+    let graph = std::fs::read(package.graph_path())
+        .with_context(|| format!("cannot read {}", package.graph_path().display()))?;
+    let mut metadata = std::collections::HashMap::new();
+    metadata.insert("model.variant".to_owned(), package.manifest.variant.clone());
+    metadata.insert("model.sha256".to_owned(), format!("{:x}", Sha256::digest(&graph)));
+    metadata.insert("model.labels".to_owned(), serde_json::to_string(&package.manifest.labels)?);
+    metadata.insert("model.max_tokens".to_owned(), package.manifest.max_tokens.to_string());
+    metadata.insert("pipeline.version".to_owned(), env!("CARGO_PKG_VERSION").to_owned());
+    metadata.insert("pipeline.backend".to_owned(), backend.describe());
+    Ok(metadata)
+}
+
+/// The output Parquet file: written under a temporary name beside the target and renamed
+/// into place by [`OutputFile::finish`]; dropped early, it leaves nothing behind.
+struct OutputFile {
+    target: PathBuf,
+    writer: ArrowWriter<tempfile::NamedTempFile>,
+}
+
+impl OutputFile {
+    fn create(target: &Path, schema: SchemaRef) -> anyhow::Result<Self> {
+        let parent = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if target.is_dir() {
+            bail!("output {} is a directory; give a file path", target.display());
+        }
+        let temp = tempfile::Builder::new()
+            .prefix(".predictions-")
+            .suffix(".parquet.partial")
+            .tempfile_in(&parent)
+            .with_context(|| format!("cannot write to {} (is the directory there and writable?)", parent.display()))?;
+        let sorted: BTreeMap<&String, &String> = schema.metadata().iter().collect();
+        let key_values: Vec<KeyValue> = sorted.into_iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
+        let properties = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_key_value_metadata(Some(key_values))
+            .build();
+        let writer = ArrowWriter::try_new(temp, schema, Some(properties))?;
+        Ok(Self { target: target.to_path_buf(), writer })
+    }
+
+    fn write(&mut self, batch: &RecordBatch) -> anyhow::Result<()> {
+        self.writer.write(batch)?;
+        // Each window becomes (at least) one row group, so memory stays bounded.
+        self.writer.flush()?;
+        Ok(())
+    }
+
+    fn finish(self) -> anyhow::Result<()> {
+        let temp = self.writer.into_inner()?;
+        temp.persist(&self.target).with_context(|| format!("cannot move the output into {}", self.target.display()))?;
+        Ok(())
+    }
+}
+
+/// A bar on a terminal; a log line every ten seconds otherwise.
+struct Progress {
+    bar: Option<ProgressBar>,
+    last_log: std::cell::Cell<Instant>,
+    total: Option<usize>,
+}
+
+impl Progress {
+    fn new(total: Option<usize>) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::with_draw_target(total.map(|t| t as u64), ProgressDrawTarget::stderr());
+            if let Ok(style) =
+                ProgressStyle::with_template("[{elapsed_precise}] [{bar:40}] {pos}/{len} docs {per_sec} eta {eta}")
+            {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar
+        });
+        Self { bar, last_log: std::cell::Cell::new(Instant::now()), total }
+    }
+
+    fn advance(&self, rows: usize, summary: &JobSummary) {
+        match &self.bar {
+            Some(bar) => bar.inc(rows as u64),
+            None if self.last_log.get().elapsed() >= Duration::from_secs(10) => {
+                self.last_log.set(Instant::now());
+                let total = self.total.map(|t| format!("/{t}")).unwrap_or_default();
+                tracing::info!("{}{total} rows done", summary.rows);
+            }
+            None => {}
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

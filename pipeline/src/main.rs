@@ -1,0 +1,150 @@
+//! `pipeline`: classify Parquet/Arrow corpora with a model package and explain each prediction.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use pipeline::inference::{BackendKind, BackendOptions, Device, open_backend};
+use pipeline::job::{JobOptions, run_job};
+use pipeline::package::ModelPackage;
+
+#[derive(Parser)]
+#[command(version, about = "Batch text classification with attention explanations")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Classify every document of the input and write predictions with attention to Parquet.
+    Run(RunArgs),
+    /// Show a model package: manifest, graph inputs and outputs, labels, parameter count.
+    Inspect {
+        /// Model package directory (default: the committed IMDB SAN model).
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// A Parquet or Arrow IPC file, a directory of them, or a glob.
+    #[arg(long)]
+    input: String,
+    /// Model package directory (default: the committed IMDB SAN model).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    #[arg(long, default_value = "predictions.parquet")]
+    output: PathBuf,
+    #[arg(long, default_value = "text")]
+    text_column: String,
+    /// Input columns to copy to the output, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pass_through: Option<Vec<String>>,
+    #[arg(long, value_enum, default_value_t = BackendKind::Tract)]
+    backend: BackendKind,
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    device: Device,
+    /// Documents per inference batch.
+    #[arg(long, default_value_t = 64)]
+    batch_size: usize,
+    /// Documents read, length-sorted and written together (bounds memory).
+    #[arg(long, default_value_t = 2048)]
+    window: usize,
+    /// Token limit per document (default: the model's).
+    #[arg(long)]
+    max_tokens: Option<usize>,
+    /// Also write the sentence embedding fed to the classifier.
+    #[arg(long)]
+    embedding: bool,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// ONNX Runtime shared library (default: $ORT_DYLIB_PATH, then Python's onnxruntime).
+    #[arg(long)]
+    ort_library: Option<PathBuf>,
+    /// Also write the run summary as JSON to this file.
+    #[arg(long)]
+    metrics_json: Option<PathBuf>,
+}
+
+/// The IMDB SAN package committed with the sources.
+fn default_model() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model")
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Run(args) => {
+            if let Some(threads) = args.threads {
+                rayon::ThreadPoolBuilder::new().num_threads(threads).build_global()?;
+            }
+            let package = ModelPackage::open(&args.model.unwrap_or_else(default_model))?;
+            let options = JobOptions {
+                input: args.input,
+                output: args.output,
+                text_column: args.text_column,
+                pass_through: args.pass_through,
+                backend: BackendOptions {
+                    kind: args.backend,
+                    device: args.device,
+                    intra_op_threads: 1,
+                    ort_library: args.ort_library,
+                },
+                batch_size: args.batch_size,
+                window: args.window,
+                max_tokens: args.max_tokens,
+                with_embedding: args.embedding,
+            };
+            let summary = run_job(&package, &options)?;
+            println!("{summary}");
+            if let Some(path) = args.metrics_json {
+                std::fs::write(&path, serde_json::to_string_pretty(&summary)?)
+                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+            }
+            Ok(())
+        }
+        Command::Inspect { dir } => {
+            let package = ModelPackage::open(&dir.unwrap_or_else(default_model))?;
+            let backend = open_backend(&package.graph_path(), &BackendOptions::default())?;
+            let m = &package.manifest;
+            println!("package:     {}", package.dir.display());
+            println!("variant:     {}", m.variant);
+            println!("labels:      {}", m.labels.join(", "));
+            println!("parameters:  {}", m.parameter_count);
+            println!(
+                "inputs:      input_ids, attention_mask ({:?} layout), max {} tokens",
+                m.input_layout, m.max_tokens
+            );
+            println!("outputs:     {}", backend.output_names().join(", "));
+            println!("attention:   {}", m.attention_heads.map_or("none".to_owned(), |h| format!("{h} heads")));
+            println!("embedding:   {} dims", m.embedding_dim);
+            for (name, value) in &m.metrics {
+                println!("metric:      {name} = {value:.4}");
+            }
+            println!(
+                "trained on:  {} ({} rows, sha256 {})",
+                m.training.corpus.path, m.training.corpus.rows, m.training.corpus.sha256
+            );
+            println!("manifest:\n{}", serde_json::to_string_pretty(m)?);
+            Ok(())
+        }
+    }
+}

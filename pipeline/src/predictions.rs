@@ -1,0 +1,172 @@
+//! Per-document results and the Arrow columns they become (the output table of DESIGN.md).
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, FixedSizeListBuilder, Float32Builder, Int32Builder, ListBuilder, StringBuilder};
+use arrow::datatypes::{DataType, Field, FieldRef};
+
+pub const PREDICTION: &str = "prediction";
+pub const PREDICTION_INDEX: &str = "prediction_index";
+pub const CONFIDENCE: &str = "confidence";
+pub const PROBABILITIES: &str = "probabilities";
+pub const TOKENS: &str = "tokens";
+pub const ATTENTION: &str = "attention";
+pub const ATTENTION_SUMMARY: &str = "attention_summary";
+pub const EMBEDDING: &str = "embedding";
+
+/// What the model said about one document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocumentPrediction {
+    pub probabilities: Vec<f32>,
+    pub tokens: Vec<String>,
+    /// `heads × tokens`, padding removed; absent for models without attention.
+    pub attention: Option<Vec<Vec<f32>>>,
+    pub embedding: Option<Vec<f32>>,
+}
+
+impl DocumentPrediction {
+    pub fn predicted_index(&self) -> usize {
+        let p = &self.probabilities;
+        (0..p.len()).fold(0, |best, i| if p[i] > p[best] { i } else { best })
+    }
+
+    /// Heads summed per token and renormalised to sum to one (Lin et al. §2.3).
+    pub fn attention_summary(&self) -> Option<Vec<f32>> {
+        let heads = self.attention.as_ref()?;
+        let mut summary = vec![0.0f32; self.tokens.len()];
+        for head in heads {
+            for (total, weight) in summary.iter_mut().zip(head) {
+                *total += weight;
+            }
+        }
+        let mass: f32 = summary.iter().sum();
+        if mass > 0.0 {
+            summary.iter_mut().for_each(|w| *w /= mass);
+        }
+        Some(summary)
+    }
+}
+
+fn float_list() -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(DataType::Float32, true)))
+}
+
+/// The fields appended after the pass-through columns.
+pub fn prediction_fields(has_attention: bool, embedding_dim: Option<usize>) -> Vec<FieldRef> {
+    let mut fields = vec![
+        Field::new(PREDICTION, DataType::Utf8, true),
+        Field::new(PREDICTION_INDEX, DataType::Int32, true),
+        Field::new(CONFIDENCE, DataType::Float32, true),
+        Field::new(PROBABILITIES, float_list(), true),
+        Field::new(TOKENS, DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true))), true),
+    ];
+    if has_attention {
+        fields.push(Field::new(ATTENTION, DataType::List(Arc::new(Field::new_list_field(float_list(), true))), true));
+        fields.push(Field::new(ATTENTION_SUMMARY, float_list(), true));
+    }
+    if let Some(dim) = embedding_dim {
+        let item = Arc::new(Field::new_list_field(DataType::Float32, true));
+        fields.push(Field::new(EMBEDDING, DataType::FixedSizeList(item, dim as i32), true));
+    }
+    fields.into_iter().map(Arc::new).collect()
+}
+
+/// Builds the prediction columns for rows in input order; `None` rows (null or empty text)
+/// get nulls everywhere.
+pub fn prediction_columns(
+    rows: &[Option<DocumentPrediction>],
+    labels: &[String],
+    has_attention: bool,
+    embedding_dim: Option<usize>,
+) -> Vec<ArrayRef> {
+    let mut prediction = StringBuilder::new();
+    let mut index = Int32Builder::new();
+    let mut confidence = Float32Builder::new();
+    let mut probabilities = ListBuilder::new(Float32Builder::new());
+    let mut tokens = ListBuilder::new(StringBuilder::new());
+    let mut attention = ListBuilder::new(ListBuilder::new(Float32Builder::new()));
+    let mut summary = ListBuilder::new(Float32Builder::new());
+    let mut embedding = FixedSizeListBuilder::new(Float32Builder::new(), embedding_dim.unwrap_or(0) as i32);
+    for row in rows {
+        match row {
+            Some(doc) => {
+                let best = doc.predicted_index();
+                prediction.append_value(&labels[best]);
+                index.append_value(best as i32);
+                confidence.append_value(doc.probabilities[best]);
+                probabilities.values().append_slice(&doc.probabilities);
+                probabilities.append(true);
+                for token in &doc.tokens {
+                    tokens.values().append_value(token);
+                }
+                tokens.append(true);
+                if has_attention {
+                    for head in doc.attention.iter().flatten() {
+                        attention.values().values().append_slice(head);
+                        attention.values().append(true);
+                    }
+                    attention.append(doc.attention.is_some());
+                    match doc.attention_summary() {
+                        Some(weights) => {
+                            summary.values().append_slice(&weights);
+                            summary.append(true);
+                        }
+                        None => summary.append_null(),
+                    }
+                }
+                if let Some(dim) = embedding_dim {
+                    match &doc.embedding {
+                        Some(values) => embedding.values().append_slice(values),
+                        None => embedding.values().append_nulls(dim),
+                    }
+                    embedding.append(doc.embedding.is_some());
+                }
+            }
+            None => {
+                prediction.append_null();
+                index.append_null();
+                confidence.append_null();
+                probabilities.append_null();
+                tokens.append_null();
+                attention.append_null();
+                summary.append_null();
+                if let Some(dim) = embedding_dim {
+                    embedding.values().append_nulls(dim);
+                    embedding.append(false);
+                }
+            }
+        }
+    }
+    let mut columns: Vec<ArrayRef> = vec![
+        Arc::new(prediction.finish()),
+        Arc::new(index.finish()),
+        Arc::new(confidence.finish()),
+        Arc::new(probabilities.finish()),
+        Arc::new(tokens.finish()),
+    ];
+    if has_attention {
+        columns.push(Arc::new(attention.finish()));
+        columns.push(Arc::new(summary.finish()));
+    }
+    if embedding_dim.is_some() {
+        columns.push(Arc::new(embedding.finish()));
+    }
+    columns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_sums_heads_and_renormalises() {
+        let doc = DocumentPrediction {
+            probabilities: vec![0.3, 0.7],
+            tokens: vec!["a".into(), "b".into()],
+            attention: Some(vec![vec![1.0, 0.0], vec![0.5, 0.5]]),
+            embedding: None,
+        };
+        assert_eq!(doc.attention_summary(), Some(vec![0.75, 0.25]));
+        assert_eq!(doc.predicted_index(), 1);
+    }
+}
