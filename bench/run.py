@@ -1,0 +1,80 @@
+"""Benchmark: `pipeline run` on tract and ONNX Runtime vs the Python stack, same graph, file
+and threads. Prints docs/s, tokens/s, peak RSS and wall time per run, the ratios, and the
+largest |Δprobabilities| between runners. Invoked by bench/run.sh, which sets up its tools.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pyarrow.parquet as pq
+
+MODEL, DATA, WORK, ORT_LIB = sys.argv[1:5]
+SIZES = [int(n) for n in os.environ.get("BENCH_REPEATS", "1,10").split(",")]
+THREADS = "2"
+PIPELINE = "target/release/pipeline"
+os.makedirs(WORK, exist_ok=True)
+
+
+def repeated(times):
+    """The corpus repeated `times` times, written once and reused."""
+    if times == 1:
+        return DATA
+    path = f"{WORK}/corpus-x{times}.parquet"
+    if not os.path.exists(path):
+        table = pq.read_table(DATA, columns=["id", "text"])
+        writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+        for _ in range(times):
+            writer.write_table(table, row_group_size=5000)
+        writer.close()
+    return path
+
+
+def measure(command):
+    """Runs `command`, returns (wall seconds, peak RSS in MiB) of that child alone."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    if status != 0:
+        sys.exit(f"failed ({status}): {' '.join(command)}\n{process.stderr.read()}")
+    return wall, usage.ru_maxrss / 1024
+
+
+results = []
+for times in SIZES:
+    corpus = repeated(times)
+    rows = pq.ParquetFile(corpus).metadata.num_rows
+    outputs = {}
+    for runner in ["tract", "ort", "python"]:
+        out, metrics = f"{WORK}/{runner}-x{times}.parquet", f"{WORK}/{runner}-x{times}.json"
+        if runner == "python":
+            command = [sys.executable, "bench/python_stack.py", MODEL, corpus, out, metrics]
+        else:
+            command = [PIPELINE, "run", "--input", corpus, "--model", MODEL, "--output", out,
+                       "--backend", runner, "--threads", THREADS, "--batch-size", "64",
+                       "--pass-through", "id", "--metrics-json", metrics, "--ort-library", ORT_LIB]
+        wall, rss = measure(command)
+        m = json.load(open(metrics))
+        results.append(dict(rows=rows, runner=runner, docs_s=m["docs_per_second"], tokens_s=m["tokens_per_second"],
+                            rss=rss, wall=wall))
+        outputs[runner] = out
+        print(f"{rows:>7} rows  {runner:<6} {m['docs_per_second']:8.1f} docs/s {m['tokens_per_second']:10.0f} tokens/s"
+              f"  peak RSS {rss:7.1f} MiB  wall {wall:7.1f} s", flush=True)
+    for a, b in [("tract", "ort"), ("tract", "python")]:
+        diff = subprocess.run([sys.executable, "bench/compare.py", outputs[a], outputs[b]], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        print(f"{rows:>7} rows  max |Δprobabilities| {a} vs {b}: {diff}", flush=True)
+
+print("\nratios (same file, same threads):")
+for times in SIZES:
+    rows = [r for r in results if r["rows"] == results[SIZES.index(times) * 3]["rows"]]
+    by = {r["runner"]: r for r in rows}
+    for runner in ["tract", "ort"]:
+        print(f"  {by['python']['rows']:>7} rows  {runner} / python docs/s = {by[runner]['docs_s'] / by['python']['docs_s']:.2f}"
+              f"   peak RSS {runner} / python = {by[runner]['rss'] / by['python']['rss']:.2f}")
+if len(SIZES) > 1:
+    small, large = results[:3], results[-3:]
+    for s, l in zip(small, large):
+        print(f"  {s['runner']:<6} peak RSS {l['rows']} rows / {s['rows']} rows = {l['rss'] / s['rss']:.2f}")

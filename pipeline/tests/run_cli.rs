@@ -1,0 +1,312 @@
+//! `pipeline run` and `pipeline inspect` as a user runs them, on the committed tiny SAN
+//! package (`fixtures/tiny-san`, trained by `export train` on the fixture slice).
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, Int64Array, ListArray, RecordBatch, StringArray};
+use arrow::datatypes::{Field, Float32Type, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn tiny_model() -> PathBuf {
+    repo().join("fixtures/tiny-san")
+}
+
+fn reviews() -> PathBuf {
+    repo().join("fixtures/reviews.parquet")
+}
+
+fn pipeline(args: &[&str], paths: &[(&str, &Path)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pipeline"));
+    command.args(args);
+    for (flag, path) in paths {
+        command.arg(flag).arg(path);
+    }
+    command.output().expect("run pipeline")
+}
+
+fn run(input: &Path, output: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["run"];
+    args.extend_from_slice(extra);
+    pipeline(&args, &[("--input", input), ("--model", &tiny_model()), ("--output", output)])
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn read(path: &Path) -> RecordBatch {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).expect("output exists"))
+        .expect("parquet")
+        .build()
+        .expect("reader");
+    let batches: Vec<RecordBatch> = reader.map(|b| b.expect("batch")).collect();
+    arrow::compute::concat_batches(&batches[0].schema(), &batches).expect("concat")
+}
+
+fn probabilities(batch: &RecordBatch) -> Vec<Option<Vec<f32>>> {
+    let list: &ListArray = batch.column_by_name("probabilities").expect("column").as_list::<i32>();
+    (0..list.len())
+        .map(|i| list.is_valid(i).then(|| list.value(i).as_primitive::<Float32Type>().values().to_vec()))
+        .collect()
+}
+
+fn strings(batch: &RecordBatch, name: &str) -> Vec<Option<String>> {
+    let column = batch.column_by_name(name).unwrap_or_else(|| panic!("column {name}"));
+    column.as_string::<i32>().iter().map(|s| s.map(str::to_owned)).collect()
+}
+
+fn write_parquet(path: &Path, columns: Vec<(&str, Arc<dyn Array>)>) {
+    let fields: Vec<Field> = columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect();
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns.into_iter().map(|(_, a)| a).collect())
+        .expect("batch");
+    let mut writer = ArrowWriter::try_new(File::create(path).expect("create"), batch.schema(), None).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
+fn max_diff(a: &[Option<Vec<f32>>], b: &[Option<Vec<f32>>]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    let mut worst = 0.0f32;
+    for (x, y) in a.iter().zip(b) {
+        match (x, y) {
+            (Some(x), Some(y)) => x.iter().zip(y).for_each(|(p, q)| worst = worst.max((p - q).abs())),
+            (None, None) => {}
+            _ => panic!("a row is null in one output only"),
+        }
+    }
+    worst
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn writes_predictions_with_attention_in_input_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("predictions.parquet");
+    let metrics = dir.path().join("run.json");
+    let output = pipeline(
+        &["run", "--embedding"],
+        &[("--input", &reviews()), ("--model", &tiny_model()), ("--output", &out), ("--metrics-json", &metrics)],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        summary.contains("300 rows (300 predicted") && summary.contains("docs/s") && summary.contains("tokens/s"),
+        "{summary}"
+    );
+
+    let batch = read(&out);
+    let input = read(&reviews());
+    assert_eq!(strings(&batch, "id"), strings(&input, "id"), "rows must keep the input order");
+    let labels = ["neg", "pos"];
+    let tokens = batch.column_by_name("tokens").expect("tokens").as_list::<i32>();
+    let attention = batch.column_by_name("attention").expect("attention").as_list::<i32>();
+    let summaries = batch.column_by_name("attention_summary").expect("summary").as_list::<i32>();
+    let predictions = strings(&batch, "prediction");
+    for (row, probs) in probabilities(&batch).into_iter().enumerate() {
+        let probs = probs.expect("every review is predicted");
+        assert!((probs.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+        let best = if probs[1] > probs[0] { 1 } else { 0 };
+        assert_eq!(predictions[row].as_deref(), Some(labels[best]));
+        let n_tokens = tokens.value(row).len();
+        assert!(n_tokens > 0 && n_tokens <= 256, "tokens truncated to the model's limit");
+        let heads = attention.value(row);
+        let heads = heads.as_list::<i32>();
+        assert_eq!(heads.len(), 3, "one row per attention hop");
+        for hop in 0..heads.len() {
+            let weights = heads.value(hop);
+            let weights = weights.as_primitive::<Float32Type>();
+            assert_eq!(weights.len(), n_tokens, "attention is unpadded");
+            assert!((weights.values().iter().sum::<f32>() - 1.0).abs() < 1e-4);
+        }
+        let summary = summaries.value(row);
+        assert!((summary.as_primitive::<Float32Type>().values().iter().sum::<f32>() - 1.0).abs() < 1e-4);
+    }
+    let embedding = batch.column_by_name("embedding").expect("embedding column with --embedding");
+    assert_eq!(embedding.as_fixed_size_list().value_length(), 48);
+
+    let metadata = ParquetRecordBatchReaderBuilder::try_new(File::open(&out).expect("open"))
+        .expect("parquet")
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .cloned()
+        .unwrap_or_default();
+    let keys: Vec<&str> = metadata.iter().map(|kv| kv.key.as_str()).collect();
+    for key in ["model.variant", "model.sha256", "model.labels", "pipeline.version"] {
+        assert!(keys.contains(&key), "metadata lacks {key}: {keys:?}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&metrics).expect("metrics")).expect("json");
+    assert_eq!(json["rows"], 300);
+    assert_eq!(files_in(dir.path()), ["predictions.parquet", "run.json"], "no temporary file is left");
+}
+
+#[test]
+fn results_do_not_depend_on_batch_size_or_length_sorting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (dir.path().join("a.parquet"), dir.path().join("b.parquet"));
+    assert!(run(&reviews(), &a, &["--batch-size", "1", "--window", "7"]).status.success());
+    assert!(run(&reviews(), &b, &["--batch-size", "64", "--window", "4096"]).status.success());
+    let diff = max_diff(&probabilities(&read(&a)), &probabilities(&read(&b)));
+    assert!(diff <= 1e-5, "batch size 1 vs 64 differ by {diff}");
+}
+
+#[test]
+fn tract_and_onnx_runtime_agree() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let library = pipeline::inference::OrtLibrary::install_for_tests(&repo()).expect("install ONNX Runtime for tests");
+    let (tract, ort) = (dir.path().join("tract.parquet"), dir.path().join("ort.parquet"));
+    assert!(run(&reviews(), &tract, &[]).status.success());
+    let output = pipeline(
+        &["run", "--backend", "ort"],
+        &[("--input", &reviews()), ("--model", &tiny_model()), ("--output", &ort), ("--ort-library", &library)],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let diff = max_diff(&probabilities(&read(&tract)), &probabilities(&read(&ort)));
+    assert!(diff <= 1e-5, "tract and ORT differ by {diff}");
+}
+
+#[test]
+fn null_empty_and_overlong_texts_are_counted_per_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("odd.parquet");
+    let long = "a great film . ".repeat(100);
+    let texts = StringArray::from(vec![Some("a fine film"), None, Some(""), Some("   "), Some(long.as_str())]);
+    write_parquet(&input, vec![("id", Arc::new(Int64Array::from(vec![1, 2, 3, 4, 5]))), ("text", Arc::new(texts))]);
+    let out = dir.path().join("out.parquet");
+    let output = run(&input, &out, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary = String::from_utf8_lossy(&output.stdout);
+    assert!(summary.contains("5 rows (2 predicted, 1 null, 2 empty, 1 truncated)"), "{summary}");
+    let batch = read(&out);
+    assert_eq!(batch.num_rows(), 5, "every input row is kept");
+    let predictions = strings(&batch, "prediction");
+    assert!(predictions[0].is_some() && predictions[4].is_some());
+    assert!(predictions[1].is_none() && predictions[2].is_none() && predictions[3].is_none());
+    let tokens = batch.column_by_name("tokens").expect("tokens").as_list::<i32>();
+    assert_eq!(tokens.value(4).len(), 256, "overlong text truncated to the model's limit");
+}
+
+#[test]
+fn reads_arrow_ipc_directories_and_globs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let inputs = dir.path().join("in");
+    std::fs::create_dir(&inputs).expect("mkdir");
+    let texts: Arc<dyn Array> = Arc::new(StringArray::from(vec!["a wonderful film", "a dull , awful film"]));
+    write_parquet(&inputs.join("part-1.parquet"), vec![("text", texts.clone())]);
+    let schema = Arc::new(Schema::new(vec![Field::new("text", texts.data_type().clone(), true)]));
+    let mut ipc =
+        arrow::ipc::writer::FileWriter::try_new(File::create(inputs.join("part-2.arrow")).expect("create"), &schema)
+            .expect("ipc writer");
+    ipc.write(&RecordBatch::try_new(schema, vec![texts]).expect("batch")).expect("write");
+    ipc.finish().expect("finish");
+
+    let out = dir.path().join("dir.parquet");
+    let output = run(&inputs, &out, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(read(&out).num_rows(), 4);
+    let pattern = format!("{}/*.arrow", inputs.display());
+    let out = dir.path().join("glob.parquet");
+    let output = pipeline(&["run", "--input", &pattern], &[("--model", &tiny_model()), ("--output", &out)]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(read(&out).num_rows(), 2);
+}
+
+#[test]
+fn missing_text_column_lists_the_columns_and_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.parquet");
+    let output = run(&reviews(), &out, &["--text-column", "review"]);
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert!(err.contains("no text column `review`") && err.contains("id (Utf8), text (Utf8), label (Utf8)"), "{err}");
+    assert!(files_in(dir.path()).is_empty());
+}
+
+#[test]
+fn non_string_text_column_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("ints.parquet");
+    write_parquet(&input, vec![("text", Arc::new(Int64Array::from(vec![1, 2])))]);
+    let output = run(&input, &dir.path().join("out.parquet"), &[]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("has type Int64, expected a string column"), "{}", stderr(&output));
+    assert_eq!(files_in(dir.path()), ["ints.parquet"]);
+}
+
+#[test]
+fn corrupt_input_is_named_and_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("broken.parquet");
+    std::fs::write(&input, b"PAR1 this is not really parquet").expect("write");
+    let output = run(&input, &dir.path().join("out.parquet"), &[]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("broken.parquet"), "{}", stderr(&output));
+    assert_eq!(files_in(dir.path()), ["broken.parquet"]);
+}
+
+#[test]
+fn incomplete_or_mismatched_model_packages_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = dir.path().join("model");
+    std::fs::create_dir(&model).expect("mkdir");
+    for file in ["model.onnx", "manifest.json"] {
+        std::fs::copy(tiny_model().join(file), model.join(file)).expect("copy");
+    }
+    let out = dir.path().join("out.parquet");
+    let output = pipeline(&["run"], &[("--input", &reviews()), ("--model", &model), ("--output", &out)]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("missing tokenizer.json"), "{}", stderr(&output));
+
+    std::fs::copy(tiny_model().join("tokenizer.json"), model.join("tokenizer.json")).expect("copy");
+    let manifest = std::fs::read_to_string(model.join("manifest.json")).expect("manifest");
+    let mut manifest: serde_json::Value = serde_json::from_str(&manifest).expect("json");
+    manifest["attention_heads"] = serde_json::Value::Null;
+    std::fs::write(model.join("manifest.json"), manifest.to_string()).expect("write");
+    let output = pipeline(&["run"], &[("--input", &reviews()), ("--model", &model), ("--output", &out)]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("does not match") && stderr(&output).contains("attention_heads"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn unwritable_output_is_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("no/such/dir/out.parquet");
+    let output = run(&reviews(), &out, &[]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("cannot write to") && stderr(&output).contains("no/such/dir"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn inspect_shows_the_package() {
+    let output = pipeline(&["inspect", &tiny_model().to_string_lossy()], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("variant:     san") && text.contains("labels:      neg, pos"), "{text}");
+    assert!(text.contains("outputs:     probs, attention, embedding") && text.contains("parameters:  99082"), "{text}");
+}
