@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use arrow::array::{ArrayRef, RecordBatch};
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::{FieldRef, Schema, SchemaRef};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
@@ -275,10 +275,9 @@ fn plan_schema(
             }
         }
     }
-    let mut fields: Vec<_> = kept
-        .iter()
-        .map(|name| Arc::new(first.field_with_name(name).cloned().unwrap_or_else(|_| unreachable!())))
-        .collect();
+    // Every kept column was found in every file above, the first included.
+    let mut fields: Vec<FieldRef> =
+        kept.iter().map(|name| first.field_with_name(name).map(|f| Arc::new(f.clone()))).collect::<Result<_, _>>()?;
     for field in prediction_fields(has_attention, embedding_dim) {
         if kept.contains(field.name()) {
             bail!("input column `{}` collides with an output column; leave it out with --pass-through", field.name());

@@ -310,3 +310,23 @@ fn inspect_shows_the_package() {
     assert!(text.contains("variant:     san") && text.contains("labels:      neg, pos"), "{text}");
     assert!(text.contains("outputs:     probs, attention, embedding") && text.contains("parameters:  99082"), "{text}");
 }
+
+#[test]
+fn cuda_requests_fail_clearly_without_a_cuda_runtime() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.parquet");
+    let output = run(&reviews(), &out, &["--device", "cuda"]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("tract backend runs on the CPU only"), "{}", stderr(&output));
+
+    // The CPU wheel installed for the tests has no CUDA provider: a clear error, never a
+    // silent fall-back to the CPU. (With onnxruntime-gpu on a GPU machine this would run.)
+    let library = pipeline::inference::OrtLibrary::install_for_tests(&repo()).expect("install ONNX Runtime for tests");
+    let output = pipeline(
+        &["run", "--backend", "ort", "--device", "cuda"],
+        &[("--input", &reviews()), ("--model", &tiny_model()), ("--output", &out), ("--ort-library", &library)],
+    );
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("CUDA execution provider is not available"), "{}", stderr(&output));
+    assert!(!out.exists());
+}
