@@ -1,5 +1,10 @@
-//! The batch pipeline: model packages, tokenization and inference backends.
+//! The batch pipeline and the model-package contract.
+//!
+//! Data flows `source` (Parquet/Arrow record batches) → `text` (tokenization) → `inference`
+//! (tract or ONNX Runtime) → `predictions` (output columns); `job` runs that flow for
+//! `pipeline run`. `package` is the contract `export` writes and everything else reads.
 
+pub mod command_line;
 pub mod inference;
 pub mod job;
 pub mod package;

@@ -82,15 +82,7 @@ impl GraphBuilder {
     /// A float32 weight or constant, stored as an initializer.
     pub fn weight(&mut self, hint: &str, dims: &[usize], data: &[f32]) -> Value {
         assert_eq!(dims.iter().product::<usize>(), data.len(), "weight {hint}: shape does not match data");
-        let name = self.fresh(hint);
-        self.graph.initializer.push(pb::TensorProto {
-            name: name.clone(),
-            dims: dims.iter().map(|&d| d as i64).collect(),
-            data_type: FLOAT,
-            raw_data: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            ..Default::default()
-        });
-        name
+        self.initializer(hint, dims, FLOAT, data.iter().flat_map(|v| v.to_le_bytes()).collect())
     }
 
     pub fn scalar_f32(&mut self, hint: &str, value: f32) -> Value {
@@ -99,12 +91,17 @@ impl GraphBuilder {
 
     /// An int64 constant of the given shape (`&[]` for a scalar).
     pub fn ints(&mut self, hint: &str, dims: &[usize], data: &[i64]) -> Value {
+        assert_eq!(dims.iter().product::<usize>(), data.len(), "constant {hint}: shape does not match data");
+        self.initializer(hint, dims, INT64, data.iter().flat_map(|v| v.to_le_bytes()).collect())
+    }
+
+    fn initializer(&mut self, hint: &str, dims: &[usize], data_type: i32, raw_data: Vec<u8>) -> Value {
         let name = self.fresh(hint);
         self.graph.initializer.push(pb::TensorProto {
             name: name.clone(),
             dims: dims.iter().map(|&d| d as i64).collect(),
-            data_type: INT64,
-            raw_data: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            data_type,
+            raw_data,
             ..Default::default()
         });
         name
