@@ -96,7 +96,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     let streams: Vec<BatchStream> =
         files.iter().map(|f| open_batches(f, options.window)).collect::<anyhow::Result<_>>()?;
     let (kept_columns, output_schema) = plan_schema(&files, &streams, options, has_attention, embedding_dim)?;
-    let output_schema = Arc::new(output_schema.with_metadata(table_metadata(package, backend.as_ref())?));
+    let output_schema = Arc::new(output_schema.with_metadata(table_metadata(package, backend.as_ref(), max_tokens)?));
 
     let total_rows: Option<usize> = streams.iter().map(|s| s.rows).sum();
     let progress = Progress::new(total_rows);
@@ -290,6 +290,7 @@ fn plan_schema(
 fn table_metadata(
     package: &ModelPackage,
     backend: &dyn InferenceBackend,
+    max_tokens: usize,
 ) -> anyhow::Result<std::collections::HashMap<String, String>> {
     let graph = std::fs::read(package.graph_path())
         .with_context(|| format!("cannot read {}", package.graph_path().display()))?;
@@ -297,7 +298,7 @@ fn table_metadata(
     metadata.insert("model.variant".to_owned(), package.manifest.variant.clone());
     metadata.insert("model.sha256".to_owned(), format!("{:x}", Sha256::digest(&graph)));
     metadata.insert("model.labels".to_owned(), serde_json::to_string(&package.manifest.labels)?);
-    metadata.insert("model.max_tokens".to_owned(), package.manifest.max_tokens.to_string());
+    metadata.insert("pipeline.max_tokens".to_owned(), max_tokens.to_string());
     metadata.insert("pipeline.version".to_owned(), env!("CARGO_PKG_VERSION").to_owned());
     metadata.insert("pipeline.backend".to_owned(), backend.describe());
     Ok(metadata)
