@@ -89,6 +89,9 @@ struct EvalArgs {
     device: Device,
     #[arg(long, default_value_t = 64)]
     batch_size: usize,
+    /// ONNX Runtime shared library (default: $ORT_DYLIB_PATH, then Python's onnxruntime).
+    #[arg(long)]
+    ort_library: Option<PathBuf>,
     /// Also write the metrics as JSON to this file.
     #[arg(long)]
     metrics_json: Option<PathBuf>,
@@ -133,7 +136,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 kind: args.backend,
                 device: args.device,
                 intra_op_threads: 1,
-                ..BackendOptions::default()
+                ort_library: args.ort_library,
             };
             let evaluation = evaluate(&args.model, &args.data, &args.columns.columns(), &backend, args.batch_size)?;
             print!("{evaluation}");

@@ -57,6 +57,9 @@ pub fn write_package(
     } else if out.exists() {
         std::fs::remove_file(out).with_context(|| format!("cannot replace {}", out.display()))?;
     }
+    // Temporary directories are private (0700); the package is an ordinary readable directory.
+    #[cfg(unix)]
+    std::fs::set_permissions(staging.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
     let staged = staging.keep();
     std::fs::rename(&staged, out).with_context(|| format!("cannot move the package into {}", out.display()))?;
     Ok(out.to_path_buf())

@@ -8,6 +8,8 @@ use pipeline::inference::{BackendKind, BackendOptions, Device, open_backend};
 use pipeline::job::{JobOptions, run_job};
 use pipeline::package::ModelPackage;
 
+mod default_model;
+
 #[derive(Parser)]
 #[command(version, about = "Batch text classification with attention explanations")]
 struct Cli {
@@ -21,7 +23,7 @@ enum Command {
     Run(RunArgs),
     /// Show a model package: manifest, graph inputs and outputs, labels, parameter count.
     Inspect {
-        /// Model package directory (default: the committed IMDB SAN model).
+        /// Model package directory (default: the embedded IMDB SAN model).
         dir: Option<PathBuf>,
     },
 }
@@ -31,7 +33,7 @@ struct RunArgs {
     /// A Parquet or Arrow IPC file, a directory of them, or a glob.
     #[arg(long)]
     input: String,
-    /// Model package directory (default: the committed IMDB SAN model).
+    /// Model package directory (default: the embedded IMDB SAN model).
     #[arg(long)]
     model: Option<PathBuf>,
     #[arg(long, default_value = "predictions.parquet")]
@@ -68,9 +70,15 @@ struct RunArgs {
     metrics_json: Option<PathBuf>,
 }
 
-/// The IMDB SAN package committed with the sources.
-fn default_model() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/default-model")
+/// `--model DIR`, or the embedded default unpacked into a directory that `_guard` keeps alive.
+fn open_model(dir: Option<PathBuf>) -> anyhow::Result<(Option<tempfile::TempDir>, ModelPackage)> {
+    match dir {
+        Some(dir) => Ok((None, ModelPackage::open(&dir)?)),
+        None => {
+            let (guard, package) = default_model::unpack()?;
+            Ok((Some(guard), package))
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -83,7 +91,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(threads) = args.threads {
                 rayon::ThreadPoolBuilder::new().num_threads(threads).build_global()?;
             }
-            let package = ModelPackage::open(&args.model.unwrap_or_else(default_model))?;
+            let (_guard, package) = open_model(args.model)?;
             let options = JobOptions {
                 input: args.input,
                 output: args.output,
@@ -109,10 +117,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Inspect { dir } => {
-            let package = ModelPackage::open(&dir.unwrap_or_else(default_model))?;
+            let (_guard, package) = open_model(dir)?;
             let backend = open_backend(&package.graph_path(), &BackendOptions::default())?;
             let m = &package.manifest;
-            println!("package:     {}", package.dir.display());
+            println!(
+                "package:     {}",
+                if _guard.is_some() {
+                    "(embedded default: fixtures/default-model)".to_owned()
+                } else {
+                    package.dir.display().to_string()
+                }
+            );
             println!("variant:     {}", m.variant);
             println!("labels:      {}", m.labels.join(", "));
             println!("parameters:  {}", m.parameter_count);

@@ -155,6 +155,12 @@ fn writes_predictions_with_attention_in_input_order() {
         serde_json::from_str(&std::fs::read_to_string(&metrics).expect("metrics")).expect("json");
     assert_eq!(json["rows"], 300);
     assert_eq!(files_in(dir.path()), ["predictions.parquet", "run.json"], "no temporary file is left");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&out).expect("metadata").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644, "the output is readable by others, not private like a temporary file");
+    }
 }
 
 #[test]
@@ -329,4 +335,23 @@ fn cuda_requests_fail_clearly_without_a_cuda_runtime() {
     assert!(!output.status.success());
     assert!(stderr(&output).contains("CUDA execution provider is not available"), "{}", stderr(&output));
     assert!(!out.exists());
+}
+
+#[test]
+fn embedded_default_model_runs_without_a_model_flag() {
+    // The README's first command, with the output redirected.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("predictions.parquet");
+    let output = pipeline(&["run"], &[("--input", &reviews()), ("--output", &out)]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let batch = read(&out);
+    let (predicted, truth) = (strings(&batch, "prediction"), strings(&batch, "label"));
+    let correct = predicted.iter().zip(&truth).filter(|(p, t)| p == t).count();
+    let accuracy = correct as f64 / truth.len() as f64;
+    assert!(accuracy > 0.8, "the IMDB model gets only {accuracy:.3} of the fixture reviews right");
+
+    let inspect = pipeline(&["inspect"], &[]);
+    assert!(inspect.status.success(), "{}", stderr(&inspect));
+    let text = String::from_utf8_lossy(&inspect.stdout);
+    assert!(text.contains("embedded default") && text.contains("attention:   8 heads"), "{text}");
 }
