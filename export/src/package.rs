@@ -12,8 +12,20 @@ use tract_onnx::pb::ModelProto;
 /// Refuses an existing destination unless `force` is set. Called before training starts, so
 /// that a long run does not end in a refusal.
 pub fn check_destination(out: &Path, force: bool) -> anyhow::Result<()> {
-    if out.exists() && !force {
+    if !out.exists() {
+        return Ok(());
+    }
+    if !force {
         bail!("{} already exists; choose another --out or pass --force to replace it", out.display());
+    }
+    // --force replaces a package or an empty directory, never an unrelated file or folder.
+    let is_package = out.join(MANIFEST_FILE).is_file();
+    let is_empty_dir = out.is_dir() && std::fs::read_dir(out).map(|mut d| d.next().is_none()).unwrap_or(false);
+    if !is_package && !is_empty_dir {
+        bail!(
+            "{} exists and is not a model package; --force only replaces a package (or an empty directory)",
+            out.display()
+        );
     }
     Ok(())
 }
@@ -54,8 +66,6 @@ pub fn write_package(
 
     if out.is_dir() {
         std::fs::remove_dir_all(out).with_context(|| format!("cannot replace {}", out.display()))?;
-    } else if out.exists() {
-        std::fs::remove_file(out).with_context(|| format!("cannot replace {}", out.display()))?;
     }
     // Temporary directories are private (0700); the package is an ordinary readable directory.
     #[cfg(unix)]

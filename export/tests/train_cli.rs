@@ -181,6 +181,12 @@ fn existing_output_is_refused_without_force() {
     assert!(!output.status.success());
     assert!(stderr(&output).contains("already exists") && stderr(&output).contains("--force"), "{}", stderr(&output));
     assert_eq!(std::fs::read_to_string(out.join("keep.txt")).expect("untouched"), "mine");
+
+    // --force replaces model packages only, not a folder of someone's files.
+    let output = train(&fixture("imdb-train-600.parquet"), &out, &["--force"]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("is not a model package"), "{}", stderr(&output));
+    assert_eq!(std::fs::read_to_string(out.join("keep.txt")).expect("untouched"), "mine");
 }
 
 #[test]
