@@ -96,6 +96,23 @@ pub fn evaluate(
     })
 }
 
+/// Records `evaluation` in the package's manifest as `{prefix}_accuracy` and
+/// `{prefix}_macro_f1` (written to a temporary file and renamed, so the manifest is never
+/// half-written).
+pub fn record_in_manifest(package_dir: &Path, prefix: &str, evaluation: &Evaluation) -> anyhow::Result<()> {
+    let mut package = ModelPackage::open(package_dir)?;
+    let metrics = &mut package.manifest.metrics;
+    metrics.insert(format!("{prefix}_accuracy"), evaluation.accuracy);
+    metrics.insert(format!("{prefix}_macro_f1"), evaluation.macro_f1);
+    let path = package_dir.join(pipeline::package::MANIFEST_FILE);
+    let mut staged = tempfile::NamedTempFile::new_in(package_dir)?;
+    std::io::Write::write_all(&mut staged, serde_json::to_string_pretty(&package.manifest)?.as_bytes())?;
+    #[cfg(unix)]
+    std::fs::set_permissions(staged.path(), std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+    staged.persist(&path).map_err(|e| anyhow::anyhow!("cannot update {}: {e}", path.display()))?;
+    Ok(())
+}
+
 pub fn argmax(values: &[f32]) -> usize {
     values.iter().enumerate().fold(0, |best, (i, v)| if *v > values[best] { i } else { best })
 }

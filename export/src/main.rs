@@ -95,6 +95,10 @@ struct EvalArgs {
     /// Also write the metrics as JSON to this file.
     #[arg(long)]
     metrics_json: Option<PathBuf>,
+    /// Record accuracy and macro-F1 in the package's manifest as `NAME_accuracy` and
+    /// `NAME_macro_f1` (e.g. `--record test`).
+    #[arg(long, value_name = "NAME")]
+    record: Option<String>,
     #[command(flatten)]
     columns: ColumnArgs,
 }
@@ -121,14 +125,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let report = training_run::run(&request)?;
             let m = &report.manifest;
-            println!(
-                "wrote {} ({} parameters, best epoch {} of {}, validation accuracy {:.4})",
+            pipeline::command_line::print_report(&format!(
+                "wrote {} ({} parameters, best epoch {} of {}, validation accuracy {:.4})\n",
                 report.package.display(),
                 m.parameter_count,
                 m.training.best_epoch,
                 m.training.epochs_run,
                 m.metrics.get("validation_accuracy").copied().unwrap_or(f64::NAN)
-            );
+            ))?;
             Ok(())
         }
         Command::Eval(args) => {
@@ -139,9 +143,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 ort_library: args.ort_library,
             };
             let evaluation = evaluate(&args.model, &args.data, &args.columns.columns(), &backend, args.batch_size)?;
-            print!("{evaluation}");
+            pipeline::command_line::print_report(&evaluation.to_string())?;
             if let Some(path) = args.metrics_json {
                 std::fs::write(&path, serde_json::to_string_pretty(&evaluation)?)?;
+            }
+            if let Some(name) = args.record {
+                export::eval::record_in_manifest(&args.model, &name, &evaluation)?;
             }
             Ok(())
         }

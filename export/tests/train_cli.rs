@@ -217,6 +217,26 @@ fn null_rows_are_skipped_counted_and_training_completes_with_force() {
         report.contains("rows: 37 (skipped 3)") && report.contains("accuracy:") && report.contains("macro-F1:"),
         "{report}"
     );
+
+    // --record keeps the figures with the package
+    let eval = export()
+        .args(["eval", "--record", "holdout", "--model"])
+        .arg(&out)
+        .arg("--data")
+        .arg(&corpus)
+        .output()
+        .expect("run eval");
+    assert!(eval.status.success(), "{}", stderr(&eval));
+    let package = pipeline::package::ModelPackage::open(&out).expect("package still valid");
+    let accuracy = package.manifest.metrics.get("holdout_accuracy").copied().expect("recorded accuracy");
+    assert!(package.manifest.metrics.contains_key("holdout_macro_f1"));
+    assert!(report.contains(&format!("accuracy: {accuracy:.4}")), "recorded {accuracy} but printed {report}");
+    assert_nothing_written(dir.path(), &["nulls.parquet", "model"]);
+    assert_eq!(
+        std::fs::read_dir(&out).expect("package dir").count(),
+        3,
+        "the package holds its three files and no leftover temporary file"
+    );
 }
 
 #[test]

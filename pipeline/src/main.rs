@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use pipeline::command_line::print_report;
 use pipeline::inference::{BackendKind, BackendOptions, Device, open_backend};
 use pipeline::job::{JobOptions, run_job};
 use pipeline::package::ModelPackage;
@@ -109,7 +110,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 with_embedding: args.embedding,
             };
             let summary = run_job(&package, &options)?;
-            println!("{summary}");
+            print_report(&format!("{summary}\n"))?;
             if let Some(path) = args.metrics_json {
                 std::fs::write(&path, serde_json::to_string_pretty(&summary)?)
                     .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
@@ -117,35 +118,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Inspect { dir } => {
-            let (_guard, package) = open_model(dir)?;
+            let (guard, package) = open_model(dir)?;
             let backend = open_backend(&package.graph_path(), &BackendOptions::default())?;
             let m = &package.manifest;
-            println!(
-                "package:     {}",
-                if _guard.is_some() {
-                    "(embedded default: fixtures/default-model)".to_owned()
-                } else {
-                    package.dir.display().to_string()
-                }
-            );
-            println!("variant:     {}", m.variant);
-            println!("labels:      {}", m.labels.join(", "));
-            println!("parameters:  {}", m.parameter_count);
-            println!(
+            let location = match guard {
+                Some(_) => "(embedded default: fixtures/default-model)".to_owned(),
+                None => package.dir.display().to_string(),
+            };
+            let mut report = String::new();
+            let mut line = |text: String| {
+                report.push_str(&text);
+                report.push('\n');
+            };
+            line(format!("package:     {location}"));
+            line(format!("variant:     {}", m.variant));
+            line(format!("labels:      {}", m.labels.join(", ")));
+            line(format!("parameters:  {}", m.parameter_count));
+            line(format!(
                 "inputs:      input_ids, attention_mask ({:?} layout), max {} tokens",
                 m.input_layout, m.max_tokens
-            );
-            println!("outputs:     {}", backend.output_names().join(", "));
-            println!("attention:   {}", m.attention_heads.map_or("none".to_owned(), |h| format!("{h} heads")));
-            println!("embedding:   {} dims", m.embedding_dim);
+            ));
+            line(format!("outputs:     {}", backend.output_names().join(", ")));
+            line(format!("attention:   {}", m.attention_heads.map_or("none".to_owned(), |h| format!("{h} heads"))));
+            line(format!("embedding:   {} dims", m.embedding_dim));
             for (name, value) in &m.metrics {
-                println!("metric:      {name} = {value:.4}");
+                line(format!("metric:      {name} = {value:.4}"));
             }
-            println!(
+            line(format!(
                 "trained on:  {} ({} rows, sha256 {})",
                 m.training.corpus.path, m.training.corpus.rows, m.training.corpus.sha256
-            );
-            println!("manifest:\n{}", serde_json::to_string_pretty(m)?);
+            ));
+            line(format!("manifest:\n{}", serde_json::to_string_pretty(m)?));
+            print_report(&report)?;
             Ok(())
         }
     }
