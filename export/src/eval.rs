@@ -107,10 +107,7 @@ pub fn record_in_manifest(package_dir: &Path, prefix: &str, evaluation: &Evaluat
     let path = package_dir.join(pipeline::package::MANIFEST_FILE);
     let mut staged = tempfile::NamedTempFile::new_in(package_dir)?;
     std::io::Write::write_all(&mut staged, serde_json::to_string_pretty(&package.manifest)?.as_bytes())?;
-    #[cfg(unix)]
-    std::fs::set_permissions(staged.path(), std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
-    staged.persist(&path).map_err(|e| anyhow::anyhow!("cannot update {}: {e}", path.display()))?;
-    Ok(())
+    pipeline::atomic_file::publish(staged, &path)
 }
 
 pub fn argmax(values: &[f32]) -> usize {

@@ -343,12 +343,7 @@ impl OutputFile {
     }
 
     fn finish(self) -> anyhow::Result<()> {
-        let temp = self.writer.into_inner()?;
-        // Temporary files are private (0600); the result is an ordinary readable file.
-        #[cfg(unix)]
-        std::fs::set_permissions(temp.path(), std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
-        temp.persist(&self.target).with_context(|| format!("cannot move the output into {}", self.target.display()))?;
-        Ok(())
+        crate::atomic_file::publish(self.writer.into_inner()?, &self.target)
     }
 }
 

@@ -4,6 +4,7 @@
 //! (tract or ONNX Runtime) → `predictions` (output columns); `job` runs that flow for
 //! `pipeline run`. `package` is the contract `export` writes and everything else reads.
 
+pub mod atomic_file;
 pub mod command_line;
 pub mod inference;
 pub mod job;

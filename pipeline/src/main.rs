@@ -71,7 +71,8 @@ struct RunArgs {
     metrics_json: Option<PathBuf>,
 }
 
-/// `--model DIR`, or the embedded default unpacked into a directory that `_guard` keeps alive.
+/// `--model DIR`, or the embedded default unpacked into a temporary directory that lives as
+/// long as the returned guard.
 fn open_model(dir: Option<PathBuf>) -> anyhow::Result<(Option<tempfile::TempDir>, ModelPackage)> {
     match dir {
         Some(dir) => Ok((None, ModelPackage::open(&dir)?)),
