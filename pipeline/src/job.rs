@@ -18,15 +18,14 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
-use rayon::prelude::*;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::inference::{BackendOptions, InferenceBackend, ModelInputs, open_backend};
+use crate::classifier::{Classifier, TextCounts};
+use crate::inference::{BackendOptions, InferenceBackend};
 use crate::package::ModelPackage;
-use crate::predictions::{DocumentPrediction, prediction_columns, prediction_fields};
+use crate::predictions::{prediction_columns, prediction_fields};
 use crate::source::{BatchStream, column_list, is_string_type, open_batches, resolve_inputs, string_values};
-use crate::text::{EncodedText, TextEncoder};
 
 #[derive(Debug, Clone)]
 pub struct JobOptions {
@@ -61,6 +60,16 @@ pub struct JobSummary {
     pub model_variant: String,
 }
 
+impl JobSummary {
+    fn add(&mut self, counts: TextCounts) {
+        self.predicted += counts.predicted;
+        self.null_texts += counts.null_texts;
+        self.empty_texts += counts.empty_texts;
+        self.truncated += counts.truncated;
+        self.tokens += counts.tokens;
+    }
+}
+
 impl std::fmt::Display for JobSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -85,18 +94,16 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     anyhow::ensure!(options.window > 0, "--window must be at least 1");
     let started = Instant::now();
     let files = resolve_inputs(&options.input)?;
-    let max_tokens = options.max_tokens.unwrap_or(package.manifest.max_tokens);
-    let encoder = TextEncoder::from_file(&package.tokenizer_path(), max_tokens)?;
-    let backend = open_backend(&package.graph_path(), &options.backend)?;
-    check_graph_matches_manifest(package, backend.as_ref())?;
-    let has_attention = backend.output_names().iter().any(|n| n == "attention");
+    let classifier = Classifier::open(package.clone(), &options.backend, options.max_tokens)?;
+    let has_attention = classifier.has_attention();
     let embedding_dim = options.with_embedding.then_some(package.manifest.embedding_dim);
 
     // Every file must agree on the pass-through schema; check them all before writing anything.
     let streams: Vec<BatchStream> =
         files.iter().map(|f| open_batches(f, options.window)).collect::<anyhow::Result<_>>()?;
     let (kept_columns, output_schema) = plan_schema(&files, &streams, options, has_attention, embedding_dim)?;
-    let output_schema = Arc::new(output_schema.with_metadata(table_metadata(package, backend.as_ref(), max_tokens)?));
+    let output_schema =
+        Arc::new(output_schema.with_metadata(table_metadata(package, classifier.backend(), classifier.max_tokens())?));
 
     let total_rows: Option<usize> = streams.iter().map(|s| s.rows).sum();
     let progress = Progress::new(total_rows);
@@ -113,7 +120,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
         seconds: 0.0,
         docs_per_second: 0.0,
         tokens_per_second: 0.0,
-        backend: backend.describe(),
+        backend: classifier.backend().describe(),
         model_variant: package.manifest.variant.clone(),
     };
     let labels = &package.manifest.labels;
@@ -123,9 +130,10 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
             let text = batch.column_by_name(&options.text_column).context("text column vanished")?;
             let texts =
                 string_values(text).with_context(|| format!("{}: text column is not a string", file.display()))?;
-            let predictions =
-                predict_window(&texts, &encoder, backend.as_ref(), package, options.batch_size, &mut summary)
-                    .with_context(|| format!("inference failed on {}", file.display()))?;
+            let (predictions, counts) = classifier
+                .predict(&texts, options.batch_size)
+                .with_context(|| format!("inference failed on {}", file.display()))?;
+            summary.add(counts);
             let mut columns: Vec<ArrayRef> = kept_columns
                 .iter()
                 .map(|name| batch.column_by_name(name).cloned())
@@ -143,91 +151,6 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     summary.docs_per_second = summary.rows as f64 / summary.seconds;
     summary.tokens_per_second = summary.tokens as f64 / summary.seconds;
     Ok(summary)
-}
-
-/// Tokenizes one window, runs it in length-sorted batches, returns predictions in row order.
-fn predict_window(
-    texts: &[Option<&str>],
-    encoder: &TextEncoder,
-    backend: &dyn InferenceBackend,
-    package: &ModelPackage,
-    batch_size: usize,
-    summary: &mut JobSummary,
-) -> anyhow::Result<Vec<Option<DocumentPrediction>>> {
-    let present: Vec<(usize, &str)> = texts.iter().enumerate().filter_map(|(i, t)| t.map(|t| (i, t))).collect();
-    summary.null_texts += texts.len() - present.len();
-    let strings: Vec<&str> = present.iter().map(|(_, t)| *t).collect();
-    let encoded = encoder.encode_batch(&strings)?;
-    let mut documents: Vec<(usize, EncodedText)> = Vec::with_capacity(encoded.len());
-    for ((row, _), encoding) in present.iter().zip(encoded) {
-        summary.truncated += usize::from(encoding.truncated);
-        if encoding.ids.is_empty() {
-            summary.empty_texts += 1;
-        } else {
-            summary.tokens += encoding.ids.len();
-            documents.push((*row, encoding));
-        }
-    }
-    summary.predicted += documents.len();
-    documents.sort_by_key(|(_, e)| e.ids.len());
-    let pad = package.manifest.padding_id;
-    let batches: Vec<anyhow::Result<Vec<(usize, DocumentPrediction)>>> = documents
-        .par_chunks(batch_size)
-        .map(|chunk| {
-            let sequences: Vec<&[i64]> = chunk.iter().map(|(_, e)| e.ids.as_slice()).collect();
-            let inputs = ModelInputs::right_padded(&sequences, pad);
-            let outputs = backend.run(&inputs)?;
-            let probs = outputs.get("probs").context("graph has no `probs` output")?;
-            let attention = outputs.get("attention");
-            let embedding = outputs.get("embedding");
-            Ok(chunk
-                .iter()
-                .enumerate()
-                .map(|(i, (row, encoding))| {
-                    let len = encoding.ids.len();
-                    let attention = attention.map(|a| {
-                        let seq = a.shape[2];
-                        a.row(i).chunks(seq).map(|head| head[..len].to_vec()).collect()
-                    });
-                    let doc = DocumentPrediction {
-                        probabilities: probs.row(i).to_vec(),
-                        tokens: encoding.tokens.clone(),
-                        attention,
-                        embedding: embedding.map(|e| e.row(i).to_vec()),
-                    };
-                    (*row, doc)
-                })
-                .collect())
-        })
-        .collect();
-    let mut rows: Vec<Option<DocumentPrediction>> = vec![None; texts.len()];
-    for batch in batches {
-        for (row, doc) in batch? {
-            rows[row] = Some(doc);
-        }
-    }
-    Ok(rows)
-}
-
-fn check_graph_matches_manifest(package: &ModelPackage, backend: &dyn InferenceBackend) -> anyhow::Result<()> {
-    let names = backend.output_names();
-    if !names.iter().any(|n| n == "probs") {
-        bail!(
-            "{} does not match the package contract: it has outputs {names:?}, but `probs` is required",
-            package.graph_path().display()
-        );
-    }
-    let has_attention = names.iter().any(|n| n == "attention");
-    if has_attention != package.manifest.attention_heads.is_some() {
-        bail!(
-            "{} does not match {}: the manifest says attention_heads = {:?} but the graph {} an `attention` output",
-            package.graph_path().display(),
-            package.dir.join(crate::package::MANIFEST_FILE).display(),
-            package.manifest.attention_heads,
-            if has_attention { "has" } else { "has no" }
-        );
-    }
-    Ok(())
 }
 
 /// Checks the text column and the pass-through columns in every file, and returns the kept
