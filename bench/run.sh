@@ -9,7 +9,7 @@ data=${2:-../shared/datasets/imdb/test.parquet}
 work=target/bench
 mkdir -p "$work"
 
-cargo build --release -p pipeline
+cargo build --release --bin pipeline
 ort_lib=$(bash scripts/install-onnxruntime.sh | tail -n 1)
 if [ ! -x "$work/venv/bin/python" ]; then
     python3 -m venv "$work/venv"

@@ -1,4 +1,5 @@
-//! `pipeline`: classify Parquet/Arrow corpora with a model package and explain each prediction.
+//! `pipeline`: classify Parquet/Arrow corpora with a model package, explain each prediction,
+//! and query the results with SQL.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use pipeline::job::{JobOptions, run_job};
 use pipeline::package::ModelPackage;
 
 mod default_model;
+mod sql_command;
 
 #[derive(Parser)]
 #[command(version, about = "Batch text classification with attention explanations")]
@@ -22,6 +24,8 @@ struct Cli {
 enum Command {
     /// Classify every document of the input and write predictions with attention to Parquet.
     Run(RunArgs),
+    /// Query predictions (or any Parquet) with SQL, with attention functions and classify(text).
+    Sql(sql_command::SqlArgs),
     /// Show a model package: manifest, graph inputs and outputs, labels, parameter count.
     Inspect {
         /// Model package directory (default: the embedded IMDB SAN model).
@@ -117,6 +121,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
             }
             Ok(())
+        }
+        Command::Sql(args) => {
+            let (_guard, default_model) = default_model::unpack()?;
+            sql_command::run(args, default_model.dir)
         }
         Command::Inspect { dir } => {
             let (guard, package) = open_model(dir)?;

@@ -1,0 +1,170 @@
+//! `pipeline sql`: one query from the command line or stdin, or an interactive prompt.
+
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use pipeline::inference::{BackendKind, BackendOptions, Device};
+use sql::{ClassifyOptions, FUNCTION_HELP, OutputFormat, SqlSession, TableView, write_results};
+
+/// The table a bare `pipeline sql` gets: the default output of `pipeline run`.
+const DEFAULT_TABLE: (&str, &str) = ("predictions", "predictions.parquet");
+
+#[derive(Args)]
+pub struct SqlArgs {
+    /// The query. Left out: read from stdin, or an interactive prompt on a terminal.
+    query: Option<String>,
+    /// Register a Parquet file, directory or glob as a table (repeatable). Default:
+    /// predictions=predictions.parquet when that file exists. Files can also be named in
+    /// the query itself: FROM 'reviews.parquet'.
+    #[arg(long = "table", value_name = "NAME=PATH")]
+    tables: Vec<String>,
+    /// Output format (default: from --output's extension, else a table).
+    #[arg(long, value_enum)]
+    format: Option<OutputFormat>,
+    /// Write the result to this file instead of stdout.
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Rows printed in table format (0: all).
+    #[arg(long, default_value_t = 40)]
+    max_rows: usize,
+    /// Characters shown per cell in table format (0: whole values).
+    #[arg(long, default_value_t = 60)]
+    max_cell_width: usize,
+    /// Backend for classify().
+    #[arg(long, value_enum, default_value_t = BackendKind::Tract)]
+    backend: BackendKind,
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    device: Device,
+    /// ONNX Runtime shared library for `--backend ort`.
+    #[arg(long)]
+    ort_library: Option<PathBuf>,
+    /// Documents per inference batch in classify().
+    #[arg(long, default_value_t = 64)]
+    batch_size: usize,
+}
+
+/// `default_model` is the package behind classify(text).
+pub fn run(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
+    anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
+    let classify = ClassifyOptions {
+        default_model: Some(default_model),
+        backend: BackendOptions {
+            kind: args.backend,
+            device: args.device,
+            intra_op_threads: 1,
+            ort_library: args.ort_library.clone(),
+        },
+        batch_size: args.batch_size,
+    };
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the query runtime")?;
+    runtime.block_on(async {
+        let mut session = SqlSession::new(classify);
+        register_tables(&mut session, &args.tables).await?;
+        let format = match (args.format, &args.output) {
+            (Some(format), _) => format,
+            (None, Some(path)) => OutputFormat::from_extension(path).with_context(|| {
+                format!("cannot tell the format of {} from its extension; add --format", path.display())
+            })?,
+            (None, None) => OutputFormat::Table,
+        };
+        let view = TableView { max_rows: args.max_rows, max_cell_width: args.max_cell_width };
+        match args.query {
+            Some(query) => run_query(&session, &query, format, args.output.as_deref(), view).await,
+            None if std::io::stdin().is_terminal() => interactive(&session, view).await,
+            None => {
+                let mut query = String::new();
+                std::io::stdin().read_to_string(&mut query).context("cannot read the query from stdin")?;
+                run_query(&session, &query, format, args.output.as_deref(), view).await
+            }
+        }
+    })
+}
+
+async fn register_tables(session: &mut SqlSession, tables: &[String]) -> anyhow::Result<()> {
+    for table in tables {
+        let (name, location) = table
+            .split_once('=')
+            .with_context(|| format!("--table {table}: expected NAME=PATH, e.g. --table reviews=reviews.parquet"))?;
+        session.register_table(name, location).await.with_context(|| format!("--table {table}"))?;
+    }
+    let (name, location) = DEFAULT_TABLE;
+    if tables.is_empty() && Path::new(location).is_file() {
+        session.register_table(name, location).await?;
+    }
+    Ok(())
+}
+
+async fn run_query(
+    session: &SqlSession,
+    query: &str,
+    format: OutputFormat,
+    output: Option<&Path>,
+    view: TableView,
+) -> anyhow::Result<()> {
+    let frame = session.query(query).await?;
+    let rows = write_results(frame, format, output, view).await?;
+    if let Some(path) = output {
+        eprintln!("{rows} rows -> {}", path.display());
+    }
+    Ok(())
+}
+
+/// A prompt with history; statements end with `;`.
+async fn interactive(session: &SqlSession, view: TableView) -> anyhow::Result<()> {
+    let mut editor = rustyline::DefaultEditor::new()?;
+    let history = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".pipeline_sql_history"));
+    if let Some(path) = &history {
+        // No history yet is normal.
+        let _ = editor.load_history(path);
+    }
+    eprintln!("pipeline sql: end statements with `;`. \\d lists tables, \\h functions, \\q quits.");
+    let mut statement = String::new();
+    loop {
+        let prompt = if statement.is_empty() { "sql> " } else { "...> " };
+        let line = match editor.readline(prompt) {
+            Ok(line) => line,
+            Err(rustyline::error::ReadlineError::Interrupted) => {
+                statement.clear();
+                continue;
+            }
+            Err(rustyline::error::ReadlineError::Eof) => break,
+            Err(e) => return Err(e.into()),
+        };
+        let trimmed = line.trim();
+        if statement.is_empty() && trimmed.starts_with('\\') {
+            let _ = editor.add_history_entry(trimmed);
+            match trimmed {
+                "\\q" => break,
+                "\\d" => describe_tables(session),
+                "\\h" => FUNCTION_HELP.iter().for_each(|(call, what)| println!("{call:36} {what}")),
+                other => eprintln!("unknown command {other}; \\d lists tables, \\h functions, \\q quits"),
+            }
+            continue;
+        }
+        statement.push_str(&line);
+        statement.push('\n');
+        if !trimmed.ends_with(';') {
+            continue;
+        }
+        let query = std::mem::take(&mut statement);
+        let _ = editor.add_history_entry(query.trim());
+        if let Err(error) = run_query(session, &query, OutputFormat::Table, None, view).await {
+            eprintln!("error: {error:#}");
+        }
+    }
+    if let Some(path) = &history {
+        let _ = editor.save_history(path);
+    }
+    Ok(())
+}
+
+fn describe_tables(session: &SqlSession) {
+    if session.tables().is_empty() {
+        println!("no tables registered (start with --table NAME=PATH, or query FROM 'file.parquet')");
+    }
+    for (name, location) in session.tables() {
+        println!("{name:20} {location}");
+    }
+}

@@ -1,0 +1,160 @@
+//! `pipeline sql` as a user runs it: tables from flags or the default, output formats and
+//! files, the query on stdin, and errors that leave nothing behind.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use arrow::array::{AsArray, RecordBatch};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn reviews_table() -> String {
+    format!("reviews={}", repo().join("fixtures/reviews.parquet").display())
+}
+
+fn pipeline_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pipeline")).current_dir(dir).args(args).output().expect("run pipeline")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("list")
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn csv_to_stdout_with_a_registered_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = pipeline_in(
+        dir.path(),
+        &[
+            "sql",
+            "SELECT label, count(*) AS n FROM reviews GROUP BY label ORDER BY label",
+            "--table",
+            &reviews_table(),
+            "--format",
+            "csv",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "label,n\nneg,150\npos,150\n");
+}
+
+#[test]
+fn default_table_is_predictions_parquet_and_table_output_is_readable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = pipeline_in(
+        dir.path(),
+        &[
+            "run",
+            "--input",
+            &repo().join("fixtures/reviews.parquet").display().to_string(),
+            "--model",
+            &repo().join("fixtures/tiny-san").display().to_string(),
+        ],
+    );
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let out = pipeline_in(
+        dir.path(),
+        &[
+            "sql",
+            "SELECT id, prediction, top_tokens(tokens, attention_summary, 3) AS top FROM predictions ORDER BY id LIMIT 50",
+            "--max-rows",
+            "5",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(shown.contains("│ id") || shown.contains("id"), "{shown}");
+    assert!(shown.contains("top"), "{shown}");
+    assert!(shown.ends_with("50 rows, 5 shown (--max-rows 0 shows all)\n"), "{shown}");
+}
+
+#[test]
+fn parquet_output_file_from_a_query_on_stdin() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .current_dir(dir.path())
+        .args(["sql", "--table", &reviews_table(), "--output", "out.parquet"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"SELECT id, classify(text) AS c FROM reviews WHERE label = 'pos' ORDER BY id LIMIT 7")
+        .expect("write query");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("7 rows -> out.parquet"), "{}", text(&out.stderr));
+    let file = File::open(dir.path().join("out.parquet")).expect("output written");
+    let batches: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("parquet")
+        .build()
+        .expect("reader")
+        .map(|b| b.expect("batch"))
+        .collect();
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    assert_eq!(rows, 7);
+    let predictions = batches[0].column_by_name("c").expect("struct column").as_struct();
+    assert!(predictions.column_by_name("prediction").is_some());
+    assert_eq!(entries(dir.path()), vec!["out.parquet"], "no temporary file left behind");
+}
+
+#[test]
+fn a_failing_query_leaves_no_output_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = pipeline_in(dir.path(), &["sql", "SELECT top_tokens(['a'], [1.0], -1)", "--output", "out.json"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("top_tokens: k must be 0 or more"), "{}", text(&out.stderr));
+    assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+}
+
+#[test]
+fn json_lines_with_nested_values() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = pipeline_in(dir.path(), &["sql", "SELECT 1 AS id, ['a', 'b'] AS tokens", "--format", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "{\"id\":1,\"tokens\":[\"a\",\"b\"]}\n");
+}
+
+#[test]
+fn bad_tables_and_outputs_are_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let readme = repo().join("fixtures/README.md");
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (
+            vec!["--table".into(), format!("notes={}", readme.display())],
+            format!("{} is not a Parquet file", readme.display()),
+        ),
+        (vec!["--table".into(), "reviews".into()], "expected NAME=PATH".into()),
+        (vec!["--table".into(), "1x=a.parquet".into()], "table name `1x`".into()),
+        (vec!["--table".into(), "r=missing.parquet".into()], "missing.parquet does not exist".into()),
+        (vec!["--output".into(), "out.xlsx".into()], "cannot tell the format of out.xlsx".into()),
+        (vec!["--format".into(), "parquet".into()], "--format parquet needs --output".into()),
+    ];
+    for (flags, expected) in cases {
+        let mut args = vec!["sql".to_owned(), "SELECT 1".to_owned()];
+        args.extend(flags.iter().cloned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = pipeline_in(dir.path(), &args);
+        assert!(!out.status.success(), "{flags:?} should fail");
+        assert!(text(&out.stderr).contains(&expected), "{flags:?}: {}", text(&out.stderr));
+    }
+    assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+}

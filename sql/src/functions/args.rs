@@ -1,0 +1,127 @@
+//! Argument checking shared by the attention functions: each function coerces its arguments
+//! to one canonical type per role, so the bodies handle one layout whatever Parquet or a
+//! literal produced (`Utf8View` tokens, `Float64` weights, large lists).
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::common::{DataFusionError, Result, plan_err};
+
+/// What an argument stands for, and the type it is coerced to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A list of strings → `List<Utf8>`.
+    Tokens,
+    /// A list of numbers → `List<Float32>`.
+    Weights,
+    /// A list of lists of numbers (heads × tokens) → `List<List<Float32>>`.
+    HeadWeights,
+    /// An integer → `Int64`.
+    Count,
+    /// A string → `Utf8`.
+    Text,
+}
+
+impl Role {
+    fn describe(self) -> &'static str {
+        match self {
+            Role::Tokens => "a list of strings",
+            Role::Weights => "a list of numbers",
+            Role::HeadWeights => "a list of lists of numbers",
+            Role::Count => "an integer",
+            Role::Text => "a string",
+        }
+    }
+
+    pub fn data_type(self) -> DataType {
+        match self {
+            Role::Tokens => list_of(DataType::Utf8),
+            Role::Weights => list_of(DataType::Float32),
+            Role::HeadWeights => list_of(list_of(DataType::Float32)),
+            Role::Count => DataType::Int64,
+            Role::Text => DataType::Utf8,
+        }
+    }
+
+    fn accepts(self, data_type: &DataType) -> bool {
+        if data_type.is_null() {
+            return true;
+        }
+        match self {
+            Role::Tokens => list_item(data_type).is_some_and(|t| is_string(t) || t.is_null()),
+            Role::Weights => list_item(data_type).is_some_and(|t| t.is_numeric() || t.is_null()),
+            Role::HeadWeights => list_item(data_type)
+                .is_some_and(|t| t.is_null() || list_item(t).is_some_and(|t| t.is_numeric() || t.is_null())),
+            Role::Count => data_type.is_integer(),
+            Role::Text => is_string(data_type),
+        }
+    }
+}
+
+pub fn list_of(item: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(item, true)))
+}
+
+fn list_item(data_type: &DataType) -> Option<&DataType> {
+    match data_type {
+        DataType::List(f) | DataType::LargeList(f) | DataType::ListView(f) | DataType::FixedSizeList(f, _) => {
+            Some(f.data_type())
+        }
+        _ => None,
+    }
+}
+
+fn is_string(data_type: &DataType) -> bool {
+    matches!(data_type, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
+/// A function's call shape: its name, parameter names and roles; `optional` trailing
+/// parameters may be left out.
+pub struct Parameters {
+    pub function: &'static str,
+    pub names: &'static [&'static str],
+    pub roles: &'static [Role],
+    pub optional: usize,
+}
+
+impl Parameters {
+    fn usage(&self) -> String {
+        let required = self.names.len() - self.optional;
+        let shown: Vec<String> = self
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| if i >= required { format!("[{n}]") } else { (*n).to_owned() })
+            .collect();
+        let expected: Vec<&str> = self.roles.iter().map(|r| r.describe()).collect();
+        format!("{}({}) expects ({})", self.function, shown.join(", "), expected.join(", "))
+    }
+
+    /// The canonical types for `arg_types`, or a planning error naming the function, the
+    /// types it expects and the types it got.
+    pub fn coerce(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        let required = self.names.len() - self.optional;
+        let got = || arg_types.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
+        if arg_types.len() < required || arg_types.len() > self.names.len() {
+            return plan_err!("{}; got {} argument(s): ({})", self.usage(), arg_types.len(), got());
+        }
+        for (i, (data_type, role)) in arg_types.iter().zip(self.roles).enumerate() {
+            if !role.accepts(data_type) {
+                return plan_err!(
+                    "{}; argument {} (`{}`) has type {data_type}, not {}; got ({})",
+                    self.usage(),
+                    i + 1,
+                    self.names[i],
+                    role.describe(),
+                    got()
+                );
+            }
+        }
+        Ok(self.roles[..arg_types.len()].iter().map(|r| r.data_type()).collect())
+    }
+}
+
+/// An error about a value met while evaluating, naming the function.
+pub fn value_error(function: &str, message: impl std::fmt::Display) -> DataFusionError {
+    DataFusionError::Execution(format!("{function}: {message}"))
+}

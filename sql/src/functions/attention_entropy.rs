@@ -1,0 +1,86 @@
+//! `attention_entropy(weights)`: Shannon entropy, in nats, of one document's attention.
+//! Weights are renormalised to sum to one first. A distribution spread evenly over n tokens
+//! scores ln n; one focused on a single token scores 0.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, AsArray, Float64Builder};
+use datafusion::arrow::datatypes::{DataType, Float32Type};
+use datafusion::common::Result;
+use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
+
+use super::args::{Parameters, Role};
+
+const NAME: &str = "attention_entropy";
+const PARAMETERS: Parameters = Parameters { function: NAME, names: &["weights"], roles: &[Role::Weights], optional: 0 };
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct AttentionEntropy {
+    signature: Signature,
+}
+
+impl AttentionEntropy {
+    pub fn new() -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
+    }
+}
+
+/// Entropy of `weights` after renormalising; `None` when there is no positive mass.
+/// Null, negative and non-finite weights are left out.
+pub fn entropy(weights: impl Iterator<Item = Option<f32>>) -> Option<f64> {
+    let weights: Vec<f64> = weights.flatten().map(f64::from).filter(|w| w.is_finite() && *w > 0.0).collect();
+    let total: f64 = weights.iter().sum();
+    (total > 0.0).then(|| {
+        weights
+            .iter()
+            .map(|w| {
+                let p = w / total;
+                -p * p.ln()
+            })
+            .sum::<f64>()
+            .max(0.0)
+    })
+}
+
+impl ScalarUDFImpl for AttentionEntropy {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        PARAMETERS.coerce(arg_types)
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Float64)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let weights = arrays[0].as_list::<i32>();
+        let mut out = Float64Builder::with_capacity(weights.len());
+        for row in 0..weights.len() {
+            let value = weights.is_valid(row).then(|| entropy(weights.value(row).as_primitive::<Float32Type>().iter()));
+            out.append_option(value.flatten());
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.finish())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::entropy;
+
+    #[test]
+    fn uniform_is_ln_n_and_focused_is_zero() {
+        let uniform = entropy([Some(0.25f32); 4].into_iter()).unwrap_or(f64::NAN);
+        assert!((uniform - 4f64.ln()).abs() < 1e-9, "{uniform}");
+        assert_eq!(entropy([Some(0.0f32), Some(2.0), None].into_iter()), Some(0.0));
+        assert_eq!(entropy([Some(0.0f32)].into_iter()), None);
+        assert_eq!(entropy(std::iter::empty()), None);
+    }
+}

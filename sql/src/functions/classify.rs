@@ -1,0 +1,195 @@
+//! `classify(text[, model])`: runs a model package on raw text inside a query and returns
+//! `{prediction, confidence, probabilities}`. Each incoming Arrow array is classified as one
+//! batch through the same [`Classifier`] as `pipeline run` (length-sorted, all cores).
+//! Packages are loaded once per session, when the query is planned, so a wrong path fails
+//! before any row is read.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::array::{ArrayRef, Float32Builder, ListBuilder, StringBuilder, StructArray};
+use datafusion::arrow::buffer::NullBuffer;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
+use datafusion::logical_expr::{
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
+};
+use pipeline::classifier::Classifier;
+use pipeline::inference::BackendOptions;
+use pipeline::package::ModelPackage;
+use pipeline::source::string_values;
+
+use super::args::{Parameters, Role, list_of};
+
+const NAME: &str = "classify";
+const PARAMETERS: Parameters =
+    Parameters { function: NAME, names: &["text", "model"], roles: &[Role::Text, Role::Text], optional: 1 };
+
+/// How `classify` finds and runs models.
+#[derive(Debug, Clone)]
+pub struct ClassifyOptions {
+    /// The package `classify(text)` uses; `None` makes the one-argument form an error.
+    pub default_model: Option<PathBuf>,
+    pub backend: BackendOptions,
+    /// Documents per inference batch.
+    pub batch_size: usize,
+}
+
+pub struct Classify {
+    signature: Signature,
+    options: ClassifyOptions,
+    loaded: Mutex<HashMap<PathBuf, Arc<Classifier>>>,
+}
+
+impl Classify {
+    pub fn new(options: ClassifyOptions) -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable), options, loaded: Mutex::default() }
+    }
+
+    fn result_fields() -> Fields {
+        Fields::from(vec![
+            Field::new("prediction", DataType::Utf8, true),
+            Field::new("confidence", DataType::Float32, true),
+            Field::new("probabilities", list_of(DataType::Float32), true),
+        ])
+    }
+
+    /// The package named by the call (or the default), loaded on first use.
+    fn classifier(&self, model: Option<&str>) -> Result<Arc<Classifier>> {
+        let dir = match model {
+            Some(dir) => PathBuf::from(dir),
+            None => match &self.options.default_model {
+                Some(dir) => dir.clone(),
+                None => {
+                    return plan_err!(
+                        "classify(text) has no default model here; name a package: classify(text, 'MODEL_DIR')"
+                    );
+                }
+            },
+        };
+        let mut loaded =
+            self.loaded.lock().map_err(|_| DataFusionError::Internal("classify: model cache poisoned".into()))?;
+        if let Some(classifier) = loaded.get(&dir) {
+            return Ok(classifier.clone());
+        }
+        let classifier = ModelPackage::open(&dir)
+            .and_then(|package| Classifier::open(package, &self.options.backend, None))
+            .map(Arc::new)
+            .map_err(|e| {
+                DataFusionError::Plan(format!("classify: cannot load model package {}: {e:#}", dir.display()))
+            })?;
+        loaded.insert(dir, classifier.clone());
+        Ok(classifier)
+    }
+}
+
+/// The model argument, which must be a constant: one model per call site.
+fn model_argument(value: Option<&ScalarValue>) -> Result<Option<String>> {
+    match value {
+        Some(ScalarValue::Utf8(Some(dir)) | ScalarValue::Utf8View(Some(dir)) | ScalarValue::LargeUtf8(Some(dir))) => {
+            Ok(Some(dir.clone()))
+        }
+        _ => plan_err!(
+            "classify(text, model): model must be a constant string naming a package directory, e.g. classify(text, 'models/san')"
+        ),
+    }
+}
+
+impl std::fmt::Debug for Classify {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Classify").field("options", &self.options).finish_non_exhaustive()
+    }
+}
+
+// One instance per session: identity is all DataFusion needs to compare.
+impl PartialEq for Classify {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for Classify {}
+
+impl Hash for Classify {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        NAME.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for Classify {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        PARAMETERS.coerce(arg_types)
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Struct(Self::result_fields()))
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        let model = match args.scalar_arguments.get(1) {
+            Some(value) => model_argument(*value)?,
+            None => None,
+        };
+        // Loading here makes a missing or broken package a planning error.
+        self.classifier(model.as_deref())?;
+        Ok(Arc::new(Field::new(NAME, DataType::Struct(Self::result_fields()), true)))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let model = match args.args.get(1) {
+            Some(ColumnarValue::Scalar(value)) => model_argument(Some(value))?,
+            Some(ColumnarValue::Array(_)) => model_argument(None)?,
+            None => None,
+        };
+        let classifier = self.classifier(model.as_deref())?;
+        let texts: ArrayRef = args.args[0].to_array(args.number_rows)?;
+        let texts =
+            string_values(&texts).ok_or_else(|| DataFusionError::Internal("classify: text not a string".into()))?;
+        let (predictions, _) = classifier
+            .predict(&texts, self.options.batch_size)
+            .map_err(|e| DataFusionError::Execution(format!("classify: {e:#}")))?;
+
+        let labels = classifier.labels();
+        let mut prediction = StringBuilder::new();
+        let mut confidence = Float32Builder::new();
+        let mut probabilities = ListBuilder::new(Float32Builder::new());
+        for row in &predictions {
+            match row {
+                Some(doc) => {
+                    let best = doc.predicted_index();
+                    let label = labels.get(best).ok_or_else(|| {
+                        DataFusionError::Execution(format!(
+                            "classify: the model has {} labels but returned {} probabilities",
+                            labels.len(),
+                            doc.probabilities.len()
+                        ))
+                    })?;
+                    prediction.append_value(label);
+                    confidence.append_value(doc.probabilities[best]);
+                    probabilities.values().append_slice(&doc.probabilities);
+                    probabilities.append(true);
+                }
+                None => {
+                    prediction.append_null();
+                    confidence.append_null();
+                    probabilities.append_null();
+                }
+            }
+        }
+        let fields = Self::result_fields();
+        let columns: Vec<ArrayRef> =
+            vec![Arc::new(prediction.finish()), Arc::new(confidence.finish()), Arc::new(probabilities.finish())];
+        let valid = NullBuffer::from(predictions.iter().map(Option::is_some).collect::<Vec<bool>>());
+        Ok(ColumnarValue::Array(Arc::new(StructArray::try_new(fields, columns, Some(valid))?)))
+    }
+}

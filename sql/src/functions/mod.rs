@@ -1,0 +1,34 @@
+//! The SQL functions this crate adds to DataFusion, one module each.
+
+mod args;
+mod attention_entropy;
+mod attention_html;
+mod classify;
+mod head_attention;
+mod token_weights;
+mod top_attended;
+mod top_tokens;
+
+use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
+use datafusion::prelude::SessionContext;
+
+pub use classify::ClassifyOptions;
+
+/// One line per function, for `\h` in the interactive prompt and the README.
+pub const FUNCTION_HELP: &[(&str, &str)] = &[
+    ("top_tokens(tokens, weights, k)", "the k tokens of a row with the most weight (repeats add up), heaviest first"),
+    ("head_attention(attention, i)", "hop i (from 1) of the attention column: one weight per token"),
+    ("attention_entropy(weights)", "entropy in nats of a row's attention: 0 = one token, ln n = spread evenly"),
+    ("attention_html(tokens, weights)", "HTML snippet shading each token by its weight"),
+    ("top_attended(tokens, weights, k)", "aggregate: the k tokens with the most attention mass over a group"),
+    ("classify(text[, model])", "classify raw text: {prediction, confidence, probabilities}"),
+];
+
+pub fn register(ctx: &SessionContext, classify: ClassifyOptions) {
+    ctx.register_udf(ScalarUDF::new_from_impl(top_tokens::TopTokens::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(head_attention::HeadAttention::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(attention_entropy::AttentionEntropy::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(attention_html::AttentionHtml::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(classify::Classify::new(classify)));
+    ctx.register_udaf(AggregateUDF::new_from_impl(top_attended::TopAttended::new()));
+}

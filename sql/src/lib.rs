@@ -1,0 +1,16 @@
+//! SQL over predictions: a DataFusion session with attention-aware functions and
+//! `classify()` on raw text, for `pipeline sql`.
+//!
+//! `tables` turns Parquet paths into tables, `functions` adds the SQL functions,
+//! `field_access` lets `classify(text).prediction` plan, `session` puts them together, and
+//! `output` prints or writes what a query returns.
+
+mod field_access;
+pub mod functions;
+pub mod output;
+pub mod session;
+pub mod tables;
+
+pub use functions::{ClassifyOptions, FUNCTION_HELP};
+pub use output::{OutputFormat, TableView, write_results};
+pub use session::SqlSession;

@@ -1,0 +1,247 @@
+//! What a query returns: a readable table on the terminal, or CSV / newline-delimited JSON /
+//! Parquet to stdout or a file. Files are written under a temporary name and renamed at the
+//! end, so a failed query leaves no partial output.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::dataframe::DataFrame;
+use futures::StreamExt;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// An aligned table for people.
+    Table,
+    /// CSV with a header; list and struct values are written as their text.
+    Csv,
+    /// Newline-delimited JSON, one object per row.
+    Json,
+    Parquet,
+}
+
+impl OutputFormat {
+    /// The format an output file's extension implies.
+    pub fn from_extension(path: &Path) -> Option<Self> {
+        match path.extension()?.to_str()? {
+            "csv" => Some(Self::Csv),
+            "json" | "jsonl" | "ndjson" => Some(Self::Json),
+            "parquet" => Some(Self::Parquet),
+            "txt" => Some(Self::Table),
+            _ => None,
+        }
+    }
+}
+
+/// How much of a result the table format shows.
+#[derive(Debug, Clone, Copy)]
+pub struct TableView {
+    /// Rows printed; the rest are counted. 0 shows all.
+    pub max_rows: usize,
+    /// Characters per cell before it is cut with `…`. 0 shows whole values.
+    pub max_cell_width: usize,
+}
+
+/// Runs `frame` and writes its rows in `format` to `output` (stdout when `None`).
+/// Returns the number of rows.
+pub async fn write_results(
+    frame: DataFrame,
+    format: OutputFormat,
+    output: Option<&Path>,
+    view: TableView,
+) -> anyhow::Result<usize> {
+    if format == OutputFormat::Parquet && output.is_none() {
+        bail!("--format parquet needs --output PATH");
+    }
+    let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+    let mut stream = frame.execute_stream().await?;
+    let mut sink = Sink::open(output)?;
+    let mut writer = RowWriter::new(format, schema.clone(), &mut sink)?;
+    let mut rows = 0;
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        rows += batch.num_rows();
+        writer.write(&batch, view)?;
+    }
+    writer.finish(&schema, rows, view)?;
+    sink.finish()?;
+    Ok(rows)
+}
+
+/// Stdout, or a temporary file beside the target that becomes the target on success.
+enum Sink {
+    Stdout(std::io::Stdout),
+    File { temp: tempfile::NamedTempFile, target: PathBuf },
+}
+
+impl Sink {
+    fn open(output: Option<&Path>) -> anyhow::Result<Self> {
+        let Some(target) = output else { return Ok(Sink::Stdout(std::io::stdout())) };
+        if target.is_dir() {
+            bail!("--output {} is a directory; give a file path", target.display());
+        }
+        let parent = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let temp =
+            tempfile::Builder::new().prefix(".query-").suffix(".partial").tempfile_in(&parent).with_context(|| {
+                format!("cannot write to {} (is the directory there and writable?)", parent.display())
+            })?;
+        Ok(Sink::File { temp, target: target.to_path_buf() })
+    }
+
+    fn finish(self) -> anyhow::Result<()> {
+        match self {
+            Sink::Stdout(mut out) => Ok(out.flush()?),
+            Sink::File { temp, target } => pipeline::atomic_file::publish(temp, &target),
+        }
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::Stdout(out) => out.write(buf),
+            Sink::File { temp, .. } => temp.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::Stdout(out) => out.flush(),
+            Sink::File { temp, .. } => temp.flush(),
+        }
+    }
+}
+
+enum RowWriter<'a> {
+    /// Rows kept for printing (up to the view's limit).
+    Table {
+        kept: Vec<RecordBatch>,
+        kept_rows: usize,
+        out: &'a mut Sink,
+    },
+    Csv(arrow::csv::Writer<&'a mut Sink>),
+    Json(arrow::json::LineDelimitedWriter<&'a mut Sink>),
+    Parquet(ArrowWriter<&'a mut Sink>),
+}
+
+impl<'a> RowWriter<'a> {
+    fn new(format: OutputFormat, schema: SchemaRef, out: &'a mut Sink) -> anyhow::Result<Self> {
+        Ok(match format {
+            OutputFormat::Table => RowWriter::Table { kept: Vec::new(), kept_rows: 0, out },
+            OutputFormat::Csv => RowWriter::Csv(arrow::csv::WriterBuilder::new().with_header(true).build(out)),
+            OutputFormat::Json => RowWriter::Json(arrow::json::LineDelimitedWriter::new(out)),
+            OutputFormat::Parquet => {
+                let properties =
+                    WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default())).build();
+                RowWriter::Parquet(ArrowWriter::try_new(out, schema, Some(properties))?)
+            }
+        })
+    }
+
+    fn write(&mut self, batch: &RecordBatch, view: TableView) -> anyhow::Result<()> {
+        match self {
+            RowWriter::Table { kept, kept_rows, .. } => {
+                let room = if view.max_rows == 0 { batch.num_rows() } else { view.max_rows - *kept_rows };
+                let take = room.min(batch.num_rows());
+                if take > 0 {
+                    kept.push(batch.slice(0, take));
+                    *kept_rows += take;
+                }
+            }
+            RowWriter::Csv(writer) => writer.write(&nested_as_text(batch)?)?,
+            RowWriter::Json(writer) => writer.write(batch)?,
+            RowWriter::Parquet(writer) => writer.write(batch)?,
+        }
+        Ok(())
+    }
+
+    fn finish(self, schema: &SchemaRef, rows: usize, view: TableView) -> anyhow::Result<()> {
+        match self {
+            RowWriter::Table { kept, kept_rows, out } => {
+                writeln!(out, "{}", render_table(schema, &kept, view.max_cell_width)?)?;
+                let plural = if rows == 1 { "" } else { "s" };
+                if kept_rows < rows {
+                    writeln!(out, "{rows} row{plural}, {kept_rows} shown (--max-rows 0 shows all)")?;
+                } else {
+                    writeln!(out, "{rows} row{plural}")?;
+                }
+            }
+            RowWriter::Csv(writer) => drop(writer.into_inner()),
+            RowWriter::Json(mut writer) => writer.finish()?,
+            RowWriter::Parquet(writer) => drop(writer.into_inner()?),
+        }
+        Ok(())
+    }
+}
+
+fn format_options() -> FormatOptions<'static> {
+    FormatOptions::default().with_null("NULL")
+}
+
+/// An aligned table; cells longer than `max_cell_width` characters are cut.
+fn render_table(schema: &SchemaRef, batches: &[RecordBatch], max_cell_width: usize) -> anyhow::Result<String> {
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    table.set_header(schema.fields().iter().map(|f| f.name().clone()));
+    let options = format_options();
+    for batch in batches {
+        let formatters: Vec<ArrayFormatter> =
+            batch.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &options)).collect::<Result<_, _>>()?;
+        for row in 0..batch.num_rows() {
+            table.add_row(formatters.iter().map(|f| cut(f.value(row).to_string(), max_cell_width)));
+        }
+    }
+    Ok(table.to_string())
+}
+
+fn cut(mut text: String, max_chars: usize) -> String {
+    if max_chars > 0
+        && let Some((end, _)) = text.char_indices().nth(max_chars)
+    {
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+/// CSV has no lists or structs: such columns become their text, as the table shows them.
+fn nested_as_text(batch: &RecordBatch) -> anyhow::Result<RecordBatch> {
+    let options = format_options().with_null("");
+    let mut fields = Vec::with_capacity(batch.num_columns());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        if field.data_type().is_nested() {
+            let formatter = ArrayFormatter::try_new(column.as_ref(), &options)?;
+            let text: StringArray =
+                (0..column.len()).map(|row| column.is_valid(row).then(|| formatter.value(row).to_string())).collect();
+            fields.push(Field::new(field.name(), DataType::Utf8, true));
+            columns.push(Arc::new(text));
+        } else {
+            fields.push(field.as_ref().clone());
+            columns.push(column.clone());
+        }
+    }
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut;
+
+    #[test]
+    fn cut_counts_characters_not_bytes() {
+        assert_eq!(cut("héllo wörld".to_owned(), 5), "héllo…");
+        assert_eq!(cut("short".to_owned(), 5), "short");
+        assert_eq!(cut("anything".to_owned(), 0), "anything");
+    }
+}

@@ -1,0 +1,104 @@
+//! A DataFusion session with the attention functions, Parquet tables by name or by path,
+//! read-only SQL, and errors that say what is registered.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::bail;
+use datafusion::catalog::DynamicFileCatalog;
+use datafusion::dataframe::DataFrame;
+use datafusion::error::DataFusionError;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
+
+use crate::field_access::rewrite_field_access;
+use crate::functions::{self, ClassifyOptions};
+use crate::tables::{ParquetPathTables, parquet_table, resolve_parquet_files};
+
+pub struct SqlSession {
+    ctx: SessionContext,
+    /// Registered table name → the location it was registered from.
+    tables: BTreeMap<String, String>,
+}
+
+impl SqlSession {
+    pub fn new(classify: ClassifyOptions) -> Self {
+        // information_schema gives `SHOW TABLES` and `SHOW COLUMNS FROM t`.
+        let ctx = SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
+        functions::register(&ctx, classify);
+        let paths = Arc::new(ParquetPathTables::new(ctx.state()));
+        let catalogs = Arc::new(DynamicFileCatalog::new(ctx.state().catalog_list().clone(), paths));
+        let state = SessionStateBuilder::new_from_existing(ctx.state()).with_catalog_list(catalogs).build();
+        Self { ctx: SessionContext::new_with_state(state), tables: BTreeMap::new() }
+    }
+
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// Registers the Parquet file, directory or glob at `location` as table `name`.
+    pub async fn register_table(&mut self, name: &str, location: &str) -> anyhow::Result<()> {
+        let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            bail!("table name `{name}` must be letters, digits and underscores, not starting with a digit");
+        }
+        // SQL folds unquoted names to lower case; register them so, or `FROM Reviews` misses.
+        let name = name.to_ascii_lowercase();
+        if self.tables.contains_key(&name) {
+            bail!("table `{name}` is given twice");
+        }
+        let files = resolve_parquet_files(location)?;
+        let table = parquet_table(&self.ctx.state(), &files)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot register {location} as table `{name}`: {e}"))?;
+        self.ctx.register_table(name.as_str(), table)?;
+        self.tables.insert(name, location.to_owned());
+        Ok(())
+    }
+
+    /// Registered tables with their locations, by name.
+    pub fn tables(&self) -> &BTreeMap<String, String> {
+        &self.tables
+    }
+
+    /// Plans `sql`. Statements that would write (INSERT, COPY) are refused.
+    pub async fn query(&self, sql: &str) -> anyhow::Result<DataFrame> {
+        self.plan(sql).await.map_err(|e| self.explain(e))
+    }
+
+    async fn plan(&self, sql: &str) -> datafusion::error::Result<DataFrame> {
+        let state = self.ctx.state();
+        let dialect = state.config().options().sql_parser.dialect;
+        let mut statement = state.sql_to_statement(sql, &dialect)?;
+        rewrite_field_access(&mut statement);
+        let plan = state.statement_to_plan(statement).await?;
+        SQLOptions::new().with_allow_dml(false).verify_plan(&plan)?;
+        self.ctx.execute_logical_plan(plan).await
+    }
+
+    /// Adds what a user needs to fix the query to DataFusion's message.
+    pub fn explain(&self, error: DataFusionError) -> anyhow::Error {
+        let message = error.strip_backtrace();
+        if message.contains("DML not supported") {
+            return anyhow::anyhow!(
+                "{message}\nqueries are read-only; write a query's result with --output PATH [--format csv|json|parquet]"
+            );
+        }
+        let unknown_name = message.contains("not found") || message.starts_with("Schema error");
+        if unknown_name {
+            return anyhow::anyhow!("{message}\n{}", self.describe_tables());
+        }
+        anyhow::anyhow!("{message}")
+    }
+
+    fn describe_tables(&self) -> String {
+        if self.tables.is_empty() {
+            return "no tables are registered; add one with --table NAME=PATH, or name a file in the query: \
+                    FROM 'path/to/file.parquet'"
+                .to_owned();
+        }
+        let listed: Vec<String> = self.tables.iter().map(|(name, location)| format!("{name} ({location})")).collect();
+        format!("registered tables: {}", listed.join(", "))
+    }
+}

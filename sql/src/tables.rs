@@ -1,0 +1,103 @@
+//! Parquet files as SQL tables: `--table NAME=PATH` registrations and paths quoted in a
+//! query (`FROM 'reviews.parquet'`). A path is a file, a directory of `*.parquet` files or a
+//! glob. Every file is checked up front, so a file that is not Parquet fails with its name
+//! instead of an anonymous footer error in the middle of a query.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use async_trait::async_trait;
+use datafusion::catalog::{TableProvider, UrlTableFactory};
+use datafusion::datasource::listing::{ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::SessionState;
+use datafusion::execution::options::ReadOptions;
+use datafusion::prelude::ParquetReadOptions;
+use parquet::file::reader::SerializedFileReader;
+
+/// The Parquet files behind `location`, sorted, each checked to have a readable footer.
+pub fn resolve_parquet_files(location: &str) -> anyhow::Result<Vec<PathBuf>> {
+    let path = Path::new(location);
+    let mut files: Vec<PathBuf> = if path.is_file() {
+        vec![path.to_path_buf()]
+    } else if path.is_dir() {
+        let files: Vec<PathBuf> = std::fs::read_dir(path)
+            .with_context(|| format!("cannot list {location}"))?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "parquet"))
+            .collect();
+        if files.is_empty() {
+            bail!("directory {location} has no *.parquet file");
+        }
+        files
+    } else if location.contains(['*', '?', '[']) {
+        let files: Vec<PathBuf> = glob::glob(location)
+            .with_context(|| format!("`{location}` is not a valid glob pattern"))?
+            .filter_map(std::result::Result::ok)
+            .filter(|p| p.is_file())
+            .collect();
+        if files.is_empty() {
+            bail!("`{location}` matches no file");
+        }
+        files
+    } else {
+        bail!("{location} does not exist (give a Parquet file, a directory of them or a glob)");
+    };
+    files.sort();
+    for file in &files {
+        let opened = File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+        SerializedFileReader::new(opened)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .with_context(|| format!("{} is not a Parquet file; `pipeline sql` reads Parquet only", file.display()))?;
+    }
+    Ok(files)
+}
+
+/// A table over `files`, with the schema merged from their footers.
+pub async fn parquet_table(state: &SessionState, files: &[PathBuf]) -> Result<Arc<dyn TableProvider>> {
+    let urls = files
+        .iter()
+        .map(|file| {
+            let absolute = std::path::absolute(file)?;
+            ListingTableUrl::parse(absolute.to_string_lossy())
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // The files were chosen above, whatever their extension.
+    let options = ParquetReadOptions::default()
+        .to_listing_options(state.config(), state.default_table_options())
+        .with_file_extension("");
+    let config =
+        ListingTableConfig::new_with_multi_paths(urls).with_listing_options(options).infer_schema(state).await?;
+    Ok(Arc::new(ListingTable::try_new(config)?))
+}
+
+/// Resolves table names that are not registered but look like paths (`FROM 'dir/*.parquet'`).
+#[derive(Debug)]
+pub struct ParquetPathTables {
+    /// A snapshot of the session, for its Parquet options and object store.
+    state: SessionState,
+}
+
+impl ParquetPathTables {
+    pub fn new(state: SessionState) -> Self {
+        Self { state }
+    }
+}
+
+fn looks_like_path(name: &str) -> bool {
+    name.contains(['/', '.', '*', '?', '[']) || Path::new(name).exists()
+}
+
+#[async_trait]
+impl UrlTableFactory for ParquetPathTables {
+    async fn try_new(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        // A bare unknown name is left to DataFusion's "table not found".
+        if !looks_like_path(name) {
+            return Ok(None);
+        }
+        let files = resolve_parquet_files(name).map_err(|e| DataFusionError::Plan(format!("{e:#}")))?;
+        parquet_table(&self.state, &files).await.map(Some)
+    }
+}
