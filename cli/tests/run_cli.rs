@@ -355,3 +355,23 @@ fn embedded_default_model_runs_without_a_model_flag() {
     let text = String::from_utf8_lossy(&inspect.stdout);
     assert!(text.contains("embedded default") && text.contains("attention:   8 heads"), "{text}");
 }
+
+#[test]
+fn a_package_without_attention_writes_no_attention_columns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("predictions.parquet");
+    let model = repo().join("fixtures/tiny-avg");
+    let output = pipeline(&["run", "--embedding"], &[("--input", &reviews()), ("--model", &model), ("--output", &out)]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let batch = read(&out);
+    let schema = batch.schema();
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(
+        names,
+        ["id", "text", "label", "prediction", "prediction_index", "confidence", "probabilities", "tokens", "embedding"]
+    );
+    assert_eq!(batch.num_rows(), 300);
+    assert!(probabilities(&batch).iter().all(Option::is_some), "every review is predicted");
+    let embedding = batch.column_by_name("embedding").expect("embedding").as_fixed_size_list();
+    assert_eq!(embedding.value_length(), 24, "the mean of 24-wide word vectors");
+}

@@ -6,8 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use export::corpus::Columns;
 use export::eval::evaluate;
-use export::models::Variant;
-use export::models::san::SanConfig;
+use export::models::{ModelFlags, Variant};
 use export::train::TrainConfig;
 use export::training_run::{self, TrainRequest};
 use export::vocabulary::VocabularyConfig;
@@ -72,7 +71,7 @@ struct TrainArgs {
     #[command(flatten)]
     training: TrainConfig,
     #[command(flatten)]
-    san: SanConfig,
+    model: ModelFlags,
 }
 
 #[derive(Args)]
@@ -121,7 +120,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 max_tokens: args.max_tokens,
                 vocabulary: args.vocabulary,
                 training: args.training,
-                san: args.san,
+                model: args.model,
             };
             let report = training_run::run(&request)?;
             let m = &report.manifest;

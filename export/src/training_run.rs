@@ -14,8 +14,9 @@ use rand::rngs::StdRng;
 use tokenizers::Tokenizer;
 
 use crate::corpus::{Columns, LabelledCorpus};
+use crate::models::avg::AvgConfig;
 use crate::models::san::SanConfig;
-use crate::models::{Classifier, HyperParameters, Variant};
+use crate::models::{Classifier, HyperParameters, ModelFlags, Variant};
 use crate::onnx::GraphBuilder;
 use crate::package::{PackageFiles, check_destination, write_package};
 use crate::split::stratified_split;
@@ -37,7 +38,7 @@ pub struct TrainRequest {
     pub max_tokens: usize,
     pub vocabulary: VocabularyConfig,
     pub training: TrainConfig,
-    pub san: SanConfig,
+    pub model: ModelFlags,
 }
 
 pub struct TrainReport {
@@ -62,16 +63,19 @@ pub struct TrainOutcome<M> {
 }
 
 pub fn run(request: &TrainRequest) -> anyhow::Result<TrainReport> {
+    // Each arm checks its configuration before any data is read.
     match request.variant {
         Variant::San => {
-            request.san.validate()?;
-            let san = &request.san;
-            let outcome = run_variant(
-                request,
-                |vocab, classes, device| san.init(vocab, classes, device),
-                san.hyper_parameters(),
-            )?;
-            Ok(outcome.report)
+            let config = SanConfig::from(&request.model);
+            config.validate()?;
+            let init = |vocab, classes, device: &Device| config.init(vocab, classes, device);
+            Ok(run_variant(request, init, config.hyper_parameters())?.report)
+        }
+        Variant::Avg => {
+            let config = AvgConfig::from(&request.model);
+            config.validate()?;
+            let init = |vocab, classes, device: &Device| config.init(vocab, classes, device);
+            Ok(run_variant(request, init, config.hyper_parameters())?.report)
         }
     }
 }

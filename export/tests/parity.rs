@@ -1,13 +1,14 @@
-//! Parity of the exported SAN graph: burn vs tract vs ONNX Runtime on one right-padded batch
-//! mixing lengths from 1 to 256 tokens, and every example alone vs its row of the batch.
-//! The model is trained inside the test on the committed IMDB slice.
+//! Parity of each variant's exported graph: burn vs tract vs ONNX Runtime on one right-padded
+//! batch mixing lengths from 1 to 256 tokens, and every example alone vs its row of the batch.
+//! The models are trained inside the test on the committed IMDB slice.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use export::corpus::Columns;
-use export::models::Variant;
+use export::models::avg::{Avg, AvgConfig};
 use export::models::san::{San, SanConfig};
+use export::models::{Classifier, HyperParameters, ModelFlags, Variant};
 use export::train::{TrainConfig, forward_probs};
 use export::training_run::{TrainOutcome, TrainRequest, run_variant};
 use export::vocabulary::VocabularyConfig;
@@ -26,51 +27,63 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-struct Trained {
+struct Trained<M> {
     _dir: tempfile::TempDir,
     package: ModelPackage,
-    model: San,
+    model: M,
 }
 
-/// One tiny SAN for every test in this file (training takes a few seconds).
-fn trained() -> &'static Trained {
-    static TRAINED: OnceLock<Trained> = OnceLock::new();
+fn tiny_flags() -> ModelFlags {
+    ModelFlags {
+        embedding_dim: 24,
+        lstm_hidden: 8,
+        attention_dim: 8,
+        hops: 3,
+        mlp_hidden: 16,
+        dropout: 0.1,
+        penalty: 1.0,
+    }
+}
+
+/// Trains a tiny model of `variant` on the committed IMDB slice (a few seconds).
+fn train_tiny<M: Classifier>(
+    variant: Variant,
+    init: impl FnOnce(usize, usize, &burn::prelude::Device) -> M,
+    hyper_parameters: HyperParameters,
+) -> Trained<M> {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let request = TrainRequest {
+        variant,
+        train: repo_root().join("fixtures/imdb-train-600.parquet"),
+        valid: None,
+        columns: Columns { text: "text".into(), label: "label".into() },
+        out: dir.path().join(variant.name()),
+        force: false,
+        valid_fraction: 0.2,
+        max_tokens: 256,
+        vocabulary: VocabularyConfig { min_count: 2, max_vocab: 4000 },
+        training: TrainConfig { epochs: 6, patience: 6, batch_size: 32, learning_rate: 5e-3, clip_norm: 0.5, seed: 7 },
+        model: tiny_flags(),
+    };
+    let TrainOutcome { report, model } = run_variant(&request, init, hyper_parameters).expect("training a tiny model");
+    let package = ModelPackage::open(&report.package).expect("package written by export");
+    Trained { _dir: dir, package, model }
+}
+
+/// One tiny model per variant for every test in this file.
+fn san() -> &'static Trained<San> {
+    static TRAINED: OnceLock<Trained<San>> = OnceLock::new();
     TRAINED.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let san = SanConfig {
-            embedding_dim: 24,
-            lstm_hidden: 8,
-            attention_dim: 8,
-            hops: 3,
-            mlp_hidden: 16,
-            dropout: 0.1,
-            penalty: 1.0,
-        };
-        let request = TrainRequest {
-            variant: Variant::San,
-            train: repo_root().join("fixtures/imdb-train-600.parquet"),
-            valid: None,
-            columns: Columns { text: "text".into(), label: "label".into() },
-            out: dir.path().join("san"),
-            force: false,
-            valid_fraction: 0.2,
-            max_tokens: 256,
-            vocabulary: VocabularyConfig { min_count: 2, max_vocab: 4000 },
-            training: TrainConfig {
-                epochs: 6,
-                patience: 6,
-                batch_size: 32,
-                learning_rate: 5e-3,
-                clip_norm: 0.5,
-                seed: 7,
-            },
-            san: san.clone(),
-        };
-        let TrainOutcome { report, model } =
-            run_variant(&request, |vocab, classes, device| san.init(vocab, classes, device), san.hyper_parameters())
-                .expect("training the tiny SAN");
-        let package = ModelPackage::open(&report.package).expect("package written by export");
-        Trained { _dir: dir, package, model }
+        let config = SanConfig::from(&tiny_flags());
+        train_tiny(Variant::San, |v, c, d| config.init(v, c, d), config.hyper_parameters())
+    })
+}
+
+fn avg() -> &'static Trained<Avg> {
+    static TRAINED: OnceLock<Trained<Avg>> = OnceLock::new();
+    TRAINED.get_or_init(|| {
+        let config = AvgConfig::from(&tiny_flags());
+        train_tiny(Variant::Avg, |v, c, d| config.init(v, c, d), config.hyper_parameters())
     })
 }
 
@@ -106,27 +119,34 @@ fn ort_backend(graph: &Path) -> OrtBackend {
     OrtBackend::open(graph, &options).expect("ONNX Runtime opens the graph")
 }
 
-fn check_against_burn(outputs: &ModelOutputs, inputs: &ModelInputs, runtime: &str) {
-    let trained = trained();
+fn check_against_burn<M: Classifier>(
+    trained: &Trained<M>,
+    outputs: &ModelOutputs,
+    inputs: &ModelInputs,
+    runtime: &str,
+) {
     let (probs, attention) = forward_probs(&trained.model, inputs);
-    let attention = attention.expect("SAN returns attention");
     let probs_diff = max_abs_diff(&probs, &outputs["probs"].data);
-    let attention_diff = max_abs_diff(&attention, &outputs["attention"].data);
-    println!("{runtime}: max |Δprobs| = {probs_diff:.2e}, max |Δattention| = {attention_diff:.2e}");
+    println!("{runtime}: max |Δprobs| = {probs_diff:.2e}");
     // A model that learned nothing would make the comparison weak: its rows must differ.
     let positive: Vec<f32> = probs.chunks(2).map(|p| p[1]).collect();
     let spread = positive.iter().fold(0.0f32, |m, &p| m.max(p)) - positive.iter().fold(1.0f32, |m, &p| m.min(p));
     println!("{runtime}: P(pos) spread over the batch = {spread:.3}");
     assert!(spread > 0.05, "the tiny model gives nearly constant probabilities ({spread}); the test is too weak");
     assert!(probs_diff <= RUNTIME_TOLERANCE, "{runtime} probs differ from burn by {probs_diff}");
-    assert!(attention_diff <= RUNTIME_TOLERANCE, "{runtime} attention differs from burn by {attention_diff}");
+    assert_eq!(attention.is_some(), outputs.contains_key("attention"), "graph and burn disagree on attention");
+    if let Some(attention) = attention {
+        let attention_diff = max_abs_diff(&attention, &outputs["attention"].data);
+        println!("{runtime}: max |Δattention| = {attention_diff:.2e}");
+        assert!(attention_diff <= RUNTIME_TOLERANCE, "{runtime} attention differs from burn by {attention_diff}");
+    }
 }
 
 /// Each example run alone gives its row of the padded batch; padding gets no attention.
 fn check_alone_equals_batch(backend: &dyn InferenceBackend, inputs: &ModelInputs, sequences: &[Vec<i64>]) {
     let batch = backend.run(inputs).expect("batch run");
     let seq = inputs.shape[1];
-    let hops = batch["attention"].shape[1];
+    let hops = batch.get("attention").map_or(0, |a| a.shape[1]);
     for (row, sequence) in sequences.iter().enumerate() {
         let alone = backend.run(&ModelInputs::right_padded(&[sequence], 0)).expect("single run");
         let probs_diff = max_abs_diff(batch["probs"].row(row), &alone["probs"].data);
@@ -149,47 +169,61 @@ fn check_alone_equals_batch(backend: &dyn InferenceBackend, inputs: &ModelInputs
     }
 }
 
-#[test]
-fn tract_matches_burn_on_a_mixed_length_padded_batch() {
-    let trained = trained();
+fn runtimes_match_burn<M: Classifier>(trained: &Trained<M>) {
     let (inputs, _) = mixed_length_batch(&trained.package);
     let tract = TractBackend::open(&trained.package.graph_path()).expect("tract opens the graph");
-    check_against_burn(&tract.run(&inputs).expect("tract run"), &inputs, "tract");
-}
-
-#[test]
-fn onnx_runtime_matches_burn_on_a_mixed_length_padded_batch() {
-    let trained = trained();
-    let (inputs, _) = mixed_length_batch(&trained.package);
+    check_against_burn(trained, &tract.run(&inputs).expect("tract run"), &inputs, "tract");
     let ort = ort_backend(&trained.package.graph_path());
-    check_against_burn(&ort.run(&inputs).expect("ort run"), &inputs, "onnxruntime");
+    check_against_burn(trained, &ort.run(&inputs).expect("ort run"), &inputs, "onnxruntime");
 }
 
-#[test]
-fn tract_single_examples_equal_their_batch_rows() {
-    let trained = trained();
+fn single_examples_equal_batch_rows<M: Classifier>(trained: &Trained<M>) {
     let (inputs, sequences) = mixed_length_batch(&trained.package);
     let tract = TractBackend::open(&trained.package.graph_path()).expect("tract opens the graph");
     check_alone_equals_batch(&tract, &inputs, &sequences);
-}
-
-#[test]
-fn onnx_runtime_single_examples_equal_their_batch_rows() {
-    let trained = trained();
-    let (inputs, sequences) = mixed_length_batch(&trained.package);
     check_alone_equals_batch(&ort_backend(&trained.package.graph_path()), &inputs, &sequences);
 }
 
 #[test]
-fn package_declares_its_contract() {
-    let trained = trained();
-    let manifest = &trained.package.manifest;
+fn san_on_tract_and_onnx_runtime_matches_burn_on_a_mixed_length_padded_batch() {
+    runtimes_match_burn(san());
+}
+
+#[test]
+fn san_single_examples_equal_their_batch_rows() {
+    single_examples_equal_batch_rows(san());
+}
+
+#[test]
+fn avg_on_tract_and_onnx_runtime_matches_burn_on_a_mixed_length_padded_batch() {
+    runtimes_match_burn(avg());
+}
+
+#[test]
+fn avg_single_examples_equal_their_batch_rows() {
+    single_examples_equal_batch_rows(avg());
+}
+
+#[test]
+fn san_package_declares_its_contract() {
+    let manifest = &san().package.manifest;
     assert_eq!(manifest.variant, "san");
     assert_eq!(manifest.labels, vec!["neg".to_owned(), "pos".to_owned()]);
     assert_eq!(manifest.attention_heads, Some(3));
     assert_eq!(manifest.embedding_dim, 3 * 16); // hops × 2 directions × 8 units
     assert_eq!(manifest.max_tokens, 256);
     assert!(manifest.parameter_count > 0);
-    let tract = TractBackend::open(&trained.package.graph_path()).expect("tract opens the graph");
+    let tract = TractBackend::open(&san().package.graph_path()).expect("tract opens the graph");
     assert_eq!(tract.output_names(), ["probs", "attention", "embedding"]);
+}
+
+#[test]
+fn avg_package_has_no_attention() {
+    let manifest = &avg().package.manifest;
+    assert_eq!(manifest.variant, "avg");
+    assert_eq!(manifest.attention_heads, None);
+    assert_eq!(manifest.embedding_dim, 24);
+    assert!(!manifest.hyper_parameters.contains_key("hops"), "only the flags avg uses are recorded");
+    let tract = TractBackend::open(&avg().package.graph_path()).expect("tract opens the graph");
+    assert_eq!(tract.output_names(), ["probs", "embedding"]);
 }

@@ -243,20 +243,26 @@ fn null_rows_are_skipped_counted_and_training_completes_with_force() {
 fn unknown_variant_lists_the_valid_ones() {
     let output = export().args(["train", "--variant", "gpt", "--train", "x", "--out", "y"]).output().expect("run");
     assert!(!output.status.success());
-    assert!(stderr(&output).contains("possible values: san"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("possible values: san, avg"), "{}", stderr(&output));
 }
 
 #[test]
 fn impossible_hyper_parameters_are_refused_before_training() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let output = export()
-        .args(["train", "--variant", "san", "--hops", "0", "--train"])
-        .arg(fixture("imdb-train-600.parquet"))
-        .arg("--out")
-        .arg(dir.path().join("model"))
-        .output()
-        .expect("run export");
-    assert!(!output.status.success());
-    assert!(stderr(&output).contains("--hops must be at least 1"), "{}", stderr(&output));
-    assert_nothing_written(dir.path(), &[]);
+    for (variant, flag, expected) in [
+        ("san", "--hops", "--hops must be at least 1"),
+        ("avg", "--embedding-dim", "--embedding-dim must be at least 1"),
+        ("avg", "--mlp-hidden", "--mlp-hidden must be at least 1"),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let output = export()
+            .args(["train", "--variant", variant, flag, "0", "--train"])
+            .arg(fixture("imdb-train-600.parquet"))
+            .arg("--out")
+            .arg(dir.path().join("model"))
+            .output()
+            .expect("run export");
+        assert!(!output.status.success());
+        assert!(stderr(&output).contains(expected), "{variant} {flag}: {}", stderr(&output));
+        assert_nothing_written(dir.path(), &[]);
+    }
 }

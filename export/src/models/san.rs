@@ -7,7 +7,7 @@ use burn::prelude::*;
 use burn::tensor::activation::relu;
 use serde::Serialize;
 
-use super::{Classifier, ClassifierOutput, GraphShape, HyperParameters};
+use super::{Classifier, ClassifierOutput, GraphShape, HyperParameters, ModelFlags, check_sizes, hyper_parameters_of};
 use crate::layers::attention::{StructuredAttention, redundancy_penalty};
 use crate::layers::dense::{dense, emit_dense};
 use crate::layers::embedding::{embedding, emit_embedding};
@@ -15,54 +15,50 @@ use crate::layers::recurrent::BiLstm;
 use crate::layers::{GraphBatch, TokenBatch};
 use crate::onnx::{Attr, Dim, ElemType, GraphBuilder};
 
-/// SAN hyper-parameters. Defaults are the paper's where they fit a 2-core machine
-/// (Lin et al. use u = 300, d_a = 350, r = 30 and a 3000-unit MLP on Yelp).
-#[derive(Debug, Clone, PartialEq, Serialize, clap::Args)]
+/// SAN hyper-parameters (see [`ModelFlags`] for their meaning and defaults).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SanConfig {
-    /// Word embedding width.
-    #[arg(long, default_value_t = 100)]
     pub embedding_dim: usize,
-    /// LSTM units per direction (u).
-    #[arg(long, default_value_t = 64)]
     pub lstm_hidden: usize,
-    /// Attention hidden width (d_a).
-    #[arg(long, default_value_t = 64)]
     pub attention_dim: usize,
-    /// Attention hops (r).
-    #[arg(long, default_value_t = 8)]
     pub hops: usize,
-    /// Hidden units of the classifier MLP.
-    #[arg(long, default_value_t = 256)]
     pub mlp_hidden: usize,
-    /// Dropout before and inside the MLP.
-    #[arg(long, default_value_t = 0.5)]
     pub dropout: f64,
-    /// Weight of the penalty ‖A·Aᵀ − I‖²_F in the loss (the paper uses 1.0).
-    #[arg(long, default_value_t = 1.0)]
     pub penalty: f32,
+}
+
+impl From<&ModelFlags> for SanConfig {
+    fn from(flags: &ModelFlags) -> Self {
+        Self {
+            embedding_dim: flags.embedding_dim,
+            lstm_hidden: flags.lstm_hidden,
+            attention_dim: flags.attention_dim,
+            hops: flags.hops,
+            mlp_hidden: flags.mlp_hidden,
+            dropout: flags.dropout,
+            penalty: flags.penalty,
+        }
+    }
 }
 
 impl SanConfig {
     pub fn validate(&self) -> anyhow::Result<()> {
-        for (name, value) in [
-            ("--embedding-dim", self.embedding_dim),
-            ("--lstm-hidden", self.lstm_hidden),
-            ("--attention-dim", self.attention_dim),
-            ("--hops", self.hops),
-            ("--mlp-hidden", self.mlp_hidden),
-        ] {
-            anyhow::ensure!(value > 0, "{name} must be at least 1");
-        }
-        anyhow::ensure!((0.0..1.0).contains(&self.dropout), "--dropout must be in [0, 1)");
+        check_sizes(
+            &[
+                ("--embedding-dim", self.embedding_dim),
+                ("--lstm-hidden", self.lstm_hidden),
+                ("--attention-dim", self.attention_dim),
+                ("--hops", self.hops),
+                ("--mlp-hidden", self.mlp_hidden),
+            ],
+            self.dropout,
+        )?;
         anyhow::ensure!(self.penalty >= 0.0, "--penalty must not be negative");
         Ok(())
     }
 
     pub fn hyper_parameters(&self) -> HyperParameters {
-        match serde_json::to_value(self) {
-            Ok(serde_json::Value::Object(map)) => map.into_iter().collect(),
-            _ => HyperParameters::new(),
-        }
+        hyper_parameters_of(self)
     }
 
     pub fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> San {
