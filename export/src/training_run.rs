@@ -15,6 +15,7 @@ use tokenizers::Tokenizer;
 
 use crate::corpus::{Columns, LabelledCorpus};
 use crate::models::avg::AvgConfig;
+use crate::models::cnn::CnnConfig;
 use crate::models::san::SanConfig;
 use crate::models::{Classifier, HyperParameters, ModelFlags, Variant};
 use crate::onnx::GraphBuilder;
@@ -73,6 +74,12 @@ pub fn run(request: &TrainRequest) -> anyhow::Result<TrainReport> {
         }
         Variant::Avg => {
             let config = AvgConfig::from(&request.model);
+            config.validate()?;
+            let init = |vocab, classes, device: &Device| config.init(vocab, classes, device);
+            Ok(run_variant(request, init, config.hyper_parameters())?.report)
+        }
+        Variant::Cnn => {
+            let config = CnnConfig::from(&request.model);
             config.validate()?;
             let init = |vocab, classes, device: &Device| config.init(vocab, classes, device);
             Ok(run_variant(request, init, config.hyper_parameters())?.report)

@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 
 use export::corpus::Columns;
 use export::models::avg::{Avg, AvgConfig};
+use export::models::cnn::{Cnn, CnnConfig};
 use export::models::san::{San, SanConfig};
 use export::models::{Classifier, HyperParameters, ModelFlags, Variant};
 use export::train::{TrainConfig, forward_probs};
@@ -39,6 +40,8 @@ fn tiny_flags() -> ModelFlags {
         lstm_hidden: 8,
         attention_dim: 8,
         hops: 3,
+        filters: 8,
+        kernel_widths: vec![2, 5],
         mlp_hidden: 16,
         dropout: 0.1,
         penalty: 1.0,
@@ -117,6 +120,13 @@ fn ort_backend(graph: &Path) -> OrtBackend {
     let library = OrtLibrary::install_for_tests(&repo_root()).expect("installing the ONNX Runtime library for tests");
     let options = BackendOptions { kind: BackendKind::Ort, ort_library: Some(library), ..BackendOptions::default() };
     OrtBackend::open(graph, &options).expect("ONNX Runtime opens the graph")
+}
+fn cnn() -> &'static Trained<Cnn> {
+    static TRAINED: OnceLock<Trained<Cnn>> = OnceLock::new();
+    TRAINED.get_or_init(|| {
+        let config = CnnConfig::from(&tiny_flags());
+        train_tiny(Variant::Cnn, |v, c, d| config.init(v, c, d), config.hyper_parameters())
+    })
 }
 
 fn check_against_burn<M: Classifier>(
@@ -226,4 +236,23 @@ fn avg_package_has_no_attention() {
     assert!(!manifest.hyper_parameters.contains_key("hops"), "only the flags avg uses are recorded");
     let tract = TractBackend::open(&avg().package.graph_path()).expect("tract opens the graph");
     assert_eq!(tract.output_names(), ["probs", "embedding"]);
+}
+
+#[test]
+fn cnn_on_tract_and_onnx_runtime_matches_burn_on_a_mixed_length_padded_batch() {
+    runtimes_match_burn(cnn());
+}
+
+#[test]
+fn cnn_single_examples_equal_their_batch_rows() {
+    single_examples_equal_batch_rows(cnn());
+}
+
+#[test]
+fn cnn_package_pools_one_feature_per_filter_and_width() {
+    let manifest = &cnn().package.manifest;
+    assert_eq!(manifest.variant, "cnn");
+    assert_eq!(manifest.attention_heads, None);
+    assert_eq!(manifest.embedding_dim, 8 * 2);
+    assert_eq!(manifest.hyper_parameters["kernel_widths"], serde_json::json!([2, 5]));
 }

@@ -243,7 +243,7 @@ fn null_rows_are_skipped_counted_and_training_completes_with_force() {
 fn unknown_variant_lists_the_valid_ones() {
     let output = export().args(["train", "--variant", "gpt", "--train", "x", "--out", "y"]).output().expect("run");
     assert!(!output.status.success());
-    assert!(stderr(&output).contains("possible values: san, avg"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("possible values: san, avg, cnn"), "{}", stderr(&output));
 }
 
 #[test]
@@ -252,6 +252,8 @@ fn impossible_hyper_parameters_are_refused_before_training() {
         ("san", "--hops", "--hops must be at least 1"),
         ("avg", "--embedding-dim", "--embedding-dim must be at least 1"),
         ("avg", "--mlp-hidden", "--mlp-hidden must be at least 1"),
+        ("cnn", "--kernel-widths", "--kernel-widths (each) must be at least 1"),
+        ("cnn", "--filters", "--filters must be at least 1"),
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
         let output = export()

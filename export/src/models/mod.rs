@@ -2,6 +2,7 @@
 //! [`Variant`]; training, export, evaluation and the parity tests work on any of them.
 
 pub mod avg;
+pub mod cnn;
 pub mod san;
 
 use std::collections::BTreeMap;
@@ -44,6 +45,8 @@ pub enum Variant {
     San,
     /// Baseline: masked mean of the word embeddings, then an MLP (AVG in Mehta et al.).
     Avg,
+    /// Baseline: convolutions of several widths, max over time (Kim 2014).
+    Cnn,
 }
 
 impl Variant {
@@ -51,6 +54,7 @@ impl Variant {
         match self {
             Variant::San => "san",
             Variant::Avg => "avg",
+            Variant::Cnn => "cnn",
         }
     }
 }
@@ -83,10 +87,16 @@ pub struct ModelFlags {
     /// Attention hops, r [san].
     #[arg(long, default_value_t = 8)]
     pub hops: usize,
-    /// Hidden units of the classifier MLP [all].
+    /// Convolution filters per kernel width [cnn].
+    #[arg(long, default_value_t = 100)]
+    pub filters: usize,
+    /// Convolution kernel widths, comma-separated [cnn].
+    #[arg(long, value_delimiter = ',', default_values_t = [3, 4, 5])]
+    pub kernel_widths: Vec<usize>,
+    /// Hidden units of the classifier MLP [san, avg].
     #[arg(long, default_value_t = 256)]
     pub mlp_hidden: usize,
-    /// Dropout before and inside the MLP [all].
+    /// Dropout before the classifier layers [all].
     #[arg(long, default_value_t = 0.5)]
     pub dropout: f64,
     /// Weight of the penalty ‖A·Aᵀ − I‖²_F in the loss; the paper uses 1.0 [san].
@@ -101,6 +111,8 @@ impl Default for ModelFlags {
             lstm_hidden: 64,
             attention_dim: 64,
             hops: 8,
+            filters: 100,
+            kernel_widths: vec![3, 4, 5],
             mlp_hidden: 256,
             dropout: 0.5,
             penalty: 1.0,
