@@ -158,3 +158,22 @@ fn bad_tables_and_outputs_are_named() {
     }
     assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
 }
+
+#[test]
+fn a_reader_that_stops_early_is_not_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .current_dir(dir.path())
+        .args(["sql", "SELECT text FROM reviews", "--table", &reviews_table(), "--format", "csv"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut first = [0u8; 5];
+    std::io::Read::read_exact(&mut child.stdout.take().expect("stdout"), &mut first).expect("read");
+    // The pipe's reading end is closed here, long before the 300 reviews are written.
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(&first, b"text\n");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+}

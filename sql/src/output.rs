@@ -63,27 +63,44 @@ pub async fn write_results(
     let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
     let mut stream = frame.execute_stream().await?;
     let mut sink = Sink::open(output)?;
-    let mut writer = RowWriter::new(format, schema.clone(), &mut sink)?;
     let mut rows = 0;
-    while let Some(batch) = stream.next().await {
-        let batch = batch?;
-        rows += batch.num_rows();
-        writer.write(&batch, view)?;
+    let written = async {
+        let mut writer = RowWriter::new(format, schema.clone(), &mut sink)?;
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            rows += batch.num_rows();
+            writer.write(&batch, view)?;
+        }
+        writer.finish(&schema, rows, view)
     }
-    writer.finish(&schema, rows, view)?;
-    sink.finish()?;
-    Ok(rows)
+    .await;
+    match written {
+        // A reader that stops early (`| head`) is not an error.
+        Err(_) if sink.reader_left() => Ok(rows),
+        Err(error) => Err(error),
+        Ok(()) => {
+            sink.finish()?;
+            Ok(rows)
+        }
+    }
 }
 
 /// Stdout, or a temporary file beside the target that becomes the target on success.
 enum Sink {
-    Stdout(std::io::Stdout),
-    File { temp: tempfile::NamedTempFile, target: PathBuf },
+    /// `reader_left`: a write failed because the reading end of a pipe was closed.
+    Stdout {
+        out: std::io::Stdout,
+        reader_left: bool,
+    },
+    File {
+        temp: tempfile::NamedTempFile,
+        target: PathBuf,
+    },
 }
 
 impl Sink {
     fn open(output: Option<&Path>) -> anyhow::Result<Self> {
-        let Some(target) = output else { return Ok(Sink::Stdout(std::io::stdout())) };
+        let Some(target) = output else { return Ok(Sink::Stdout { out: std::io::stdout(), reader_left: false }) };
         if target.is_dir() {
             bail!("--output {} is a directory; give a file path", target.display());
         }
@@ -98,9 +115,13 @@ impl Sink {
         Ok(Sink::File { temp, target: target.to_path_buf() })
     }
 
+    fn reader_left(&self) -> bool {
+        matches!(self, Sink::Stdout { reader_left: true, .. })
+    }
+
     fn finish(self) -> anyhow::Result<()> {
         match self {
-            Sink::Stdout(mut out) => Ok(out.flush()?),
+            Sink::Stdout { mut out, .. } => Ok(out.flush()?),
             Sink::File { temp, target } => pipeline::atomic_file::publish(temp, &target),
         }
     }
@@ -109,14 +130,26 @@ impl Sink {
 impl Write for Sink {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         match self {
-            Sink::Stdout(out) => out.write(buf),
+            Sink::Stdout { out, reader_left } => {
+                let written = out.write(buf);
+                if written.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) {
+                    *reader_left = true;
+                }
+                written
+            }
             Sink::File { temp, .. } => temp.write(buf),
         }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
-            Sink::Stdout(out) => out.flush(),
+            Sink::Stdout { out, reader_left } => {
+                let flushed = out.flush();
+                if flushed.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) {
+                    *reader_left = true;
+                }
+                flushed
+            }
             Sink::File { temp, .. } => temp.flush(),
         }
     }
