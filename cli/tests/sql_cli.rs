@@ -177,3 +177,23 @@ fn a_reader_that_stops_early_is_not_an_error() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
 }
+
+#[test]
+fn classify_gives_the_same_answers_on_tract_and_onnx_runtime() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let library = pipeline::inference::OrtLibrary::install_for_tests(&repo()).expect("install ONNX Runtime for tests");
+    let query =
+        "SELECT id, classify(text).prediction AS p, round(classify(text).confidence, 4) AS c FROM reviews ORDER BY id";
+    let table = reviews_table();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["sql", query, "--table", &table, "--format", "csv"];
+        args.extend_from_slice(extra);
+        let out = pipeline_in(dir.path(), &args);
+        assert!(out.status.success(), "{extra:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let tract = run(&[]);
+    let ort = run(&["--backend", "ort", "--ort-library", &library.display().to_string()]);
+    assert_eq!(tract.lines().count(), 301, "a header and 300 reviews");
+    assert_eq!(tract, ort);
+}
