@@ -25,7 +25,9 @@ use crate::classifier::{Classifier, TextCounts};
 use crate::inference::{BackendOptions, InferenceBackend};
 use crate::package::ModelPackage;
 use crate::predictions::{prediction_columns, prediction_fields};
-use crate::source::{BatchStream, column_list, is_string_type, open_batches, resolve_inputs, string_values};
+use crate::source::{
+    BatchStream, DATA_EXTENSIONS, column_list, is_string_type, open_batches, resolve_inputs, string_values,
+};
 
 #[derive(Debug, Clone)]
 pub struct JobOptions {
@@ -93,7 +95,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     anyhow::ensure!(options.batch_size > 0, "--batch-size must be at least 1");
     anyhow::ensure!(options.window > 0, "--window must be at least 1");
     let started = Instant::now();
-    let files = resolve_inputs(&options.input)?;
+    let files = resolve_inputs(&options.input, DATA_EXTENSIONS)?;
     let classifier = Classifier::open(package.clone(), &options.backend, options.max_tokens)?;
     let has_attention = classifier.has_attention();
     let embedding_dim = options.with_embedding.then_some(package.manifest.embedding_dim);
@@ -236,18 +238,7 @@ struct OutputFile {
 
 impl OutputFile {
     fn create(target: &Path, schema: SchemaRef) -> anyhow::Result<Self> {
-        let parent = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        if target.is_dir() {
-            bail!("output {} is a directory; give a file path", target.display());
-        }
-        let temp = tempfile::Builder::new()
-            .prefix(".predictions-")
-            .suffix(".parquet.partial")
-            .tempfile_in(&parent)
-            .with_context(|| format!("cannot write to {} (is the directory there and writable?)", parent.display()))?;
+        let temp = crate::atomic_file::temp_beside(target, "predictions")?;
         let sorted: BTreeMap<&String, &String> = schema.metadata().iter().collect();
         let key_values: Vec<KeyValue> = sorted.into_iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
         let properties = WriterProperties::builder()

@@ -71,9 +71,12 @@ pub fn label_values(array: &ArrayRef) -> anyhow::Result<Vec<Option<String>>> {
     Ok((0..strings.len()).map(|i| strings.is_valid(i).then(|| strings.value(i).to_owned())).collect())
 }
 
-/// Expands `--input`: a file, a directory (its `*.parquet`, `*.arrow` and `*.ipc` files) or
-/// a glob pattern. Files come back sorted so runs are reproducible.
-pub fn resolve_inputs(input: &str) -> anyhow::Result<Vec<std::path::PathBuf>> {
+/// The extensions `pipeline run` reads from a directory.
+pub const DATA_EXTENSIONS: &[&str] = &["parquet", "arrow", "ipc", "feather"];
+
+/// Expands an input location: a file, a directory (its files with one of `extensions`) or a
+/// glob pattern. Files come back sorted so runs are reproducible.
+pub fn resolve_inputs(input: &str, extensions: &[&str]) -> anyhow::Result<Vec<std::path::PathBuf>> {
     let path = Path::new(input);
     let mut files: Vec<std::path::PathBuf> = if path.is_file() {
         vec![path.to_path_buf()]
@@ -81,7 +84,7 @@ pub fn resolve_inputs(input: &str) -> anyhow::Result<Vec<std::path::PathBuf>> {
         std::fs::read_dir(path)
             .with_context(|| format!("cannot list {input}"))?
             .filter_map(|entry| entry.ok().map(|e| e.path()))
-            .filter(|p| p.is_file() && has_data_extension(p))
+            .filter(|p| p.is_file() && p.extension().and_then(|e| e.to_str()).is_some_and(|e| extensions.contains(&e)))
             .collect()
     } else if input.contains(['*', '?', '[']) {
         glob::glob(input)
@@ -90,17 +93,16 @@ pub fn resolve_inputs(input: &str) -> anyhow::Result<Vec<std::path::PathBuf>> {
             .filter(|p| p.is_file())
             .collect()
     } else {
-        bail!("input {input} does not exist (give a Parquet or Arrow IPC file, a directory or a glob)");
+        bail!(
+            "input {input} does not exist (give a file, a directory of *.{} files or a glob)",
+            extensions.join("/*.")
+        );
     };
     files.sort();
     if files.is_empty() {
-        bail!("input {input} matches no Parquet or Arrow IPC file");
+        bail!("input {input} matches no *.{} file", extensions.join("/*."));
     }
     Ok(files)
-}
-
-fn has_data_extension(path: &Path) -> bool {
-    matches!(path.extension().and_then(|e| e.to_str()), Some("parquet" | "arrow" | "ipc" | "feather"))
 }
 
 /// A stream of record batches from one Parquet or Arrow IPC file.

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -101,17 +101,7 @@ enum Sink {
 impl Sink {
     fn open(output: Option<&Path>) -> anyhow::Result<Self> {
         let Some(target) = output else { return Ok(Sink::Stdout { out: std::io::stdout(), reader_left: false }) };
-        if target.is_dir() {
-            bail!("--output {} is a directory; give a file path", target.display());
-        }
-        let parent = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let temp =
-            tempfile::Builder::new().prefix(".query-").suffix(".partial").tempfile_in(&parent).with_context(|| {
-                format!("cannot write to {} (is the directory there and writable?)", parent.display())
-            })?;
+        let temp = pipeline::atomic_file::temp_beside(target, "query")?;
         Ok(Sink::File { temp, target: target.to_path_buf() })
     }
 

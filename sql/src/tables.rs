@@ -7,7 +7,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use async_trait::async_trait;
 use datafusion::catalog::{TableProvider, UrlTableFactory};
 use datafusion::datasource::listing::{ListingTable, ListingTableConfig, ListingTableUrl};
@@ -16,36 +16,12 @@ use datafusion::execution::SessionState;
 use datafusion::execution::options::ReadOptions;
 use datafusion::prelude::ParquetReadOptions;
 use parquet::file::reader::SerializedFileReader;
+use pipeline::source::resolve_inputs;
 
-/// The Parquet files behind `location`, sorted, each checked to have a readable footer.
+/// The Parquet files behind `location` (a file, a directory's `*.parquet` files or a glob),
+/// sorted, each checked to have a readable footer.
 pub fn resolve_parquet_files(location: &str) -> anyhow::Result<Vec<PathBuf>> {
-    let path = Path::new(location);
-    let mut files: Vec<PathBuf> = if path.is_file() {
-        vec![path.to_path_buf()]
-    } else if path.is_dir() {
-        let files: Vec<PathBuf> = std::fs::read_dir(path)
-            .with_context(|| format!("cannot list {location}"))?
-            .filter_map(|entry| entry.ok().map(|e| e.path()))
-            .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "parquet"))
-            .collect();
-        if files.is_empty() {
-            bail!("directory {location} has no *.parquet file");
-        }
-        files
-    } else if location.contains(['*', '?', '[']) {
-        let files: Vec<PathBuf> = glob::glob(location)
-            .with_context(|| format!("`{location}` is not a valid glob pattern"))?
-            .filter_map(std::result::Result::ok)
-            .filter(|p| p.is_file())
-            .collect();
-        if files.is_empty() {
-            bail!("`{location}` matches no file");
-        }
-        files
-    } else {
-        bail!("{location} does not exist (give a Parquet file, a directory of them or a glob)");
-    };
-    files.sort();
+    let files = resolve_inputs(location, &["parquet"])?;
     for file in &files {
         let opened = File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
         SerializedFileReader::new(opened)
