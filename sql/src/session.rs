@@ -85,7 +85,10 @@ impl SqlSession {
                 "{message}\nqueries are read-only; write a query's result with --output PATH [--format csv|json|parquet]"
             );
         }
-        let unknown_name = message.contains("not found") || message.starts_with("Schema error");
+        // DataFusion's "table 'x' not found" and schema (unknown column) errors; other "not
+        // found" messages (e.g. a missing ONNX Runtime library under classify) are not about tables.
+        let unknown_table = message.contains("table '") && message.contains("' not found");
+        let unknown_name = unknown_table || message.starts_with("Schema error");
         if unknown_name {
             return anyhow::anyhow!("{message}\n{}", self.describe_tables());
         }
