@@ -15,9 +15,13 @@ use tokenizers::Tokenizer;
 
 use crate::corpus::{Columns, LabelledCorpus};
 use crate::models::avg::AvgConfig;
+use crate::models::bigru::BiGruConfig;
 use crate::models::cnn::CnnConfig;
+use crate::models::lama::{LamaConfig, LamaCtxConfig};
+use crate::models::nal::NalConfig;
 use crate::models::san::SanConfig;
-use crate::models::{Classifier, HyperParameters, ModelFlags, Variant};
+use crate::models::transformer::TransformerConfig;
+use crate::models::{Classifier, HyperParameters, ModelConfig, ModelFlags, Variant};
 use crate::onnx::GraphBuilder;
 use crate::package::{PackageFiles, check_destination, write_package};
 use crate::split::stratified_split;
@@ -64,27 +68,24 @@ pub struct TrainOutcome<M> {
 }
 
 pub fn run(request: &TrainRequest) -> anyhow::Result<TrainReport> {
-    // Each arm checks its configuration before any data is read.
     match request.variant {
-        Variant::San => {
-            let config = SanConfig::from(&request.model);
-            config.validate()?;
-            let init = |vocab, classes, device: &Device| config.init(vocab, classes, device);
-            Ok(run_variant(request, init, config.hyper_parameters())?.report)
-        }
-        Variant::Avg => {
-            let config = AvgConfig::from(&request.model);
-            config.validate()?;
-            let init = |vocab, classes, device: &Device| config.init(vocab, classes, device);
-            Ok(run_variant(request, init, config.hyper_parameters())?.report)
-        }
-        Variant::Cnn => {
-            let config = CnnConfig::from(&request.model);
-            config.validate()?;
-            let init = |vocab, classes, device: &Device| config.init(vocab, classes, device);
-            Ok(run_variant(request, init, config.hyper_parameters())?.report)
-        }
+        Variant::San => run_config::<SanConfig>(request),
+        Variant::Avg => run_config::<AvgConfig>(request),
+        Variant::Cnn => run_config::<CnnConfig>(request),
+        Variant::Bigru => run_config::<BiGruConfig>(request),
+        Variant::Lama => run_config::<LamaConfig>(request),
+        Variant::LamaCtx => run_config::<LamaCtxConfig>(request),
+        Variant::Nal => run_config::<NalConfig>(request),
+        Variant::Te => run_config::<TransformerConfig>(request),
     }
+}
+
+/// Trains the variant `C` configures, checking its configuration before any data is read.
+pub fn run_config<C: ModelConfig>(request: &TrainRequest) -> anyhow::Result<TrainReport> {
+    let config = C::from(&request.model);
+    config.validate()?;
+    let init = |vocab, classes, device: &Device| config.init(vocab, classes, device);
+    Ok(run_variant(request, init, config.hyper_parameters())?.report)
 }
 
 /// Trains the model `init` builds (from vocabulary size, class count and device) and writes

@@ -3,13 +3,17 @@
 //! The models are trained inside the test on the committed IMDB slice.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use export::corpus::Columns;
-use export::models::avg::{Avg, AvgConfig};
-use export::models::cnn::{Cnn, CnnConfig};
-use export::models::san::{San, SanConfig};
-use export::models::{Classifier, HyperParameters, ModelFlags, Variant};
+use export::models::avg::AvgConfig;
+use export::models::bigru::BiGruConfig;
+use export::models::cnn::CnnConfig;
+use export::models::lama::{LamaConfig, LamaCtxConfig};
+use export::models::nal::NalConfig;
+use export::models::san::SanConfig;
+use export::models::transformer::TransformerConfig;
+use export::models::{Classifier, HyperParameters, ModelConfig, ModelFlags, Variant};
 use export::train::{TrainConfig, forward_probs};
 use export::training_run::{TrainOutcome, TrainRequest, run_variant};
 use export::vocabulary::VocabularyConfig;
@@ -38,8 +42,13 @@ fn tiny_flags() -> ModelFlags {
     ModelFlags {
         embedding_dim: 24,
         lstm_hidden: 8,
+        gru_hidden: 8,
         attention_dim: 8,
         hops: 3,
+        heads: 2,
+        averaging_dim: 4,
+        layers: 2,
+        feed_forward_dim: 16,
         filters: 8,
         kernel_widths: vec![2, 5],
         mlp_hidden: 16,
@@ -54,6 +63,10 @@ fn train_tiny<M: Classifier>(
     init: impl FnOnce(usize, usize, &burn::prelude::Device) -> M,
     hyper_parameters: HyperParameters,
 ) -> Trained<M> {
+    // burn's random generator is global to the device: models trained by concurrent tests
+    // would draw from it in turn and come out different from run to run.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _training = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().expect("temporary directory");
     let request = TrainRequest {
         variant,
@@ -73,22 +86,33 @@ fn train_tiny<M: Classifier>(
     Trained { _dir: dir, package, model }
 }
 
-/// One tiny model per variant for every test in this file.
-fn san() -> &'static Trained<San> {
-    static TRAINED: OnceLock<Trained<San>> = OnceLock::new();
-    TRAINED.get_or_init(|| {
-        let config = SanConfig::from(&tiny_flags());
-        train_tiny(Variant::San, |v, c, d| config.init(v, c, d), config.hyper_parameters())
+/// One tiny model per variant, trained once for every test in this file.
+type Cell<C> = OnceLock<Trained<<C as ModelConfig>::Model>>;
+
+fn trained<C: ModelConfig>(variant: Variant, cell: &'static Cell<C>) -> &'static Trained<C::Model> {
+    cell.get_or_init(|| {
+        let config = C::from(&tiny_flags());
+        train_tiny(variant, |v, c, d| config.init(v, c, d), config.hyper_parameters())
     })
 }
 
-fn avg() -> &'static Trained<Avg> {
-    static TRAINED: OnceLock<Trained<Avg>> = OnceLock::new();
-    TRAINED.get_or_init(|| {
-        let config = AvgConfig::from(&tiny_flags());
-        train_tiny(Variant::Avg, |v, c, d| config.init(v, c, d), config.hyper_parameters())
-    })
+macro_rules! tiny_model {
+    ($name:ident, $config:ty, $variant:expr) => {
+        fn $name() -> &'static Trained<<$config as ModelConfig>::Model> {
+            static CELL: Cell<$config> = OnceLock::new();
+            trained::<$config>($variant, &CELL)
+        }
+    };
 }
+
+tiny_model!(san, SanConfig, Variant::San);
+tiny_model!(avg, AvgConfig, Variant::Avg);
+tiny_model!(cnn, CnnConfig, Variant::Cnn);
+tiny_model!(bigru, BiGruConfig, Variant::Bigru);
+tiny_model!(lama, LamaConfig, Variant::Lama);
+tiny_model!(lama_ctx, LamaCtxConfig, Variant::LamaCtx);
+tiny_model!(nal, NalConfig, Variant::Nal);
+tiny_model!(te, TransformerConfig, Variant::Te);
 
 /// Token ids of fixture reviews cut to `LENGTHS`, right-padded into one batch.
 fn mixed_length_batch(package: &ModelPackage) -> (ModelInputs, Vec<Vec<i64>>) {
@@ -121,14 +145,6 @@ fn ort_backend(graph: &Path) -> OrtBackend {
     let options = BackendOptions { kind: BackendKind::Ort, ort_library: Some(library), ..BackendOptions::default() };
     OrtBackend::open(graph, &options).expect("ONNX Runtime opens the graph")
 }
-fn cnn() -> &'static Trained<Cnn> {
-    static TRAINED: OnceLock<Trained<Cnn>> = OnceLock::new();
-    TRAINED.get_or_init(|| {
-        let config = CnnConfig::from(&tiny_flags());
-        train_tiny(Variant::Cnn, |v, c, d| config.init(v, c, d), config.hyper_parameters())
-    })
-}
-
 fn check_against_burn<M: Classifier>(
     trained: &Trained<M>,
     outputs: &ModelOutputs,
@@ -255,4 +271,80 @@ fn cnn_package_pools_one_feature_per_filter_and_width() {
     assert_eq!(manifest.attention_heads, None);
     assert_eq!(manifest.embedding_dim, 8 * 2);
     assert_eq!(manifest.hyper_parameters["kernel_widths"], serde_json::json!([2, 5]));
+}
+
+/// Both parity checks for each variant, as two tests each.
+macro_rules! parity_tests {
+    ($model:ident, $runtimes:ident, $alone:ident) => {
+        #[test]
+        fn $runtimes() {
+            runtimes_match_burn($model());
+        }
+
+        #[test]
+        fn $alone() {
+            single_examples_equal_batch_rows($model());
+        }
+    };
+}
+
+parity_tests!(
+    bigru,
+    bigru_on_tract_and_onnx_runtime_matches_burn_on_a_mixed_length_padded_batch,
+    bigru_single_examples_equal_their_batch_rows
+);
+parity_tests!(
+    lama,
+    lama_on_tract_and_onnx_runtime_matches_burn_on_a_mixed_length_padded_batch,
+    lama_single_examples_equal_their_batch_rows
+);
+parity_tests!(
+    lama_ctx,
+    lama_ctx_on_tract_and_onnx_runtime_matches_burn_on_a_mixed_length_padded_batch,
+    lama_ctx_single_examples_equal_their_batch_rows
+);
+parity_tests!(
+    nal,
+    nal_on_tract_and_onnx_runtime_matches_burn_on_a_mixed_length_padded_batch,
+    nal_single_examples_equal_their_batch_rows
+);
+parity_tests!(
+    te,
+    te_on_tract_and_onnx_runtime_matches_burn_on_a_mixed_length_padded_batch,
+    te_single_examples_equal_their_batch_rows
+);
+
+/// The manifest's attention rows and embedding width, and the graph's outputs.
+fn check_contract<M: Classifier>(trained: &Trained<M>, variant: &str, heads: usize, embedding_dim: usize) {
+    let manifest = &trained.package.manifest;
+    assert_eq!(manifest.variant, variant);
+    assert_eq!(manifest.attention_heads, Some(heads));
+    assert_eq!(manifest.embedding_dim, embedding_dim);
+    let tract = TractBackend::open(&trained.package.graph_path()).expect("tract opens the graph");
+    assert_eq!(tract.output_names(), ["probs", "attention", "embedding"]);
+}
+
+#[test]
+fn bigru_package_has_one_argmax_share_row_over_the_pooled_states() {
+    check_contract(bigru(), "bigru", 1, 2 * 8);
+    assert!(!bigru().package.manifest.hyper_parameters.contains_key("lstm_hidden"));
+}
+
+#[test]
+fn lama_packages_record_where_their_context_comes_from() {
+    check_contract(lama(), "lama", 2, 2 * 2 * 8); // heads × 2 directions × 8 units
+    check_contract(lama_ctx(), "lama-ctx", 2, 2 * 2 * 8);
+    assert_eq!(lama().package.manifest.hyper_parameters["context"], "global");
+    assert_eq!(lama_ctx().package.manifest.hyper_parameters["context"], "document_mean");
+}
+
+#[test]
+fn nal_package_averages_each_hop_through_its_own_projection() {
+    check_contract(nal(), "nal", 3, 3 * 4); // hops × averaging width
+}
+
+#[test]
+fn te_package_reads_out_the_first_position() {
+    check_contract(te(), "te", 2, 24);
+    assert_eq!(te().package.manifest.hyper_parameters["layers"], 2);
 }

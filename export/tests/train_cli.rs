@@ -243,7 +243,26 @@ fn null_rows_are_skipped_counted_and_training_completes_with_force() {
 fn unknown_variant_lists_the_valid_ones() {
     let output = export().args(["train", "--variant", "gpt", "--train", "x", "--out", "y"]).output().expect("run");
     assert!(!output.status.success());
-    assert!(stderr(&output).contains("possible values: san, avg, cnn"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("possible values: san, avg, cnn, bigru, lama, lama-ctx, nal, te"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn transformer_heads_must_divide_the_embedding_width() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = export()
+        .args(["train", "--variant", "te", "--embedding-dim", "100", "--heads", "3", "--train"])
+        .arg(fixture("imdb-train-600.parquet"))
+        .arg("--out")
+        .arg(dir.path().join("model"))
+        .output()
+        .expect("run export");
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("--embedding-dim (100) must be a multiple of --heads (3)"), "{}", stderr(&output));
+    assert_nothing_written(dir.path(), &[]);
 }
 
 #[test]
@@ -254,6 +273,11 @@ fn impossible_hyper_parameters_are_refused_before_training() {
         ("avg", "--mlp-hidden", "--mlp-hidden must be at least 1"),
         ("cnn", "--kernel-widths", "--kernel-widths (each) must be at least 1"),
         ("cnn", "--filters", "--filters must be at least 1"),
+        ("bigru", "--gru-hidden", "--gru-hidden must be at least 1"),
+        ("lama", "--heads", "--heads must be at least 1"),
+        ("lama-ctx", "--attention-dim", "--attention-dim must be at least 1"),
+        ("nal", "--averaging-dim", "--averaging-dim must be at least 1"),
+        ("te", "--layers", "--layers must be at least 1"),
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
         let output = export()

@@ -10,7 +10,7 @@ use super::{GraphBatch, TokenBatch};
 use crate::onnx::{Attr, GraphBuilder, Value};
 
 /// Added to the scores of padding positions so that softmax gives them exactly zero weight.
-const MASKED_SCORE: f32 = -1e9;
+pub const MASKED_SCORE: f32 = -1e9;
 
 #[derive(Module, Debug)]
 pub struct StructuredAttention {

@@ -5,6 +5,11 @@
 pub mod attention;
 pub mod dense;
 pub mod embedding;
+pub mod encoder;
+pub mod head;
+pub mod norm;
+pub mod pooling;
+pub mod positions;
 pub mod recurrent;
 
 use burn::prelude::*;

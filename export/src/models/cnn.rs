@@ -15,7 +15,7 @@ use burn::prelude::*;
 use burn::tensor::activation::relu;
 use serde::Serialize;
 
-use super::{Classifier, ClassifierOutput, GraphShape, HyperParameters, ModelFlags, check_sizes, hyper_parameters_of};
+use super::{Classifier, ClassifierOutput, GraphShape, ModelConfig, ModelFlags, check_sizes};
 use crate::layers::dense::{dense, emit_dense};
 use crate::layers::embedding::{embedding, emit_embedding};
 use crate::layers::{GraphBatch, TokenBatch, values};
@@ -40,19 +40,17 @@ impl From<&ModelFlags> for CnnConfig {
     }
 }
 
-impl CnnConfig {
-    pub fn validate(&self) -> anyhow::Result<()> {
+impl ModelConfig for CnnConfig {
+    type Model = Cnn;
+
+    fn validate(&self) -> anyhow::Result<()> {
         anyhow::ensure!(!self.kernel_widths.is_empty(), "--kernel-widths needs at least one width");
         let mut sizes = vec![("--embedding-dim", self.embedding_dim), ("--filters", self.filters)];
         sizes.extend(self.kernel_widths.iter().map(|&k| ("--kernel-widths (each)", k)));
         check_sizes(&sizes, self.dropout)
     }
 
-    pub fn hyper_parameters(&self) -> HyperParameters {
-        hyper_parameters_of(self)
-    }
-
-    pub fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> Cnn {
+    fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> Cnn {
         let convolutions = self
             .kernel_widths
             .iter()

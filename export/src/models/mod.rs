@@ -2,8 +2,12 @@
 //! [`Variant`]; training, export, evaluation and the parity tests work on any of them.
 
 pub mod avg;
+pub mod bigru;
 pub mod cnn;
+pub mod lama;
+pub mod nal;
 pub mod san;
+pub mod transformer;
 
 use std::collections::BTreeMap;
 
@@ -12,7 +16,7 @@ use burn::prelude::*;
 use serde::Serialize;
 
 use crate::layers::TokenBatch;
-use crate::onnx::GraphBuilder;
+use crate::onnx::{Dim, ElemType, GraphBuilder, Value};
 
 /// What a forward pass returns to the training loop.
 pub struct ClassifierOutput {
@@ -38,6 +42,35 @@ pub trait Classifier: Module + Clone {
     fn graph_shape(&self) -> GraphShape;
 }
 
+/// Declares a classifier graph's outputs in the contract's order: `probs`, then `attention`
+/// (`[batch, heads, seq]`) if the variant has one, then `embedding`.
+pub fn declare_outputs(
+    g: &mut GraphBuilder,
+    probs: (&Value, usize),
+    attention: Option<(&Value, usize)>,
+    embedding: (&Value, usize),
+) {
+    g.output(probs.0, "probs", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(probs.1)]);
+    if let Some((attention, heads)) = attention {
+        let dims = [Dim::Named("batch"), Dim::Fixed(heads), Dim::Named("seq")];
+        g.output(attention, "attention", ElemType::Float, &dims);
+    }
+    g.output(embedding.0, "embedding", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(embedding.1)]);
+}
+
+/// A variant's configuration: read from the shared [`ModelFlags`], checked before any data
+/// is read, recorded in the manifest, and turned into an untrained model.
+pub trait ModelConfig: Serialize + for<'a> From<&'a ModelFlags> {
+    type Model: Classifier;
+    /// Refuses sizes that cannot work.
+    fn validate(&self) -> anyhow::Result<()>;
+    fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> Self::Model;
+    /// The manifest's hyper-parameters: exactly the flags this variant uses.
+    fn hyper_parameters(&self) -> HyperParameters {
+        hyper_parameters_of(self)
+    }
+}
+
 /// The variants `export train --variant` accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Variant {
@@ -47,6 +80,17 @@ pub enum Variant {
     Avg,
     /// Baseline: convolutions of several widths, max over time (Kim 2014).
     Cnn,
+    /// Baseline: biGRU, max-pooled over time (Mehta et al. Table 3).
+    Bigru,
+    /// Low-rank multi-head attention over a biGRU against a learned global context (Mehta et al.).
+    Lama,
+    /// LAMA with a per-document context vector, the document's mean annotation.
+    #[value(name = "lama-ctx")]
+    LamaCtx,
+    /// Sinusoidal positions, SAN attention, neural averaging layer (Shetty et al.).
+    Nal,
+    /// Transformer encoder with a [CLS]-style read-out.
+    Te,
 }
 
 impl Variant {
@@ -55,6 +99,11 @@ impl Variant {
             Variant::San => "san",
             Variant::Avg => "avg",
             Variant::Cnn => "cnn",
+            Variant::Bigru => "bigru",
+            Variant::Lama => "lama",
+            Variant::LamaCtx => "lama-ctx",
+            Variant::Nal => "nal",
+            Variant::Te => "te",
         }
     }
 }
@@ -81,25 +130,40 @@ pub struct ModelFlags {
     /// LSTM units per direction, u [san].
     #[arg(long, default_value_t = 64)]
     pub lstm_hidden: usize,
-    /// Attention hidden width, d_a [san].
+    /// GRU units per direction, h [bigru, lama, lama-ctx].
+    #[arg(long, default_value_t = 64)]
+    pub gru_hidden: usize,
+    /// Attention hidden width: d_a [san, nal], the annotation u_t [lama, lama-ctx].
     #[arg(long, default_value_t = 64)]
     pub attention_dim: usize,
-    /// Attention hops, r [san].
+    /// Attention hops, r [san, nal].
     #[arg(long, default_value_t = 8)]
     pub hops: usize,
+    /// Attention heads, m [lama, lama-ctx, te].
+    #[arg(long, default_value_t = 4)]
+    pub heads: usize,
+    /// Width of each head's projection in the neural averaging layer [nal].
+    #[arg(long, default_value_t = 32)]
+    pub averaging_dim: usize,
+    /// Encoder layers [te].
+    #[arg(long, default_value_t = 2)]
+    pub layers: usize,
+    /// Feed-forward width inside each encoder layer [te].
+    #[arg(long, default_value_t = 256)]
+    pub feed_forward_dim: usize,
     /// Convolution filters per kernel width [cnn].
     #[arg(long, default_value_t = 100)]
     pub filters: usize,
     /// Convolution kernel widths, comma-separated [cnn].
     #[arg(long, value_delimiter = ',', default_values_t = [3, 4, 5])]
     pub kernel_widths: Vec<usize>,
-    /// Hidden units of the classifier MLP [san, avg].
+    /// Hidden units of the classifier MLP [san, avg, bigru, lama, lama-ctx, nal].
     #[arg(long, default_value_t = 256)]
     pub mlp_hidden: usize,
     /// Dropout before the classifier layers [all].
     #[arg(long, default_value_t = 0.5)]
     pub dropout: f64,
-    /// Weight of the penalty ‖A·Aᵀ − I‖²_F in the loss; the paper uses 1.0 [san].
+    /// Weight of the penalty ‖A·Aᵀ − I‖²_F in the loss; the paper uses 1.0 [san, nal].
     #[arg(long, default_value_t = 1.0)]
     pub penalty: f32,
 }
@@ -109,8 +173,13 @@ impl Default for ModelFlags {
         Self {
             embedding_dim: 100,
             lstm_hidden: 64,
+            gru_hidden: 64,
             attention_dim: 64,
             hops: 8,
+            heads: 4,
+            averaging_dim: 32,
+            layers: 2,
+            feed_forward_dim: 256,
             filters: 100,
             kernel_widths: vec![3, 4, 5],
             mlp_hidden: 256,

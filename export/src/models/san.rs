@@ -2,18 +2,17 @@
 //! embedding → biLSTM (u per direction) → r-hop attention A → M = A·H → ReLU MLP → softmax,
 //! trained with cross-entropy + coefficient · ‖A·Aᵀ − I‖²_F.
 
-use burn::nn::{Dropout, DropoutConfig, Embedding, Linear};
+use burn::nn::Embedding;
 use burn::prelude::*;
-use burn::tensor::activation::relu;
 use serde::Serialize;
 
-use super::{Classifier, ClassifierOutput, GraphShape, HyperParameters, ModelFlags, check_sizes, hyper_parameters_of};
+use super::{Classifier, ClassifierOutput, GraphShape, ModelConfig, ModelFlags, check_sizes, declare_outputs};
 use crate::layers::attention::{StructuredAttention, redundancy_penalty};
-use crate::layers::dense::{dense, emit_dense};
 use crate::layers::embedding::{embedding, emit_embedding};
+use crate::layers::head::MlpHead;
 use crate::layers::recurrent::BiLstm;
 use crate::layers::{GraphBatch, TokenBatch};
-use crate::onnx::{Attr, Dim, ElemType, GraphBuilder};
+use crate::onnx::GraphBuilder;
 
 /// SAN hyper-parameters (see [`ModelFlags`] for their meaning and defaults).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -41,8 +40,10 @@ impl From<&ModelFlags> for SanConfig {
     }
 }
 
-impl SanConfig {
-    pub fn validate(&self) -> anyhow::Result<()> {
+impl ModelConfig for SanConfig {
+    type Model = San;
+
+    fn validate(&self) -> anyhow::Result<()> {
         check_sizes(
             &[
                 ("--embedding-dim", self.embedding_dim),
@@ -57,19 +58,13 @@ impl SanConfig {
         Ok(())
     }
 
-    pub fn hyper_parameters(&self) -> HyperParameters {
-        hyper_parameters_of(self)
-    }
-
-    pub fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> San {
+    fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> San {
         let states = 2 * self.lstm_hidden;
         San {
             embedding: embedding(vocab_size, self.embedding_dim, device),
             encoder: BiLstm::new(self.embedding_dim, self.lstm_hidden, device),
             attention: StructuredAttention::new(states, self.attention_dim, self.hops, device),
-            hidden: dense(self.hops * states, self.mlp_hidden, true, device),
-            output: dense(self.mlp_hidden, classes, true, device),
-            dropout: DropoutConfig::new(self.dropout).init(),
+            head: MlpHead::new(self.hops * states, self.mlp_hidden, classes, self.dropout, device),
             penalty: self.penalty,
         }
     }
@@ -80,9 +75,7 @@ pub struct San {
     embedding: Embedding,
     encoder: BiLstm,
     attention: StructuredAttention,
-    hidden: Linear,
-    output: Linear,
-    dropout: Dropout,
+    head: MlpHead,
     penalty: f32,
 }
 
@@ -98,8 +91,7 @@ impl Classifier for San {
         let states = self.encoder.forward(words, batch);
         let attention = self.attention.forward(states.clone(), batch);
         let sentence = attention.clone().matmul(states).reshape([batch.batch, self.embedding_dim()]);
-        let hidden = relu(self.hidden.forward(self.dropout.forward(sentence)));
-        let logits = self.output.forward(self.dropout.forward(hidden));
+        let logits = self.head.forward(sentence);
         let regularizer = (self.penalty > 0.0).then(|| redundancy_penalty(attention.clone()) * self.penalty);
         ClassifierOutput { logits, attention: Some(attention), regularizer }
     }
@@ -112,16 +104,13 @@ impl Classifier for San {
         let sentence = g.op("MatMul", &[&attention, &states], vec![]);
         let flat = g.ints("flatten_shape", &[2], &[0, -1]);
         let sentence = g.op("Reshape", &[&sentence, &flat], vec![]);
-        let hidden = emit_dense(g, &self.hidden, &sentence, "mlp_hidden");
-        let hidden = g.op("Relu", &[&hidden], vec![]);
-        let logits = emit_dense(g, &self.output, &hidden, "mlp_output");
-        let probs = g.op("Softmax", &[&logits], vec![("axis", Attr::Int(-1))]);
-        let classes = self.output.weight.dims()[1];
-        let (b, s) = (Dim::Named("batch"), Dim::Named("seq"));
-        g.output(&probs, "probs", ElemType::Float, &[b, Dim::Fixed(classes)]);
-        let (b, h) = (Dim::Named("batch"), Dim::Fixed(self.attention.hops()));
-        g.output(&attention, "attention", ElemType::Float, &[b, h, s]);
-        g.output(&sentence, "embedding", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(self.embedding_dim())]);
+        let probs = self.head.emit(g, &sentence);
+        declare_outputs(
+            g,
+            (&probs, self.head.classes()),
+            Some((&attention, self.attention.hops())),
+            (&sentence, self.embedding_dim()),
+        );
     }
 
     fn graph_shape(&self) -> GraphShape {

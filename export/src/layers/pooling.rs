@@ -1,0 +1,59 @@
+//! Pooling over the sequence axis that ignores padding: the masked mean, and the masked max
+//! with its argmax share (which token supplied how many of the pooled features).
+
+use burn::prelude::*;
+
+use super::attention::MASKED_SCORE;
+use crate::onnx::{Attr, GraphBuilder, Value};
+
+/// Mean of `[batch, seq, d]` over the real tokens of each example → `[batch, d]`.
+/// Every document has at least one token (empty ones are never batched).
+pub fn masked_mean(x: Tensor<3>, mask: Tensor<2>) -> Tensor<2> {
+    let [batch, _, d] = x.dims();
+    let summed = (x * mask.clone().unsqueeze_dim::<3>(2)).sum_dim(1).reshape([batch, d]);
+    summed / mask.sum_dim(1)
+}
+
+pub fn emit_masked_mean(g: &mut GraphBuilder, x: &Value, mask_f32: &Value) -> Value {
+    let axis2 = g.ints("axis2", &[1], &[2]);
+    let mask = g.op("Unsqueeze", &[mask_f32, &axis2], vec![]);
+    let masked = g.op("Mul", &[x, &mask], vec![]);
+    let axis1 = g.ints("axis1", &[1], &[1]);
+    let summed = g.op("ReduceSum", &[&masked, &axis1], vec![("keepdims", Attr::Int(0))]);
+    let lengths = g.op("ReduceSum", &[mask_f32, &axis1], vec![("keepdims", Attr::Int(1))]);
+    g.op("Div", &[&summed, &lengths], vec![])
+}
+
+/// Max of `[batch, seq, d]` over the real tokens → (`[batch, d]`, and `[batch, 1, seq]`: the
+/// share of the `d` features whose maximum each token supplied, 0 on padding). The share is
+/// the baselines' stand-in for attention: it says which words the pooled vector came from.
+pub fn masked_max(x: Tensor<3>, mask: Tensor<2>) -> (Tensor<2>, Tensor<3>) {
+    let [batch, seq, d] = x.dims();
+    // Real positions keep their exact values (x + 0); padding sinks far below any of them.
+    let offset = (mask.unsqueeze_dim::<3>(2) - 1.0) * (-MASKED_SCORE);
+    let masked = x + offset;
+    let pooled = masked.clone().max_dim(1); // [B, 1, d]
+    let supplied = masked.equal(pooled.clone().expand([batch, seq, d])).float();
+    let share = supplied.detach().mean_dim(2).reshape([batch, 1, seq]);
+    (pooled.reshape([batch, d]), share)
+}
+
+/// Graph twin of [`masked_max`]: returns (pooled `[batch, d]`, share `[batch, 1, seq]`).
+pub fn emit_masked_max(g: &mut GraphBuilder, x: &Value, mask_f32: &Value) -> (Value, Value) {
+    let axis2 = g.ints("axis2", &[1], &[2]);
+    let mask = g.op("Unsqueeze", &[mask_f32, &axis2], vec![]);
+    let one = g.scalar_f32("one", 1.0);
+    let scale = g.scalar_f32("masked_score", -MASKED_SCORE);
+    let offset = g.op("Sub", &[&mask, &one], vec![]);
+    let offset = g.op("Mul", &[&offset, &scale], vec![]);
+    let masked = g.op("Add", &[x, &offset], vec![]);
+    // Opset 17: ReduceMax and ReduceMean still take their axes as an attribute.
+    let pooled = g.op("ReduceMax", &[&masked], vec![("axes", Attr::Ints(vec![1])), ("keepdims", Attr::Int(1))]);
+    let supplied = g.op("Equal", &[&masked, &pooled], vec![]);
+    let supplied = g.op("Cast", &[&supplied], vec![("to", Attr::Int(1))]);
+    let share = g.op("ReduceMean", &[&supplied], vec![("axes", Attr::Ints(vec![2])), ("keepdims", Attr::Int(0))]);
+    let axis1 = g.ints("axis1", &[1], &[1]);
+    let share = g.op("Unsqueeze", &[&share, &axis1], vec![]);
+    let pooled = g.op("Squeeze", &[&pooled, &axis1], vec![]);
+    (pooled, share)
+}
