@@ -5,10 +5,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::bail;
-use pipeline::inference::{BackendOptions, ModelInputs, open_backend};
+use pipeline::classifier::Classifier;
+use pipeline::inference::BackendOptions;
 use pipeline::package::ModelPackage;
-use pipeline::text::TextEncoder;
-use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::corpus::{Columns, LabelledCorpus};
@@ -37,8 +36,6 @@ pub fn evaluate(
 ) -> anyhow::Result<Evaluation> {
     let package = ModelPackage::open(package_dir)?;
     let labels = package.manifest.labels.clone();
-    let encoder = TextEncoder::from_file(&package.tokenizer_path(), package.manifest.max_tokens)?;
-    let runner = open_backend(&package.graph_path(), backend)?;
     let corpus = LabelledCorpus::read(data, columns)?;
     let unknown: Vec<String> = corpus.classes().into_iter().filter(|c| !labels.contains(c)).collect();
     if !unknown.is_empty() {
@@ -49,39 +46,21 @@ pub fn evaluate(
             labels.join(", ")
         );
     }
+    // The classifier `pipeline run` uses: same tokenization, layout and batching.
+    let classifier = Classifier::open(package, backend, None)?;
     let started = Instant::now();
-    let texts: Vec<&str> = corpus.texts.iter().map(String::as_str).collect();
-    let encoded = encoder.encode_batch(&texts)?;
-    let mut examples: Vec<(Vec<i64>, usize)> = Vec::with_capacity(encoded.len());
-    let mut skipped = corpus.skipped_null;
-    for (encoding, label) in encoded.into_iter().zip(&corpus.labels) {
-        if encoding.ids.is_empty() {
-            skipped += 1;
-        } else {
-            let class = labels.iter().position(|l| l == label).unwrap_or_default();
-            examples.push((encoding.ids, class));
-        }
-    }
-    // Sorting by length keeps padding low; the order does not change any single prediction.
-    examples.sort_by_key(|(ids, _)| ids.len());
-    let pad = package.manifest.padding_id;
-    let predictions: Vec<anyhow::Result<Vec<usize>>> = examples
-        .par_chunks(batch_size.max(1))
-        .map(|chunk| {
-            let sequences: Vec<&[i64]> = chunk.iter().map(|(ids, _)| ids.as_slice()).collect();
-            let outputs = runner.run(&ModelInputs::right_padded(&sequences, pad))?;
-            let probs = outputs.get("probs").ok_or_else(|| anyhow::anyhow!("graph has no `probs` output"))?;
-            Ok((0..chunk.len()).map(|row| argmax(probs.row(row))).collect())
-        })
-        .collect();
+    let texts: Vec<Option<&str>> = corpus.texts.iter().map(|t| Some(t.as_str())).collect();
+    let (predictions, counts) = classifier.predict(&texts, batch_size.max(1))?;
+    let skipped = corpus.skipped_null + counts.empty_texts;
     let mut confusion = vec![vec![0usize; labels.len()]; labels.len()];
-    for (chunk, predicted) in examples.chunks(batch_size.max(1)).zip(predictions) {
-        for ((_, truth), predicted) in chunk.iter().zip(predicted?) {
-            confusion[*truth][predicted] += 1;
+    for (prediction, label) in predictions.iter().zip(&corpus.labels) {
+        if let Some(prediction) = prediction {
+            let truth = labels.iter().position(|l| l == label).unwrap_or_default();
+            confusion[truth][prediction.predicted_index()] += 1;
         }
     }
+    let rows = counts.predicted;
     let seconds = started.elapsed().as_secs_f64();
-    let rows = examples.len();
     let correct: usize = (0..labels.len()).map(|i| confusion[i][i]).sum();
     Ok(Evaluation {
         macro_f1: macro_f1(&confusion),
@@ -90,7 +69,7 @@ pub fn evaluate(
         rows,
         skipped,
         confusion,
-        backend: runner.describe(),
+        backend: classifier.backend().describe(),
         seconds,
         docs_per_second: rows as f64 / seconds,
     })
@@ -108,10 +87,6 @@ pub fn record_in_manifest(package_dir: &Path, prefix: &str, evaluation: &Evaluat
     let mut staged = tempfile::NamedTempFile::new_in(package_dir)?;
     std::io::Write::write_all(&mut staged, serde_json::to_string_pretty(&package.manifest)?.as_bytes())?;
     pipeline::atomic_file::publish(staged, &path)
-}
-
-pub fn argmax(values: &[f32]) -> usize {
-    values.iter().enumerate().fold(0, |best, (i, v)| if *v > values[best] { i } else { best })
 }
 
 /// Unweighted mean of per-class F1 (a class never predicted nor present scores 0).
@@ -165,10 +140,5 @@ mod tests {
         let confusion = vec![vec![8, 2], vec![1, 9]];
         let expected = (16.0 / 19.0 + 18.0 / 21.0) / 2.0;
         assert!((macro_f1(&confusion) - expected).abs() < 1e-12);
-    }
-
-    #[test]
-    fn argmax_takes_the_first_maximum() {
-        assert_eq!(argmax(&[0.1, 0.7, 0.7, 0.2]), 1);
     }
 }

@@ -24,6 +24,8 @@ use crate::vocabulary::PAD_ID;
 pub struct Example {
     pub ids: Vec<i64>,
     pub label: usize,
+    /// For hierarchical models: tokens per sentence (they sum to `ids.len()`).
+    pub sentence_lengths: Option<Vec<usize>>,
 }
 
 #[derive(Debug, Clone, clap::Args, serde::Serialize)]
@@ -95,9 +97,20 @@ fn length_bucketed_batches(examples: &[Example], batch_size: usize, rng: &mut St
     batches
 }
 
-fn padded(examples: &[Example], indices: &[usize]) -> ModelInputs {
-    let sequences: Vec<&[i64]> = indices.iter().map(|&i| examples[i].ids.as_slice()).collect();
-    ModelInputs::right_padded(&sequences, PAD_ID)
+/// The batch in the layout the examples carry: `[batch, seq]`, or `[batch, sentences, words]`
+/// when they were cut into sentences.
+pub fn padded(examples: &[Example], indices: &[usize]) -> ModelInputs {
+    let hierarchical: Option<Vec<(&[i64], &[usize])>> = indices
+        .iter()
+        .map(|&i| examples[i].sentence_lengths.as_deref().map(|lengths| (examples[i].ids.as_slice(), lengths)))
+        .collect();
+    match hierarchical {
+        Some(documents) => ModelInputs::sentences_padded(&documents, PAD_ID),
+        None => {
+            let sequences: Vec<&[i64]> = indices.iter().map(|&i| examples[i].ids.as_slice()).collect();
+            ModelInputs::right_padded(&sequences, PAD_ID)
+        }
+    }
 }
 
 fn targets(examples: &[Example], indices: &[usize], device: &Device) -> Tensor<1, Int> {
@@ -213,11 +226,20 @@ pub fn accuracy<M: Classifier>(model: &M, examples: &[Example], batch_size: usiz
     Ok(correct as f64 / examples.len().max(1) as f64)
 }
 
-/// The burn model's `probs` and `attention` for a padded batch, row-major, for parity checks.
-pub fn forward_probs<M: Classifier>(model: &M, inputs: &ModelInputs) -> (Vec<f32>, Option<Vec<f32>>) {
+/// The burn model's outputs for a padded batch, row-major, for parity checks.
+pub struct BurnOutputs {
+    pub probs: Vec<f32>,
+    pub attention: Option<Vec<f32>>,
+    pub sentence_attention: Option<Vec<f32>>,
+}
+
+pub fn forward_probs<M: Classifier>(model: &M, inputs: &ModelInputs) -> BurnOutputs {
     let device = model.devices().into_iter().next().unwrap_or_default();
     let output = model.forward(&TokenBatch::new(inputs, &device));
     let to_vec = |data: TensorData| data.convert::<f32>().try_to_vec::<f32>().unwrap_or_default();
-    let probs = to_vec(softmax(output.logits, 1).into_data());
-    (probs, output.attention.map(|a| to_vec(a.into_data())))
+    BurnOutputs {
+        probs: to_vec(softmax(output.logits, 1).into_data()),
+        attention: output.attention.map(|a| to_vec(a.into_data())),
+        sentence_attention: output.sentence_attention.map(|a| to_vec(a.into_data())),
+    }
 }

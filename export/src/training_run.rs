@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use burn::prelude::*;
 use pipeline::inference::{InferenceBackend, ModelInputs, TractBackend};
 use pipeline::package::{FORMAT_VERSION, GRAPH_FILE, InputLayout, Manifest, TrainingSummary};
-use pipeline::text::TextEncoder;
+use pipeline::text::{TextEncoder, sentence_lengths};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tokenizers::Tokenizer;
@@ -17,15 +17,16 @@ use crate::corpus::{Columns, LabelledCorpus};
 use crate::models::avg::AvgConfig;
 use crate::models::bigru::BiGruConfig;
 use crate::models::cnn::CnnConfig;
+use crate::models::han::HanConfig;
 use crate::models::lama::{LamaConfig, LamaCtxConfig};
 use crate::models::nal::NalConfig;
 use crate::models::san::SanConfig;
 use crate::models::transformer::TransformerConfig;
-use crate::models::{Classifier, HyperParameters, ModelConfig, ModelFlags, Variant};
+use crate::models::{Classifier, ModelConfig, ModelFlags, Variant};
 use crate::onnx::GraphBuilder;
 use crate::package::{PackageFiles, check_destination, write_package};
 use crate::split::stratified_split;
-use crate::train::{Example, TrainConfig, TrainedModel, forward_probs, train};
+use crate::train::{Example, TrainConfig, TrainedModel, forward_probs, padded, train};
 use crate::vocabulary::{PAD_ID, VocabularyConfig, build_tokenizer};
 
 /// Largest |burn − tract| allowed on `probs` when verifying an exported graph.
@@ -77,24 +78,19 @@ pub fn run(request: &TrainRequest) -> anyhow::Result<TrainReport> {
         Variant::LamaCtx => run_config::<LamaCtxConfig>(request),
         Variant::Nal => run_config::<NalConfig>(request),
         Variant::Te => run_config::<TransformerConfig>(request),
+        Variant::Han => run_config::<HanConfig>(request),
     }
 }
 
 /// Trains the variant `C` configures, checking its configuration before any data is read.
-pub fn run_config<C: ModelConfig>(request: &TrainRequest) -> anyhow::Result<TrainReport> {
+fn run_config<C: ModelConfig>(request: &TrainRequest) -> anyhow::Result<TrainReport> {
     let config = C::from(&request.model);
     config.validate()?;
-    let init = |vocab, classes, device: &Device| config.init(vocab, classes, device);
-    Ok(run_variant(request, init, config.hyper_parameters())?.report)
+    Ok(run_variant(request, &config)?.report)
 }
 
-/// Trains the model `init` builds (from vocabulary size, class count and device) and writes
-/// its verified package.
-pub fn run_variant<M: Classifier>(
-    request: &TrainRequest,
-    init: impl FnOnce(usize, usize, &Device) -> M,
-    hyper_parameters: HyperParameters,
-) -> anyhow::Result<TrainOutcome<M>> {
+/// Trains the model `config` describes and writes its verified package.
+pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow::Result<TrainOutcome<C::Model>> {
     check_destination(&request.out, request.force)?;
     request.training.validate()?;
     anyhow::ensure!(request.max_tokens > 0, "--max-tokens must be at least 1");
@@ -103,7 +99,7 @@ pub fn run_variant<M: Classifier>(
         "--valid-fraction must be between 0 and 1"
     );
     let started = Instant::now();
-    let data = prepare(request)?;
+    let data = prepare(request, config.sentence_words())?;
     tracing::info!(
         "{} training and {} validation documents, {} classes ({}), vocabulary {} tokens",
         data.train.len(),
@@ -114,12 +110,14 @@ pub fn run_variant<M: Classifier>(
     );
     let device = Device::flex().autodiff();
     device.seed(request.training.seed);
-    let model = init(data.tokenizer.get_vocab_size(true), data.classes.len(), &device);
+    let model = config.init(data.tokenizer.get_vocab_size(true), data.classes.len(), &device);
     let trained = train(model, &data.train, &data.valid, &request.training)?;
-    finish(request, &data, trained, hyper_parameters, started)
+    finish(request, &data, trained, config, started)
 }
 
-fn prepare(request: &TrainRequest) -> anyhow::Result<PreparedData> {
+/// `sentence_words`: cut documents into sentences of at most this many tokens (hierarchical
+/// variants), as the pipeline will.
+fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Result<PreparedData> {
     let corpus = LabelledCorpus::read(&request.train, &request.columns)?;
     let classes = corpus.classes();
     if classes.len() < 2 {
@@ -164,12 +162,18 @@ fn prepare(request: &TrainRequest) -> anyhow::Result<PreparedData> {
     // The vocabulary comes from the training part only, so validation stays unseen.
     let tokenizer = build_tokenizer(&train_texts, &request.vocabulary)?;
     let encoder = TextEncoder::new(tokenizer.clone(), request.max_tokens);
-    let train = encode(&encoder, &train_texts, &train_labels, "training")?;
-    let valid = encode(&encoder, &valid_texts, &valid_labels, "validation")?;
+    let train = encode(&encoder, &train_texts, &train_labels, sentence_words, "training")?;
+    let valid = encode(&encoder, &valid_texts, &valid_labels, sentence_words, "validation")?;
     Ok(PreparedData { classes, tokenizer, train, valid, corpus })
 }
 
-fn encode(encoder: &TextEncoder, texts: &[String], labels: &[usize], part: &str) -> anyhow::Result<Vec<Example>> {
+fn encode(
+    encoder: &TextEncoder,
+    texts: &[String],
+    labels: &[usize],
+    sentence_words: Option<usize>,
+    part: &str,
+) -> anyhow::Result<Vec<Example>> {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let encoded = encoder.encode_batch(&refs)?;
     let (mut examples, mut empty, mut truncated) = (Vec::with_capacity(texts.len()), 0, 0);
@@ -178,7 +182,8 @@ fn encode(encoder: &TextEncoder, texts: &[String], labels: &[usize], part: &str)
         if encoding.ids.is_empty() {
             empty += 1;
         } else {
-            examples.push(Example { ids: encoding.ids, label });
+            let sentence_lengths = sentence_words.map(|max_words| sentence_lengths(&encoding.tokens, max_words));
+            examples.push(Example { ids: encoding.ids, label, sentence_lengths });
         }
     }
     if empty > 0 {
@@ -190,13 +195,13 @@ fn encode(encoder: &TextEncoder, texts: &[String], labels: &[usize], part: &str)
     Ok(examples)
 }
 
-fn finish<M: Classifier>(
+fn finish<C: ModelConfig>(
     request: &TrainRequest,
     data: &PreparedData,
-    trained: TrainedModel<M>,
-    hyper_parameters: HyperParameters,
+    trained: TrainedModel<C::Model>,
+    config: &C,
     started: Instant,
-) -> anyhow::Result<TrainOutcome<M>> {
+) -> anyhow::Result<TrainOutcome<C::Model>> {
     let model = trained.model.valid();
     let best = trained.best().context("no best epoch recorded")?;
     let shape = model.graph_shape();
@@ -205,7 +210,7 @@ fn finish<M: Classifier>(
     metrics.insert("train_accuracy".to_owned(), best.train_accuracy);
     metrics.insert("seconds_per_epoch".to_owned(), mean(trained.history.iter().map(|e| e.seconds)));
     metrics.insert("train_docs_per_second".to_owned(), mean(trained.history.iter().map(|e| e.docs_per_second)));
-    let mut hyper_parameters = hyper_parameters;
+    let mut hyper_parameters = config.hyper_parameters();
     hyper_parameters.insert("training".to_owned(), serde_json::to_value(&request.training)?);
     hyper_parameters.insert("min_count".to_owned(), request.vocabulary.min_count.into());
     hyper_parameters.insert("max_vocab".to_owned(), request.vocabulary.max_vocab.into());
@@ -213,8 +218,12 @@ fn finish<M: Classifier>(
         format_version: FORMAT_VERSION,
         variant: request.variant.name().to_owned(),
         labels: data.classes.clone(),
-        input_layout: InputLayout::Tokens,
+        input_layout: match config.sentence_words() {
+            None => InputLayout::Tokens,
+            Some(_) => InputLayout::SentencesWords,
+        },
         max_tokens: request.max_tokens,
+        max_sentence_words: config.sentence_words(),
         padding_id: PAD_ID,
         attention_heads: shape.attention_heads,
         embedding_dim: shape.embedding_dim,
@@ -239,8 +248,7 @@ fn finish<M: Classifier>(
         ("labels", serde_json::to_string(&manifest.labels)?),
         ("package_version", manifest.package_version.clone()),
     ]);
-    let sample: Vec<&[i64]> = data.valid.iter().take(32).map(|e| e.ids.as_slice()).collect();
-    let sample = ModelInputs::right_padded(&sample, PAD_ID);
+    let sample = padded(&data.valid, &(0..data.valid.len().min(32)).collect::<Vec<_>>());
     let package = write_package(
         &request.out,
         request.force,
@@ -252,7 +260,7 @@ fn finish<M: Classifier>(
 
 /// Runs the written graph with tract on a padded batch and compares it with burn.
 pub fn verify_graph<M: Classifier>(model: &M, graph: &Path, inputs: &ModelInputs) -> anyhow::Result<()> {
-    let (expected, _) = forward_probs(model, inputs);
+    let expected = forward_probs(model, inputs).probs;
     let outputs = TractBackend::open(graph)?.run(inputs)?;
     let actual = &outputs.get("probs").context("graph has no `probs` output")?.data;
     let worst = expected.iter().zip(actual).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);

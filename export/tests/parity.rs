@@ -9,11 +9,12 @@ use export::corpus::Columns;
 use export::models::avg::AvgConfig;
 use export::models::bigru::BiGruConfig;
 use export::models::cnn::CnnConfig;
+use export::models::han::HanConfig;
 use export::models::lama::{LamaConfig, LamaCtxConfig};
 use export::models::nal::NalConfig;
 use export::models::san::SanConfig;
 use export::models::transformer::TransformerConfig;
-use export::models::{Classifier, HyperParameters, ModelConfig, ModelFlags, Variant};
+use export::models::{Classifier, ModelConfig, ModelFlags, Variant};
 use export::train::{TrainConfig, forward_probs};
 use export::training_run::{TrainOutcome, TrainRequest, run_variant};
 use export::vocabulary::VocabularyConfig;
@@ -21,7 +22,7 @@ use pipeline::inference::{
     BackendKind, BackendOptions, InferenceBackend, ModelInputs, ModelOutputs, OrtBackend, OrtLibrary, TractBackend,
 };
 use pipeline::package::ModelPackage;
-use pipeline::text::TextEncoder;
+use pipeline::text::{TextEncoder, sentence_lengths};
 
 const RUNTIME_TOLERANCE: f32 = 1e-4;
 const ALONE_TOLERANCE: f32 = 1e-5;
@@ -49,6 +50,7 @@ fn tiny_flags() -> ModelFlags {
         averaging_dim: 4,
         layers: 2,
         feed_forward_dim: 16,
+        sentence_words: 12,
         filters: 8,
         kernel_widths: vec![2, 5],
         mlp_hidden: 16,
@@ -58,11 +60,7 @@ fn tiny_flags() -> ModelFlags {
 }
 
 /// Trains a tiny model of `variant` on the committed IMDB slice (a few seconds).
-fn train_tiny<M: Classifier>(
-    variant: Variant,
-    init: impl FnOnce(usize, usize, &burn::prelude::Device) -> M,
-    hyper_parameters: HyperParameters,
-) -> Trained<M> {
+fn train_tiny<C: ModelConfig>(variant: Variant, config: &C) -> Trained<C::Model> {
     // burn's random generator is global to the device: models trained by concurrent tests
     // would draw from it in turn and come out different from run to run.
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -81,7 +79,7 @@ fn train_tiny<M: Classifier>(
         training: TrainConfig { epochs: 6, patience: 6, batch_size: 32, learning_rate: 5e-3, clip_norm: 0.5, seed: 7 },
         model: tiny_flags(),
     };
-    let TrainOutcome { report, model } = run_variant(&request, init, hyper_parameters).expect("training a tiny model");
+    let TrainOutcome { report, model } = run_variant(&request, config).expect("training a tiny model");
     let package = ModelPackage::open(&report.package).expect("package written by export");
     Trained { _dir: dir, package, model }
 }
@@ -90,10 +88,7 @@ fn train_tiny<M: Classifier>(
 type Cell<C> = OnceLock<Trained<<C as ModelConfig>::Model>>;
 
 fn trained<C: ModelConfig>(variant: Variant, cell: &'static Cell<C>) -> &'static Trained<C::Model> {
-    cell.get_or_init(|| {
-        let config = C::from(&tiny_flags());
-        train_tiny(variant, |v, c, d| config.init(v, c, d), config.hyper_parameters())
-    })
+    cell.get_or_init(|| train_tiny(variant, &C::from(&tiny_flags())))
 }
 
 macro_rules! tiny_model {
@@ -113,9 +108,21 @@ tiny_model!(lama, LamaConfig, Variant::Lama);
 tiny_model!(lama_ctx, LamaCtxConfig, Variant::LamaCtx);
 tiny_model!(nal, NalConfig, Variant::Nal);
 tiny_model!(te, TransformerConfig, Variant::Te);
+tiny_model!(han, HanConfig, Variant::Han);
 
 /// Token ids of fixture reviews cut to `LENGTHS`, right-padded into one batch.
 fn mixed_length_batch(package: &ModelPackage) -> (ModelInputs, Vec<Vec<i64>>) {
+    let (documents, _) = mixed_length_documents(package);
+    let sequences: Vec<Vec<i64>> = documents.into_iter().map(|(ids, _)| ids).collect();
+    (ModelInputs::right_padded(&sequences, package.manifest.padding_id), sequences)
+}
+
+/// A document's token ids and its sentence lengths.
+type Document = (Vec<i64>, Vec<usize>);
+
+/// Fixture reviews cut to `LENGTHS` tokens, as (ids, sentence lengths) with the package's
+/// sentence limit (or 50), and those documents padded to `[batch, sentences, words]`.
+fn mixed_length_documents(package: &ModelPackage) -> (Vec<Document>, ModelInputs) {
     let encoder = TextEncoder::from_file(&package.tokenizer_path(), package.manifest.max_tokens).expect("tokenizer");
     let source = pipeline::source::open_parquet(&repo_root().join("fixtures/reviews.parquet"), &["text"], 1024)
         .expect("fixture reviews");
@@ -126,13 +133,20 @@ fn mixed_length_batch(package: &ModelPackage) -> (ModelInputs, Vec<Vec<i64>>) {
         let texts: Vec<&str> = texts.into_iter().flatten().collect();
         for encoded in encoder.encode_batch(&texts).expect("encode") {
             if encoded.ids.len() >= 256 {
-                long_reviews.push(encoded.ids);
+                long_reviews.push(encoded);
             }
         }
     }
     assert!(long_reviews.len() >= LENGTHS.len(), "fixture needs {} reviews of 256+ tokens", LENGTHS.len());
-    let sequences: Vec<Vec<i64>> = LENGTHS.iter().zip(&long_reviews).map(|(&len, ids)| ids[..len].to_vec()).collect();
-    (ModelInputs::right_padded(&sequences, package.manifest.padding_id), sequences)
+    let sentence_words = package.manifest.max_sentence_words.unwrap_or(50);
+    let documents: Vec<Document> = LENGTHS
+        .iter()
+        .zip(&long_reviews)
+        .map(|(&len, e)| (e.ids[..len].to_vec(), sentence_lengths(&e.tokens[..len], sentence_words)))
+        .collect();
+    let views: Vec<(&[i64], &[usize])> = documents.iter().map(|(ids, l)| (ids.as_slice(), l.as_slice())).collect();
+    let inputs = ModelInputs::sentences_padded(&views, package.manifest.padding_id);
+    (documents, inputs)
 }
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -151,7 +165,8 @@ fn check_against_burn<M: Classifier>(
     inputs: &ModelInputs,
     runtime: &str,
 ) {
-    let (probs, attention) = forward_probs(&trained.model, inputs);
+    let burn = forward_probs(&trained.model, inputs);
+    let (probs, attention) = (burn.probs, burn.attention);
     let probs_diff = max_abs_diff(&probs, &outputs["probs"].data);
     println!("{runtime}: max |Δprobs| = {probs_diff:.2e}");
     // A model that learned nothing would make the comparison weak: its rows must differ.
@@ -160,11 +175,18 @@ fn check_against_burn<M: Classifier>(
     println!("{runtime}: P(pos) spread over the batch = {spread:.3}");
     assert!(spread > 0.05, "the tiny model gives nearly constant probabilities ({spread}); the test is too weak");
     assert!(probs_diff <= RUNTIME_TOLERANCE, "{runtime} probs differ from burn by {probs_diff}");
-    assert_eq!(attention.is_some(), outputs.contains_key("attention"), "graph and burn disagree on attention");
+    // Hierarchical graphs name their word-level attention `word_attention`.
+    let attention_output = if burn.sentence_attention.is_some() { "word_attention" } else { "attention" };
+    assert_eq!(attention.is_some(), outputs.contains_key(attention_output), "graph and burn disagree on attention");
     if let Some(attention) = attention {
-        let attention_diff = max_abs_diff(&attention, &outputs["attention"].data);
-        println!("{runtime}: max |Δattention| = {attention_diff:.2e}");
+        let attention_diff = max_abs_diff(&attention, &outputs[attention_output].data);
+        println!("{runtime}: max |Δ{attention_output}| = {attention_diff:.2e}");
         assert!(attention_diff <= RUNTIME_TOLERANCE, "{runtime} attention differs from burn by {attention_diff}");
+    }
+    if let Some(sentence_attention) = burn.sentence_attention {
+        let diff = max_abs_diff(&sentence_attention, &outputs["sentence_attention"].data);
+        println!("{runtime}: max |Δsentence_attention| = {diff:.2e}");
+        assert!(diff <= RUNTIME_TOLERANCE, "{runtime} sentence attention differs from burn by {diff}");
     }
 }
 
@@ -347,4 +369,92 @@ fn nal_package_averages_each_hop_through_its_own_projection() {
 fn te_package_reads_out_the_first_position() {
     check_contract(te(), "te", 2, 24);
     assert_eq!(te().package.manifest.hyper_parameters["layers"], 2);
+}
+
+#[test]
+fn han_on_tract_and_onnx_runtime_matches_burn_on_a_mixed_length_padded_batch() {
+    let trained = han();
+    let (_, inputs) = mixed_length_documents(&trained.package);
+    assert!(inputs.shape[1] > 5, "the batch should hold documents of many sentences: {:?}", inputs.shape);
+    let tract = TractBackend::open(&trained.package.graph_path()).expect("tract opens the graph");
+    check_against_burn(trained, &tract.run(&inputs).expect("tract run"), &inputs, "tract");
+    let ort = ort_backend(&trained.package.graph_path());
+    check_against_burn(trained, &ort.run(&inputs).expect("ort run"), &inputs, "onnxruntime");
+}
+
+/// Each document alone gives its row of the `[batch, sentences, words]` batch; padding words
+/// and padding sentences get no attention; each level's weights sum to one.
+fn check_han_alone_equals_batch(
+    backend: &dyn InferenceBackend,
+    documents: &[(Vec<i64>, Vec<usize>)],
+    inputs: &ModelInputs,
+) {
+    let batch = backend.run(inputs).expect("batch run");
+    let (sentences, words) = (inputs.shape[1], inputs.shape[2]);
+    for (row, (ids, lengths)) in documents.iter().enumerate() {
+        let alone = backend.run(&ModelInputs::sentences_padded(&[(ids, lengths)], 0)).expect("single run");
+        let alone_words = alone["word_attention"].shape[2];
+        let describe = backend.describe();
+        let probs_diff = max_abs_diff(batch["probs"].row(row), &alone["probs"].data);
+        assert!(probs_diff <= ALONE_TOLERANCE, "{describe}: row {row} probs differ alone by {probs_diff}");
+        let batched_sentences = batch["sentence_attention"].row(row);
+        let n = lengths.len();
+        let diff = max_abs_diff(&batched_sentences[..n], &alone["sentence_attention"].data);
+        assert!(diff <= ALONE_TOLERANCE, "{describe}: row {row} sentence attention differs alone by {diff}");
+        assert!(batched_sentences[n..].iter().all(|&w| w == 0.0), "sentence attention leaked onto padding");
+        let total: f32 = batched_sentences.iter().sum();
+        assert!((total - 1.0).abs() < 1e-5, "sentence attention sums to {total}");
+        let batched_words = batch["word_attention"].row(row);
+        for sentence in 0..sentences {
+            let here = &batched_words[sentence * words..(sentence + 1) * words];
+            let Some(&len) = lengths.get(sentence) else {
+                assert!(here.iter().all(|&w| w == 0.0), "a padding sentence got word attention");
+                continue;
+            };
+            let single = &alone["word_attention"].data[sentence * alone_words..sentence * alone_words + len];
+            let diff = max_abs_diff(&here[..len], single);
+            assert!(diff <= ALONE_TOLERANCE, "{describe}: row {row} sentence {sentence} words differ alone by {diff}");
+            assert!(here[len..].iter().all(|&w| w == 0.0), "word attention leaked onto padding");
+            let total: f32 = here.iter().sum();
+            assert!((total - 1.0).abs() < 1e-5, "a sentence's word attention sums to {total}");
+        }
+    }
+}
+
+#[test]
+fn han_single_documents_equal_their_batch_rows() {
+    let trained = han();
+    let (documents, inputs) = mixed_length_documents(&trained.package);
+    let tract = TractBackend::open(&trained.package.graph_path()).expect("tract opens the graph");
+    check_han_alone_equals_batch(&tract, &documents, &inputs);
+    check_han_alone_equals_batch(&ort_backend(&trained.package.graph_path()), &documents, &inputs);
+}
+
+#[test]
+fn han_package_is_hierarchical_and_the_pipeline_reads_it() {
+    let trained = han();
+    let manifest = &trained.package.manifest;
+    assert_eq!(manifest.variant, "han");
+    assert_eq!(manifest.input_layout, pipeline::package::InputLayout::SentencesWords);
+    assert_eq!(manifest.max_sentence_words, Some(12));
+    let tract = TractBackend::open(&trained.package.graph_path()).expect("tract opens the graph");
+    assert_eq!(tract.output_names(), ["probs", "word_attention", "sentence_attention", "embedding"]);
+
+    // What `pipeline run` does with it: one attention row per document (word × sentence
+    // weight, summing to one) and the sentences' lengths and weights.
+    let classifier = pipeline::classifier::Classifier::open(trained.package.clone(), &BackendOptions::default(), None)
+        .expect("the pipeline opens a hierarchical package");
+    let texts = [Some("A fine film. The acting was great! Would I watch it again? Yes."), Some("dull"), None];
+    let (predictions, counts) = classifier.predict(&texts, 2).expect("prediction");
+    assert_eq!(counts.predicted, 2);
+    let first = predictions[0].as_ref().expect("a prediction for the first text");
+    let sentences = first.sentences.as_ref().expect("sentence attention");
+    assert_eq!(sentences.lengths.iter().sum::<usize>(), first.tokens.len());
+    assert_eq!(sentences.lengths.len(), 4, "tokens {:?}", first.tokens);
+    assert!((sentences.weights.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+    let attention = first.attention.as_ref().expect("document-level word attention");
+    assert_eq!(attention.len(), 1);
+    assert_eq!(attention[0].len(), first.tokens.len());
+    assert!((attention[0].iter().sum::<f32>() - 1.0).abs() < 1e-5);
+    assert!(predictions[2].is_none());
 }

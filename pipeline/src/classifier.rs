@@ -6,16 +6,18 @@
 use anyhow::{Context, bail};
 use rayon::prelude::*;
 
-use crate::inference::{BackendOptions, InferenceBackend, ModelInputs, open_backend};
-use crate::package::{MANIFEST_FILE, ModelPackage};
-use crate::predictions::DocumentPrediction;
-use crate::text::{EncodedText, TextEncoder};
+use crate::inference::{BackendOptions, InferenceBackend, ModelInputs, OutputTensor, open_backend};
+use crate::package::{InputLayout, MANIFEST_FILE, ModelPackage};
+use crate::predictions::{DocumentPrediction, OptionalColumns, SentenceAttention};
+use crate::text::{DEFAULT_SENTENCE_WORDS, EncodedText, TextEncoder, sentence_lengths};
 
 pub struct Classifier {
     package: ModelPackage,
     encoder: TextEncoder,
     backend: Box<dyn InferenceBackend>,
     has_attention: bool,
+    /// `Some(max words per sentence)` for hierarchical models, fed `[batch, sentences, words]`.
+    sentence_words: Option<usize>,
 }
 
 /// What happened to the texts of one [`Classifier::predict`] call.
@@ -37,7 +39,11 @@ impl Classifier {
         let encoder = TextEncoder::from_file(&package.tokenizer_path(), max_tokens)?;
         let backend = open_backend(&package.graph_path(), backend)?;
         let has_attention = check_graph_matches_manifest(&package, backend.as_ref())?;
-        Ok(Self { package, encoder, backend, has_attention })
+        let sentence_words = match package.manifest.input_layout {
+            InputLayout::Tokens => None,
+            InputLayout::SentencesWords => Some(package.manifest.max_sentence_words.unwrap_or(DEFAULT_SENTENCE_WORDS)),
+        };
+        Ok(Self { package, encoder, backend, has_attention, sentence_words })
     }
 
     pub fn package(&self) -> &ModelPackage {
@@ -58,6 +64,15 @@ impl Classifier {
 
     pub fn has_attention(&self) -> bool {
         self.has_attention
+    }
+
+    /// The optional output columns this model fills.
+    pub fn optional_columns(&self, with_embedding: bool) -> OptionalColumns {
+        OptionalColumns {
+            attention: self.has_attention,
+            sentences: self.sentence_words.is_some(),
+            embedding_dim: with_embedding.then_some(self.package.manifest.embedding_dim),
+        }
     }
 
     /// Tokenizes `texts` in parallel, runs them in length-sorted batches of `batch_size`
@@ -98,31 +113,77 @@ impl Classifier {
     }
 
     fn predict_batch(&self, chunk: &[(usize, EncodedText)]) -> anyhow::Result<Vec<(usize, DocumentPrediction)>> {
-        let sequences: Vec<&[i64]> = chunk.iter().map(|(_, e)| e.ids.as_slice()).collect();
-        let inputs = ModelInputs::right_padded(&sequences, self.package.manifest.padding_id);
+        let pad = self.package.manifest.padding_id;
+        let sentence_lengths: Option<Vec<Vec<usize>>> = self
+            .sentence_words
+            .map(|max_words| chunk.iter().map(|(_, e)| sentence_lengths(&e.tokens, max_words)).collect());
+        let inputs = match &sentence_lengths {
+            None => {
+                let sequences: Vec<&[i64]> = chunk.iter().map(|(_, e)| e.ids.as_slice()).collect();
+                ModelInputs::right_padded(&sequences, pad)
+            }
+            Some(lengths) => {
+                let documents: Vec<(&[i64], &[usize])> =
+                    chunk.iter().zip(lengths).map(|((_, e), l)| (e.ids.as_slice(), l.as_slice())).collect();
+                ModelInputs::sentences_padded(&documents, pad)
+            }
+        };
         let outputs = self.backend.run(&inputs)?;
         let probs = outputs.get("probs").context("graph has no `probs` output")?;
         let attention = outputs.get("attention");
         let embedding = outputs.get("embedding");
+        let hierarchical = match &sentence_lengths {
+            Some(lengths) => Some((
+                lengths,
+                outputs.get("word_attention").context("graph has no `word_attention` output")?,
+                outputs.get("sentence_attention").context("graph has no `sentence_attention` output")?,
+            )),
+            None => None,
+        };
         Ok(chunk
             .iter()
             .enumerate()
             .map(|(i, (row, encoding))| {
                 let len = encoding.ids.len();
-                let attention = attention.map(|a| {
-                    let seq = a.shape[2];
-                    a.row(i).chunks(seq).map(|head| head[..len].to_vec()).collect()
-                });
-                let doc = DocumentPrediction {
+                let mut doc = DocumentPrediction {
                     probabilities: probs.row(i).to_vec(),
                     tokens: encoding.tokens.clone(),
-                    attention,
+                    attention: attention.map(|a| {
+                        let seq = a.shape[2];
+                        a.row(i).chunks(seq).map(|head| head[..len].to_vec()).collect()
+                    }),
                     embedding: embedding.map(|e| e.row(i).to_vec()),
+                    sentences: None,
                 };
+                if let Some((lengths, words, sentences)) = &hierarchical {
+                    let (attention, sentences) = document_attention(&lengths[i], words, sentences, i);
+                    doc.attention = Some(vec![attention]);
+                    doc.sentences = Some(sentences);
+                }
                 (*row, doc)
             })
             .collect())
     }
+}
+
+/// A hierarchical model's attention for document `row`: each word's weight within its
+/// sentence times its sentence's weight, one row over the document's tokens (it sums to 1,
+/// like a flat model's hop), and the sentence weights with their lengths.
+fn document_attention(
+    lengths: &[usize],
+    words: &OutputTensor,
+    sentences: &OutputTensor,
+    row: usize,
+) -> (Vec<f32>, SentenceAttention) {
+    let width = words.shape[2];
+    let (words, sentence_weights) = (words.row(row), sentences.row(row));
+    let mut attention = Vec::with_capacity(lengths.iter().sum());
+    for (sentence, &len) in lengths.iter().enumerate() {
+        let weight = sentence_weights[sentence];
+        attention.extend(words[sentence * width..sentence * width + len].iter().map(|w| w * weight));
+    }
+    let weights = sentence_weights[..lengths.len()].to_vec();
+    (attention, SentenceAttention { lengths: lengths.to_vec(), weights })
 }
 
 /// Returns whether the graph has an `attention` output, after checking that the graph and
@@ -134,6 +195,18 @@ fn check_graph_matches_manifest(package: &ModelPackage, backend: &dyn InferenceB
             "{} does not match the package contract: it has outputs {names:?}, but `probs` is required",
             package.graph_path().display()
         );
+    }
+    if package.manifest.input_layout == InputLayout::SentencesWords {
+        let missing: Vec<&str> =
+            ["word_attention", "sentence_attention"].into_iter().filter(|n| !names.iter().any(|m| m == n)).collect();
+        if !missing.is_empty() {
+            bail!(
+                "{} does not match the package contract: a hierarchical model needs outputs {}, it has {names:?}",
+                package.graph_path().display(),
+                missing.join(" and ")
+            );
+        }
+        return Ok(true);
     }
     let has_attention = names.iter().any(|n| n == "attention");
     if has_attention != package.manifest.attention_heads.is_some() {

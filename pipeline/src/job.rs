@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use crate::classifier::{Classifier, TextCounts};
 use crate::inference::{BackendOptions, InferenceBackend};
 use crate::package::ModelPackage;
-use crate::predictions::{prediction_columns, prediction_fields};
+use crate::predictions::{OptionalColumns, prediction_columns, prediction_fields};
 use crate::source::{
     BatchStream, DATA_EXTENSIONS, column_list, is_string_type, open_batches, resolve_inputs, string_values,
 };
@@ -97,13 +97,12 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     let started = Instant::now();
     let files = resolve_inputs(&options.input, DATA_EXTENSIONS)?;
     let classifier = Classifier::open(package.clone(), &options.backend, options.max_tokens)?;
-    let has_attention = classifier.has_attention();
-    let embedding_dim = options.with_embedding.then_some(package.manifest.embedding_dim);
+    let optional = classifier.optional_columns(options.with_embedding);
 
     // Every file must agree on the pass-through schema; check them all before writing anything.
     let streams: Vec<BatchStream> =
         files.iter().map(|f| open_batches(f, options.window)).collect::<anyhow::Result<_>>()?;
-    let (kept_columns, output_schema) = plan_schema(&files, &streams, options, has_attention, embedding_dim)?;
+    let (kept_columns, output_schema) = plan_schema(&files, &streams, options, optional)?;
     let output_schema =
         Arc::new(output_schema.with_metadata(table_metadata(package, classifier.backend(), classifier.max_tokens())?));
 
@@ -141,7 +140,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
                 .map(|name| batch.column_by_name(name).cloned())
                 .collect::<Option<_>>()
                 .context("column vanished")?;
-            columns.extend(prediction_columns(&predictions, labels, has_attention, embedding_dim));
+            columns.extend(prediction_columns(&predictions, labels, optional));
             writer.write(&RecordBatch::try_new(output_schema.clone(), columns)?)?;
             summary.rows += batch.num_rows();
             progress.advance(batch.num_rows(), &summary);
@@ -161,8 +160,7 @@ fn plan_schema(
     files: &[PathBuf],
     streams: &[BatchStream],
     options: &JobOptions,
-    has_attention: bool,
-    embedding_dim: Option<usize>,
+    optional: OptionalColumns,
 ) -> anyhow::Result<(Vec<String>, Schema)> {
     let first = &streams[0].schema;
     let kept: Vec<String> = match &options.pass_through {
@@ -203,7 +201,7 @@ fn plan_schema(
     // Every kept column was found in every file above, the first included.
     let mut fields: Vec<FieldRef> =
         kept.iter().map(|name| first.field_with_name(name).map(|f| Arc::new(f.clone()))).collect::<Result<_, _>>()?;
-    for field in prediction_fields(has_attention, embedding_dim) {
+    for field in prediction_fields(optional) {
         if kept.contains(field.name()) {
             bail!("input column `{}` collides with an output column; leave it out with --pass-through", field.name());
         }

@@ -53,6 +53,9 @@ pub struct Manifest {
     pub input_layout: InputLayout,
     /// Documents are truncated to this many tokens.
     pub max_tokens: usize,
+    /// Hierarchical layout only: sentences longer than this are cut into pieces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sentence_words: Option<usize>,
     pub padding_id: i64,
     /// Number of attention rows in the `attention` output, if the graph has one.
     pub attention_heads: Option<usize>,

@@ -13,6 +13,19 @@ pub const TOKENS: &str = "tokens";
 pub const ATTENTION: &str = "attention";
 pub const ATTENTION_SUMMARY: &str = "attention_summary";
 pub const EMBEDDING: &str = "embedding";
+pub const SENTENCE_LENGTHS: &str = "sentence_lengths";
+pub const SENTENCE_ATTENTION: &str = "sentence_attention";
+
+/// Which optional columns a model's output table has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionalColumns {
+    /// `attention` and `attention_summary`.
+    pub attention: bool,
+    /// `sentence_lengths` and `sentence_attention` (hierarchical models).
+    pub sentences: bool,
+    /// `embedding`, of this width.
+    pub embedding_dim: Option<usize>,
+}
 
 /// What the model said about one document.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +35,15 @@ pub struct DocumentPrediction {
     /// `heads × tokens`, padding removed; absent for models without attention.
     pub attention: Option<Vec<Vec<f32>>>,
     pub embedding: Option<Vec<f32>>,
+    /// Hierarchical models: the attention each sentence got, and its length in tokens.
+    pub sentences: Option<SentenceAttention>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SentenceAttention {
+    /// Tokens per sentence, in order; they sum to the number of tokens.
+    pub lengths: Vec<usize>,
+    pub weights: Vec<f32>,
 }
 
 impl DocumentPrediction {
@@ -52,7 +74,7 @@ fn float_list() -> DataType {
 }
 
 /// The fields appended after the pass-through columns.
-pub fn prediction_fields(has_attention: bool, embedding_dim: Option<usize>) -> Vec<FieldRef> {
+pub fn prediction_fields(optional: OptionalColumns) -> Vec<FieldRef> {
     let mut fields = vec![
         Field::new(PREDICTION, DataType::Utf8, true),
         Field::new(PREDICTION_INDEX, DataType::Int32, true),
@@ -60,11 +82,16 @@ pub fn prediction_fields(has_attention: bool, embedding_dim: Option<usize>) -> V
         Field::new(PROBABILITIES, float_list(), true),
         Field::new(TOKENS, DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true))), true),
     ];
-    if has_attention {
+    if optional.attention {
         fields.push(Field::new(ATTENTION, DataType::List(Arc::new(Field::new_list_field(float_list(), true))), true));
         fields.push(Field::new(ATTENTION_SUMMARY, float_list(), true));
     }
-    if let Some(dim) = embedding_dim {
+    if optional.sentences {
+        let lengths = DataType::List(Arc::new(Field::new_list_field(DataType::Int32, true)));
+        fields.push(Field::new(SENTENCE_LENGTHS, lengths, true));
+        fields.push(Field::new(SENTENCE_ATTENTION, float_list(), true));
+    }
+    if let Some(dim) = optional.embedding_dim {
         let item = Arc::new(Field::new_list_field(DataType::Float32, true));
         fields.push(Field::new(EMBEDDING, DataType::FixedSizeList(item, dim as i32), true));
     }
@@ -76,9 +103,9 @@ pub fn prediction_fields(has_attention: bool, embedding_dim: Option<usize>) -> V
 pub fn prediction_columns(
     rows: &[Option<DocumentPrediction>],
     labels: &[String],
-    has_attention: bool,
-    embedding_dim: Option<usize>,
+    optional: OptionalColumns,
 ) -> Vec<ArrayRef> {
+    let OptionalColumns { attention: has_attention, sentences: has_sentences, embedding_dim } = optional;
     let mut prediction = StringBuilder::new();
     let mut index = Int32Builder::new();
     let mut confidence = Float32Builder::new();
@@ -86,6 +113,8 @@ pub fn prediction_columns(
     let mut tokens = ListBuilder::new(StringBuilder::new());
     let mut attention = ListBuilder::new(ListBuilder::new(Float32Builder::new()));
     let mut summary = ListBuilder::new(Float32Builder::new());
+    let mut sentence_lengths = ListBuilder::new(Int32Builder::new());
+    let mut sentence_attention = ListBuilder::new(Float32Builder::new());
     let mut embedding = FixedSizeListBuilder::new(Float32Builder::new(), embedding_dim.unwrap_or(0) as i32);
     for row in rows {
         match row {
@@ -114,6 +143,20 @@ pub fn prediction_columns(
                         None => summary.append_null(),
                     }
                 }
+                if has_sentences {
+                    match &doc.sentences {
+                        Some(sentences) => {
+                            sentence_lengths.values().extend(sentences.lengths.iter().map(|&n| Some(n as i32)));
+                            sentence_lengths.append(true);
+                            sentence_attention.values().append_slice(&sentences.weights);
+                            sentence_attention.append(true);
+                        }
+                        None => {
+                            sentence_lengths.append_null();
+                            sentence_attention.append_null();
+                        }
+                    }
+                }
                 if let Some(dim) = embedding_dim {
                     match &doc.embedding {
                         Some(values) => embedding.values().append_slice(values),
@@ -130,6 +173,8 @@ pub fn prediction_columns(
                 tokens.append_null();
                 attention.append_null();
                 summary.append_null();
+                sentence_lengths.append_null();
+                sentence_attention.append_null();
                 if let Some(dim) = embedding_dim {
                     embedding.values().append_nulls(dim);
                     embedding.append(false);
@@ -148,6 +193,10 @@ pub fn prediction_columns(
         columns.push(Arc::new(attention.finish()));
         columns.push(Arc::new(summary.finish()));
     }
+    if has_sentences {
+        columns.push(Arc::new(sentence_lengths.finish()));
+        columns.push(Arc::new(sentence_attention.finish()));
+    }
     if embedding_dim.is_some() {
         columns.push(Arc::new(embedding.finish()));
     }
@@ -165,6 +214,7 @@ mod tests {
             tokens: vec!["a".into(), "b".into()],
             attention: Some(vec![vec![1.0, 0.0], vec![0.5, 0.5]]),
             embedding: None,
+            sentences: None,
         };
         assert_eq!(doc.attention_summary(), Some(vec![0.75, 0.25]));
         assert_eq!(doc.predicted_index(), 1);

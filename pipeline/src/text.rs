@@ -60,3 +60,56 @@ impl TextEncoder {
             .collect())
     }
 }
+
+/// Sentence length cap when a hierarchical manifest does not give one.
+pub const DEFAULT_SENTENCE_WORDS: usize = 50;
+
+/// Tokens that end a sentence when a run of them is followed by another token.
+const SENTENCE_END: [&str; 3] = [".", "!", "?"];
+
+/// Cuts a document's tokens into sentences for hierarchical models and returns each
+/// sentence's length. A sentence ends after a run of `.`, `!` or `?` (so `!!!` and `...`
+/// stay with the sentence they close), and a sentence longer than `max_words` is cut into
+/// pieces of at most `max_words`, which bounds the padded `[sentences, words]` input.
+/// Splitting the tokenizer's own output keeps the flat token list, and so the `tokens`
+/// column, identical to the flat layout's.
+pub fn sentence_lengths(tokens: &[String], max_words: usize) -> Vec<usize> {
+    let max_words = max_words.max(1);
+    let mut lengths = Vec::new();
+    let mut current = 0;
+    for (i, token) in tokens.iter().enumerate() {
+        current += 1;
+        let ends_here = SENTENCE_END.contains(&token.as_str())
+            && tokens.get(i + 1).is_some_and(|next| !SENTENCE_END.contains(&next.as_str()));
+        if ends_here || current == max_words {
+            lengths.push(current);
+            current = 0;
+        }
+    }
+    if current > 0 {
+        lengths.push(current);
+    }
+    lengths
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(text: &str) -> Vec<String> {
+        text.split(' ').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn sentences_end_after_runs_of_final_punctuation() {
+        assert_eq!(sentence_lengths(&tokens("great film . loved it ! ! ! why ?"), 50), vec![3, 5, 2]);
+        assert_eq!(sentence_lengths(&tokens("no ending punctuation"), 50), vec![3]);
+        assert_eq!(sentence_lengths(&tokens(". . ."), 50), vec![3]);
+    }
+
+    #[test]
+    fn long_sentences_are_cut_at_the_word_limit() {
+        assert_eq!(sentence_lengths(&tokens("a b c d e f g ."), 3), vec![3, 3, 2]);
+        assert_eq!(sentence_lengths(&[], 3), Vec::<usize>::new());
+    }
+}

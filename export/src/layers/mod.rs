@@ -28,25 +28,47 @@ pub struct TokenBatch {
     pub reversal: Tensor<1, Int>,
     pub batch: usize,
     pub seq: usize,
+    /// For `[documents, sentences, words]` inputs, the rows above are the sentences and this
+    /// is the document-level batch: one row per document, one position per sentence (its
+    /// ids are unused zeros).
+    pub documents: Option<Box<TokenBatch>>,
 }
 
 impl TokenBatch {
+    /// From `[batch, seq]` or `[documents, sentences, words]` model inputs.
     pub fn new(inputs: &ModelInputs, device: &Device) -> Self {
-        let (batch, seq) = (inputs.shape[0], inputs.shape[1]);
+        match inputs.shape[..] {
+            [documents, sentences, words] => {
+                let mut batch =
+                    Self::from_rows(&inputs.input_ids, &inputs.attention_mask, documents * sentences, words, device);
+                let sentence_mask: Vec<i64> = inputs
+                    .attention_mask
+                    .chunks(words)
+                    .map(|sentence| i64::from(sentence.iter().any(|&m| m != 0)))
+                    .collect();
+                let ids = vec![0; documents * sentences];
+                batch.documents = Some(Box::new(Self::from_rows(&ids, &sentence_mask, documents, sentences, device)));
+                batch
+            }
+            _ => Self::from_rows(&inputs.input_ids, &inputs.attention_mask, inputs.shape[0], inputs.shape[1], device),
+        }
+    }
+
+    fn from_rows(ids: &[i64], mask: &[i64], batch: usize, seq: usize, device: &Device) -> Self {
         let mut reversal = Vec::with_capacity(batch * seq);
         for row in 0..batch {
-            let mask = &inputs.attention_mask[row * seq..(row + 1) * seq];
-            let length = mask.iter().filter(|&&m| m != 0).count();
+            let length = mask[row * seq..(row + 1) * seq].iter().filter(|&&m| m != 0).count();
             let base = (row * seq) as i64;
             reversal.extend((0..seq).map(|t| base + if t < length { (length - 1 - t) as i64 } else { t as i64 }));
         }
-        let mask: Vec<f32> = inputs.attention_mask.iter().map(|&m| m as f32).collect();
+        let mask: Vec<f32> = mask.iter().map(|&m| m as f32).collect();
         Self {
-            ids: Tensor::from_data(TensorData::new(inputs.input_ids.clone(), [batch, seq]), device),
+            ids: Tensor::from_data(TensorData::new(ids.to_vec(), [batch, seq]), device),
             mask: Tensor::from_data(TensorData::new(mask, [batch, seq]), device),
             reversal: Tensor::from_data(TensorData::new(reversal, [batch * seq]), device),
             batch,
             seq,
+            documents: None,
         }
     }
 
@@ -74,15 +96,20 @@ pub struct GraphBatch {
 }
 
 impl GraphBatch {
-    /// Declares `input_ids` and `attention_mask` (`[batch, seq]`, int64) and derives the mask
-    /// and reversal indices with Range/Less/Where, which both runtimes support.
+    /// Declares `input_ids` and `attention_mask` (`[batch, seq]`, int64) and derives the rest.
     pub fn declare(g: &mut GraphBuilder) -> Self {
         let dims = [Dim::Named("batch"), Dim::Named("seq")];
         let ids = g.input("input_ids", ElemType::Int64, &dims);
         let mask = g.input("attention_mask", ElemType::Int64, &dims);
+        Self::from_mask(g, ids, mask)
+    }
+
+    /// The float mask and reversal indices of an int64 `[rows, seq]` mask, derived with
+    /// Range/Less/Where, which both runtimes support. `ids` is carried along as given.
+    pub fn from_mask(g: &mut GraphBuilder, ids: Value, mask: Value) -> Self {
         let mask_f32 = g.op("Cast", &[&mask], vec![("to", Attr::Int(1))]);
 
-        let shape = g.op("Shape", &[&ids], vec![]);
+        let shape = g.op("Shape", &[&mask], vec![]);
         let zero = g.ints("zero", &[], &[0]);
         let one = g.ints("one", &[], &[1]);
         let seq = g.op("Gather", &[&shape, &one], vec![("axis", Attr::Int(0))]);

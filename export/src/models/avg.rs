@@ -57,7 +57,7 @@ impl Classifier for Avg {
         let words = self.embedding.forward(batch.ids.clone()); // [B, T, E]
         let mean = masked_mean(words, batch.mask.clone());
         let logits = self.head.forward(mean);
-        ClassifierOutput { logits, attention: None, regularizer: None }
+        ClassifierOutput { logits, attention: None, regularizer: None, sentence_attention: None }
     }
 
     fn emit(&self, g: &mut GraphBuilder) {

@@ -74,7 +74,12 @@ impl Classifier for BiGruMaxPool {
         let words = self.embedding.forward(batch.ids.clone());
         let states = self.encoder.forward(words, batch);
         let (pooled, share) = masked_max(states, batch.mask.clone());
-        ClassifierOutput { logits: self.head.forward(pooled), attention: Some(share), regularizer: None }
+        ClassifierOutput {
+            logits: self.head.forward(pooled),
+            attention: Some(share),
+            regularizer: None,
+            sentence_attention: None,
+        }
     }
 
     fn emit(&self, g: &mut GraphBuilder) {

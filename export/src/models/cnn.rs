@@ -99,7 +99,7 @@ impl Classifier for Cnn {
             .collect();
         let pooled = Tensor::cat(pooled, 1);
         let logits = self.output.forward(self.dropout.forward(pooled));
-        ClassifierOutput { logits, attention: None, regularizer: None }
+        ClassifierOutput { logits, attention: None, regularizer: None, sentence_attention: None }
     }
 
     fn emit(&self, g: &mut GraphBuilder) {

@@ -170,7 +170,12 @@ impl Classifier for Lama {
         let scores = (scores / norms).swap_dims(1, 2); // [B, m, T]
         let attention = masked_softmax(scores, batch.mask.clone());
         let sentence = attention.clone().matmul(states).reshape([batch.batch, self.sentence_dim()]);
-        ClassifierOutput { logits: self.head.forward(sentence), attention: Some(attention), regularizer: None }
+        ClassifierOutput {
+            logits: self.head.forward(sentence),
+            attention: Some(attention),
+            regularizer: None,
+            sentence_attention: None,
+        }
     }
 
     fn emit(&self, g: &mut GraphBuilder) {

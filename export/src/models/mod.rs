@@ -4,6 +4,7 @@
 pub mod avg;
 pub mod bigru;
 pub mod cnn;
+pub mod han;
 pub mod lama;
 pub mod nal;
 pub mod san;
@@ -26,6 +27,8 @@ pub struct ClassifierOutput {
     pub attention: Option<Tensor<3>>,
     /// A regularisation term added to the loss (already weighted), e.g. SAN's penalty.
     pub regularizer: Option<Tensor<1>>,
+    /// Hierarchical variants: `[batch, sentences]` (`attention` is then `[batch, sentences, words]`).
+    pub sentence_attention: Option<Tensor<2>>,
 }
 
 /// Shapes a variant's graph declares, recorded in the manifest.
@@ -69,6 +72,11 @@ pub trait ModelConfig: Serialize + for<'a> From<&'a ModelFlags> {
     fn hyper_parameters(&self) -> HyperParameters {
         hyper_parameters_of(self)
     }
+    /// `Some(max words per sentence)` for hierarchical variants, which take
+    /// `[batch, sentences, words]` inputs.
+    fn sentence_words(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// The variants `export train --variant` accepts.
@@ -91,6 +99,8 @@ pub enum Variant {
     Nal,
     /// Transformer encoder with a [CLS]-style read-out.
     Te,
+    /// Hierarchical attention network: words → sentences → document (Yang et al. 2016).
+    Han,
 }
 
 impl Variant {
@@ -104,6 +114,7 @@ impl Variant {
             Variant::LamaCtx => "lama-ctx",
             Variant::Nal => "nal",
             Variant::Te => "te",
+            Variant::Han => "han",
         }
     }
 }
@@ -130,10 +141,10 @@ pub struct ModelFlags {
     /// LSTM units per direction, u [san].
     #[arg(long, default_value_t = 64)]
     pub lstm_hidden: usize,
-    /// GRU units per direction, h [bigru, lama, lama-ctx].
+    /// GRU units per direction, h [bigru, lama, lama-ctx, han (both levels)].
     #[arg(long, default_value_t = 64)]
     pub gru_hidden: usize,
-    /// Attention hidden width: d_a [san, nal], the annotation u_t [lama, lama-ctx].
+    /// Attention hidden width: d_a [san, nal], the annotation u_t [lama, lama-ctx, han].
     #[arg(long, default_value_t = 64)]
     pub attention_dim: usize,
     /// Attention hops, r [san, nal].
@@ -151,6 +162,9 @@ pub struct ModelFlags {
     /// Feed-forward width inside each encoder layer [te].
     #[arg(long, default_value_t = 256)]
     pub feed_forward_dim: usize,
+    /// Sentences longer than this many tokens are cut into pieces [han].
+    #[arg(long, default_value_t = pipeline::text::DEFAULT_SENTENCE_WORDS)]
+    pub sentence_words: usize,
     /// Convolution filters per kernel width [cnn].
     #[arg(long, default_value_t = 100)]
     pub filters: usize,
@@ -180,6 +194,7 @@ impl Default for ModelFlags {
             averaging_dim: 32,
             layers: 2,
             feed_forward_dim: 256,
+            sentence_words: pipeline::text::DEFAULT_SENTENCE_WORDS,
             filters: 100,
             kernel_widths: vec![3, 4, 5],
             mlp_hidden: 256,

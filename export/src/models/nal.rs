@@ -110,7 +110,12 @@ impl Classifier for Nal {
         let projected = rows.swap_dims(0, 1).matmul(self.per_head.val()).swap_dims(0, 1);
         let averaged = projected.reshape([batch.batch, self.averaged_dim()]);
         let regularizer = (self.penalty > 0.0).then(|| redundancy_penalty(attention.clone()) * self.penalty);
-        ClassifierOutput { logits: self.head.forward(averaged), attention: Some(attention), regularizer }
+        ClassifierOutput {
+            logits: self.head.forward(averaged),
+            attention: Some(attention),
+            regularizer,
+            sentence_attention: None,
+        }
     }
 
     fn emit(&self, g: &mut GraphBuilder) {

@@ -93,7 +93,7 @@ impl Classifier for San {
         let sentence = attention.clone().matmul(states).reshape([batch.batch, self.embedding_dim()]);
         let logits = self.head.forward(sentence);
         let regularizer = (self.penalty > 0.0).then(|| redundancy_penalty(attention.clone()) * self.penalty);
-        ClassifierOutput { logits, attention: Some(attention), regularizer }
+        ClassifierOutput { logits, attention: Some(attention), regularizer, sentence_attention: None }
     }
 
     fn emit(&self, g: &mut GraphBuilder) {

@@ -118,7 +118,7 @@ impl Classifier for Transformer {
             let over_tokens = a.narrow(2, 0, 1).narrow(3, 1, t).reshape([b, heads, t]);
             over_tokens.clone() / over_tokens.sum_dim(2)
         });
-        ClassifierOutput { logits, attention, regularizer: None }
+        ClassifierOutput { logits, attention, regularizer: None, sentence_attention: None }
     }
 
     fn emit(&self, g: &mut GraphBuilder) {

@@ -37,6 +37,26 @@ impl ModelInputs {
         Self { shape: vec![sequences.len(), seq], input_ids, attention_mask }
     }
 
+    /// Right-pads documents cut into sentences to `[batch, sentences, words]`: each document
+    /// to the most sentences in the batch, each sentence to the longest one. `documents` are
+    /// (token ids, sentence lengths summing to the ids' length) pairs.
+    pub fn sentences_padded(documents: &[(&[i64], &[usize])], pad_id: i64) -> Self {
+        let most_sentences = documents.iter().map(|(_, lengths)| lengths.len()).max().unwrap_or(0).max(1);
+        let words = documents.iter().flat_map(|(_, lengths)| lengths.iter().copied()).max().unwrap_or(0).max(1);
+        let size = documents.len() * most_sentences * words;
+        let (mut input_ids, mut attention_mask) = (vec![pad_id; size], vec![0; size]);
+        for (doc, (ids, lengths)) in documents.iter().enumerate() {
+            let mut start = 0;
+            for (sentence, &len) in lengths.iter().enumerate() {
+                let at = (doc * most_sentences + sentence) * words;
+                input_ids[at..at + len].copy_from_slice(&ids[start..start + len]);
+                attention_mask[at..at + len].fill(1);
+                start += len;
+            }
+        }
+        Self { shape: vec![documents.len(), most_sentences, words], input_ids, attention_mask }
+    }
+
     pub fn batch_size(&self) -> usize {
         self.shape.first().copied().unwrap_or(0)
     }
