@@ -375,3 +375,39 @@ fn a_package_without_attention_writes_no_attention_columns() {
     let embedding = batch.column_by_name("embedding").expect("embedding").as_fixed_size_list();
     assert_eq!(embedding.value_length(), 24, "the mean of 24-wide word vectors");
 }
+
+#[test]
+fn a_hierarchical_package_writes_sentence_columns_that_add_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("predictions.parquet");
+    let model = repo().join("fixtures/tiny-han");
+    let output = pipeline(&["run"], &[("--input", &reviews()), ("--model", &model), ("--output", &out)]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let batch = read(&out);
+    assert_eq!(batch.num_rows(), 300);
+    let tokens = batch.column_by_name("tokens").expect("tokens").as_list::<i32>();
+    let attention = batch.column_by_name("attention").expect("attention").as_list::<i32>();
+    let lengths = batch.column_by_name("sentence_lengths").expect("sentence_lengths").as_list::<i32>();
+    let weights = batch.column_by_name("sentence_attention").expect("sentence_attention").as_list::<i32>();
+    let mut many_sentences = 0;
+    for row in 0..batch.num_rows() {
+        let row_lengths = lengths.value(row);
+        let row_lengths = row_lengths.as_primitive::<arrow::datatypes::Int32Type>();
+        let total: i32 = row_lengths.values().iter().sum();
+        assert_eq!(total as usize, tokens.value(row).len(), "row {row}: sentence lengths cover the tokens");
+        assert!(row_lengths.values().iter().all(|&n| (1..=12).contains(&n)), "row {row}: 1..=12 tokens per sentence");
+        let row_weights = weights.value(row);
+        let row_weights = row_weights.as_primitive::<Float32Type>();
+        assert_eq!(row_weights.len(), row_lengths.len());
+        assert!((row_weights.values().iter().sum::<f32>() - 1.0).abs() < 1e-4, "row {row}: sentence weights sum to 1");
+        let hops = attention.value(row);
+        let hops = hops.as_list::<i32>();
+        assert_eq!(hops.len(), 1, "one document-level row");
+        let words = hops.value(0);
+        let words = words.as_primitive::<Float32Type>();
+        assert_eq!(words.len(), tokens.value(row).len());
+        assert!((words.values().iter().sum::<f32>() - 1.0).abs() < 1e-4, "row {row}: word weights sum to 1");
+        many_sentences += usize::from(row_lengths.len() > 5);
+    }
+    assert!(many_sentences > 100, "most reviews have several sentences ({many_sentences})");
+}
