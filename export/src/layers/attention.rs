@@ -44,21 +44,31 @@ impl StructuredAttention {
     }
 }
 
+/// `(mask − 1) · |MASKED_SCORE|`: 0 on real positions, `MASKED_SCORE` on padding. Added to
+/// scores or values, it leaves real positions exact (`x + 0`) and sinks padding.
+pub fn padding_offset<const D: usize>(mask: Tensor<D>) -> Tensor<D> {
+    (mask - 1.0) * (-MASKED_SCORE)
+}
+
+/// Graph twin of [`padding_offset`] for a float mask of any shape.
+pub fn emit_padding_offset(g: &mut GraphBuilder, mask_f32: &Value) -> Value {
+    let one = g.scalar_f32("one", 1.0);
+    let scale = g.scalar_f32("masked_score", -MASKED_SCORE);
+    let offset = g.op("Sub", &[mask_f32, &one], vec![]);
+    g.op("Mul", &[&offset, &scale], vec![])
+}
+
 /// Softmax over the last axis of `[batch, rows, seq]` scores, ignoring padded positions.
 /// Real positions keep their exact scores (`s·1 + 0`), padding gets `MASKED_SCORE`.
 pub fn masked_softmax(scores: Tensor<3>, mask: Tensor<2>) -> Tensor<3> {
     let mask = mask.unsqueeze_dim::<3>(1);
-    let offset = (mask.clone() - 1.0) * (-MASKED_SCORE);
-    softmax(scores * mask + offset, 2)
+    softmax(scores * mask.clone() + padding_offset(mask), 2)
 }
 
 pub fn emit_masked_softmax(g: &mut GraphBuilder, scores: &Value, mask_f32: &Value) -> Value {
     let axis1 = g.ints("axis1", &[1], &[1]);
     let mask = g.op("Unsqueeze", &[mask_f32, &axis1], vec![]);
-    let one = g.scalar_f32("one", 1.0);
-    let scale = g.scalar_f32("masked_score", -MASKED_SCORE);
-    let offset = g.op("Sub", &[&mask, &one], vec![]);
-    let offset = g.op("Mul", &[&offset, &scale], vec![]);
+    let offset = emit_padding_offset(g, &mask);
     let kept = g.op("Mul", &[scores, &mask], vec![]);
     let masked = g.op("Add", &[&kept, &offset], vec![]);
     g.op("Softmax", &[&masked], vec![("axis", Attr::Int(-1))])

@@ -6,7 +6,7 @@ use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::prelude::*;
 use burn::tensor::activation::{relu, softmax};
 
-use super::attention::MASKED_SCORE;
+use super::attention::padding_offset;
 use super::dense::{dense, emit_dense};
 use super::norm::LayerNorm;
 use crate::onnx::{Attr, GraphBuilder, Value};
@@ -56,7 +56,7 @@ impl EncoderLayer {
         let key = split(self.key.forward(normed.clone()));
         let value = split(self.value.forward(normed));
         let scores = query.matmul(key.swap_dims(2, 3)) / (head_dim as f32).sqrt(); // [B, h, T, T]
-        let key_offset = (mask.reshape([batch, 1, 1, seq]) - 1.0) * (-MASKED_SCORE);
+        let key_offset = padding_offset(mask.reshape([batch, 1, 1, seq]));
         let attention = softmax(scores + key_offset, 3);
         let context = attention.clone().matmul(value).swap_dims(1, 2).reshape([batch, seq, dim]);
         let x = x + self.dropout.forward(self.out.forward(context));

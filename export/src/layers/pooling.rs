@@ -3,7 +3,7 @@
 
 use burn::prelude::*;
 
-use super::attention::MASKED_SCORE;
+use super::attention::{emit_padding_offset, padding_offset};
 use crate::onnx::{Attr, GraphBuilder, Value};
 
 /// Mean of `[batch, seq, d]` over the real tokens of each example → `[batch, d]`.
@@ -30,8 +30,7 @@ pub fn emit_masked_mean(g: &mut GraphBuilder, x: &Value, mask_f32: &Value) -> Va
 pub fn masked_max(x: Tensor<3>, mask: Tensor<2>) -> (Tensor<2>, Tensor<3>) {
     let [batch, seq, d] = x.dims();
     // Real positions keep their exact values (x + 0); padding sinks far below any of them.
-    let offset = (mask.unsqueeze_dim::<3>(2) - 1.0) * (-MASKED_SCORE);
-    let masked = x + offset;
+    let masked = x + padding_offset(mask.unsqueeze_dim::<3>(2));
     let pooled = masked.clone().max_dim(1); // [B, 1, d]
     let supplied = masked.equal(pooled.clone().expand([batch, seq, d])).float();
     let share = supplied.detach().mean_dim(2).reshape([batch, 1, seq]);
@@ -42,10 +41,7 @@ pub fn masked_max(x: Tensor<3>, mask: Tensor<2>) -> (Tensor<2>, Tensor<3>) {
 pub fn emit_masked_max(g: &mut GraphBuilder, x: &Value, mask_f32: &Value) -> (Value, Value) {
     let axis2 = g.ints("axis2", &[1], &[2]);
     let mask = g.op("Unsqueeze", &[mask_f32, &axis2], vec![]);
-    let one = g.scalar_f32("one", 1.0);
-    let scale = g.scalar_f32("masked_score", -MASKED_SCORE);
-    let offset = g.op("Sub", &[&mask, &one], vec![]);
-    let offset = g.op("Mul", &[&offset, &scale], vec![]);
+    let offset = emit_padding_offset(g, &mask);
     let masked = g.op("Add", &[x, &offset], vec![]);
     // Opset 17: ReduceMax and ReduceMean still take their axes as an attribute.
     let pooled = g.op("ReduceMax", &[&masked], vec![("axes", Attr::Ints(vec![1])), ("keepdims", Attr::Int(1))]);

@@ -150,6 +150,22 @@ impl Lama {
         self.heads() * 2 * self.encoder.hidden()
     }
 
+    fn emit_context_factors(&self, g: &mut GraphBuilder, batch: &GraphBatch, states: &Value) -> Value {
+        let axis1 = g.ints("axis1", &[1], &[1]);
+        let factors = match &self.global_context {
+            Some(context) => {
+                // A constant of the trained model: computed once here, as burn computes it.
+                let factors = values(self.context_projection.forward(context.val().unsqueeze_dim::<2>(0)));
+                g.weight("global_context_factors", &[1, self.heads()], &factors)
+            }
+            None => {
+                let mean = emit_masked_mean(g, states, &batch.mask_f32);
+                emit_dense(g, &self.context_projection, &mean, "context_projection")
+            }
+        };
+        g.op("Unsqueeze", &[&factors, &axis1], vec![])
+    }
+
     /// `P̃ᵀc`: `[1, heads]` for the global context, `[batch, heads]` per document.
     fn context_factors(&self, states: Tensor<3>, batch: &TokenBatch) -> Tensor<2> {
         match &self.global_context {
@@ -211,23 +227,5 @@ impl Classifier for Lama {
 
     fn graph_shape(&self) -> GraphShape {
         GraphShape { attention_heads: Some(self.heads()), embedding_dim: self.sentence_dim() }
-    }
-}
-
-impl Lama {
-    fn emit_context_factors(&self, g: &mut GraphBuilder, batch: &GraphBatch, states: &Value) -> Value {
-        let axis1 = g.ints("axis1", &[1], &[1]);
-        let factors = match &self.global_context {
-            Some(context) => {
-                // A constant of the trained model: computed once here, as burn computes it.
-                let factors = values(self.context_projection.forward(context.val().unsqueeze_dim::<2>(0)));
-                g.weight("global_context_factors", &[1, self.heads()], &factors)
-            }
-            None => {
-                let mean = emit_masked_mean(g, states, &batch.mask_f32);
-                emit_dense(g, &self.context_projection, &mean, "context_projection")
-            }
-        };
-        g.op("Unsqueeze", &[&factors, &axis1], vec![])
     }
 }

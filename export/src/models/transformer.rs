@@ -13,7 +13,7 @@ use burn::prelude::*;
 use serde::Serialize;
 
 use super::{Classifier, ClassifierOutput, GraphShape, ModelConfig, ModelFlags, check_sizes, declare_outputs};
-use crate::layers::attention::MASKED_SCORE;
+use crate::layers::attention::emit_padding_offset;
 use crate::layers::dense::{dense, emit_dense};
 use crate::layers::embedding::{embedding, emit_embedding};
 use crate::layers::encoder::EncoderLayer;
@@ -162,10 +162,7 @@ fn emit_key_offset(g: &mut GraphBuilder, batch: &GraphBatch) -> Value {
     let shape = g.op("Concat", &[&batch.batch_size, &one], vec![("axis", Attr::Int(0))]);
     let read_out = g.op("ConstantOfShape", &[&shape], vec![("value", Attr::FloatTensor(1.0))]);
     let mask = g.op("Concat", &[&read_out, &batch.mask_f32], vec![("axis", Attr::Int(1))]);
-    let one = g.scalar_f32("one", 1.0);
-    let scale = g.scalar_f32("masked_score", -MASKED_SCORE);
-    let offset = g.op("Sub", &[&mask, &one], vec![]);
-    let offset = g.op("Mul", &[&offset, &scale], vec![]);
+    let offset = emit_padding_offset(g, &mask);
     let axes = g.ints("axes_1_2", &[2], &[1, 2]);
     g.op("Unsqueeze", &[&offset, &axes], vec![])
 }
