@@ -26,18 +26,38 @@ pub struct LabelledCorpus {
     pub fingerprint: CorpusFingerprint,
 }
 
+/// The non-null texts of an unlabelled Parquet corpus (e.g. for word vectors).
+pub fn read_texts(path: &Path, text_column: &str) -> anyhow::Result<Vec<String>> {
+    let mut source = open_parquet(path, &[text_column], 4096)?;
+    check_text_column(path, &source.schema, text_column)?;
+    let mut texts = Vec::new();
+    for batch in source.reader.by_ref() {
+        let batch = batch.with_context(|| format!("cannot read a record batch of {}", path.display()))?;
+        let values = string_values(column(&batch, text_column)?).context("text column is not a string column")?;
+        texts.extend(values.into_iter().flatten().map(str::to_owned));
+    }
+    if texts.is_empty() {
+        bail!("{} has no non-null texts in column `{text_column}`", path.display());
+    }
+    Ok(texts)
+}
+
+fn check_text_column(path: &Path, schema: &arrow::datatypes::SchemaRef, text_column: &str) -> anyhow::Result<()> {
+    let text_type = schema.field_with_name(text_column)?.data_type().clone();
+    if !is_string_type(&text_type) {
+        bail!(
+            "{}: text column `{text_column}` has type {text_type}, expected a string column; its columns are: {} (choose one with --text-column)",
+            path.display(),
+            column_list(schema)
+        );
+    }
+    Ok(())
+}
+
 impl LabelledCorpus {
     pub fn read(path: &Path, columns: &Columns) -> anyhow::Result<Self> {
         let mut source = open_parquet(path, &[&columns.text, &columns.label], 4096)?;
-        let text_type = source.schema.field_with_name(&columns.text)?.data_type().clone();
-        if !is_string_type(&text_type) {
-            bail!(
-                "{}: text column `{}` has type {text_type}, expected a string column; its columns are: {} (choose one with --text-column)",
-                path.display(),
-                columns.text,
-                column_list(&source.schema)
-            );
-        }
+        check_text_column(path, &source.schema, &columns.text)?;
         let (mut texts, mut labels, mut skipped_null) = (Vec::new(), Vec::new(), 0);
         for batch in source.reader.by_ref() {
             let batch = batch.with_context(|| format!("cannot read a record batch of {}", path.display()))?;

@@ -13,3 +13,4 @@ pub mod split;
 pub mod train;
 pub mod training_run;
 pub mod vocabulary;
+pub mod word_vectors;

@@ -1,15 +1,18 @@
-//! `export`: train a model variant into a package, or evaluate a package.
+//! `export`: train a model variant into a package, evaluate a package, or pre-train word
+//! vectors for training.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use export::corpus::Columns;
+use export::corpus::{Columns, read_texts};
 use export::eval::evaluate;
 use export::models::{ModelFlags, Variant};
 use export::train::TrainConfig;
 use export::training_run::{self, TrainRequest};
 use export::vocabulary::VocabularyConfig;
+use export::word_vectors::{WordVectorConfig, train_word_vectors};
+use pipeline::atomic_file::{publish, temp_beside};
 use pipeline::inference::{BackendKind, BackendOptions, Device};
 
 #[derive(Parser)]
@@ -25,6 +28,30 @@ enum Command {
     Train(Box<TrainArgs>),
     /// Score a model package on a labelled Parquet corpus by running its ONNX graph.
     Eval(EvalArgs),
+    /// Pre-train word vectors (skip-gram, negative sampling) on unlabelled Parquet texts, for
+    /// `train --word-vectors`.
+    Vectors(VectorArgs),
+}
+
+#[derive(Args)]
+struct VectorArgs {
+    /// Parquet corpora to learn from (repeat the flag for several), e.g. the unlabelled and
+    /// the training reviews.
+    #[arg(long, required = true)]
+    corpus: Vec<PathBuf>,
+    /// Output file, word2vec text format.
+    #[arg(long)]
+    out: PathBuf,
+    /// Replace --out if it exists.
+    #[arg(long)]
+    force: bool,
+    /// Column holding the text in every corpus.
+    #[arg(long, default_value = "text")]
+    text_column: String,
+    #[command(flatten)]
+    vocabulary: VocabularyConfig,
+    #[command(flatten)]
+    vectors: WordVectorConfig,
 }
 
 #[derive(Args)]
@@ -72,6 +99,11 @@ struct TrainArgs {
     training: TrainConfig,
     #[command(flatten)]
     model: ModelFlags,
+    /// Start the word embedding from these vectors (word2vec text format, as written by
+    /// `export vectors`; their width must equal --embedding-dim). Words without a vector start
+    /// random.
+    #[arg(long, value_name = "FILE")]
+    word_vectors: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -121,6 +153,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 vocabulary: args.vocabulary,
                 training: args.training,
                 model: args.model,
+                word_vectors: args.word_vectors,
             };
             let report = training_run::run(&request)?;
             let m = &report.manifest;
@@ -149,6 +182,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(name) = args.record {
                 export::eval::record_in_manifest(&args.model, &name, &evaluation)?;
             }
+            Ok(())
+        }
+        Command::Vectors(args) => {
+            if args.out.exists() && !args.force {
+                anyhow::bail!("{} already exists; pass --force to replace it", args.out.display());
+            }
+            args.vectors.validate()?;
+            let mut texts = Vec::new();
+            for path in &args.corpus {
+                texts.extend(read_texts(path, &args.text_column)?);
+            }
+            let vectors = train_word_vectors(&texts, &args.vocabulary, &args.vectors)?;
+            let temp = temp_beside(&args.out, "vectors")?;
+            vectors.write(temp.path())?;
+            publish(temp, &args.out)?;
+            pipeline::command_line::print_report(&format!(
+                "wrote {} ({} words × {} dimensions from {} documents)\n",
+                args.out.display(),
+                vectors.words.len(),
+                vectors.dim,
+                texts.len()
+            ))?;
             Ok(())
         }
     }

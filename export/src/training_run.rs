@@ -14,6 +14,7 @@ use rand::rngs::StdRng;
 use tokenizers::Tokenizer;
 
 use crate::corpus::{Columns, LabelledCorpus};
+use crate::layers::embedding::InitialWords;
 use crate::models::avg::AvgConfig;
 use crate::models::bigru::BiGruConfig;
 use crate::models::cnn::CnnConfig;
@@ -28,6 +29,7 @@ use crate::package::{PackageFiles, check_destination, write_package};
 use crate::split::stratified_split;
 use crate::train::{Example, TrainConfig, TrainedModel, forward_probs, padded, train};
 use crate::vocabulary::{PAD_ID, VocabularyConfig, build_tokenizer};
+use crate::word_vectors::WordVectors;
 
 /// Largest |burn − tract| allowed on `probs` when verifying an exported graph.
 pub const VERIFY_TOLERANCE: f32 = 1e-4;
@@ -45,6 +47,8 @@ pub struct TrainRequest {
     pub vocabulary: VocabularyConfig,
     pub training: TrainConfig,
     pub model: ModelFlags,
+    /// Pre-trained word vectors (word2vec text format) to start the word embedding from.
+    pub word_vectors: Option<PathBuf>,
 }
 
 pub struct TrainReport {
@@ -99,6 +103,7 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
         "--valid-fraction must be between 0 and 1"
     );
     let started = Instant::now();
+    let vectors = request.word_vectors.as_deref().map(|path| load_word_vectors(path, request)).transpose()?;
     let data = prepare(request, config.sentence_words())?;
     tracing::info!(
         "{} training and {} validation documents, {} classes ({}), vocabulary {} tokens",
@@ -110,13 +115,40 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
     );
     let device = Device::flex().autodiff();
     device.seed(request.training.seed);
-    let model = config.init(data.tokenizer.get_vocab_size(true), data.classes.len(), &device);
+    let mut words = InitialWords::random(data.tokenizer.get_vocab_size(true));
+    let mut vector_summary = None;
+    if let Some(vectors) = &vectors {
+        let (table, found) = vectors.embedding_table(&data.tokenizer, request.training.seed);
+        tracing::info!("word vectors: {found} of {} vocabulary words found", words.vocab_size);
+        words.vectors = Some(table);
+        vector_summary = Some(serde_json::json!({
+            "path": request.word_vectors.as_ref().map(|p| p.display().to_string()),
+            "words_in_file": vectors.words.len(),
+            "vocabulary_words_found": found,
+        }));
+    }
+    let model = config.init(&words, data.classes.len(), &device);
     let trained = train(model, &data.train, &data.valid, &request.training)?;
-    finish(request, &data, trained, config, started)
+    finish(request, &data, trained, config, vector_summary, started)
 }
 
 /// `sentence_words`: cut documents into sentences of at most this many tokens (hierarchical
 /// variants), as the pipeline will.
+/// Reads `--word-vectors` and checks their width against `--embedding-dim`.
+fn load_word_vectors(path: &Path, request: &TrainRequest) -> anyhow::Result<WordVectors> {
+    let vectors = WordVectors::read(path)?;
+    anyhow::ensure!(
+        vectors.dim == request.model.embedding_dim,
+        "{} holds {}-dimensional word vectors but --embedding-dim is {}; pass --embedding-dim {}",
+        path.display(),
+        vectors.dim,
+        request.model.embedding_dim,
+        vectors.dim
+    );
+    tracing::info!("read {} word vectors of width {} from {}", vectors.words.len(), vectors.dim, path.display());
+    Ok(vectors)
+}
+
 fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Result<PreparedData> {
     let corpus = LabelledCorpus::read(&request.train, &request.columns)?;
     let classes = corpus.classes();
@@ -200,6 +232,7 @@ fn finish<C: ModelConfig>(
     data: &PreparedData,
     trained: TrainedModel<C::Model>,
     config: &C,
+    word_vectors: Option<serde_json::Value>,
     started: Instant,
 ) -> anyhow::Result<TrainOutcome<C::Model>> {
     let model = trained.model.valid();
@@ -211,6 +244,9 @@ fn finish<C: ModelConfig>(
     metrics.insert("seconds_per_epoch".to_owned(), mean(trained.history.iter().map(|e| e.seconds)));
     metrics.insert("train_docs_per_second".to_owned(), mean(trained.history.iter().map(|e| e.docs_per_second)));
     let mut hyper_parameters = config.hyper_parameters();
+    if let Some(word_vectors) = word_vectors {
+        hyper_parameters.insert("word_vectors".to_owned(), word_vectors);
+    }
     hyper_parameters.insert("training".to_owned(), serde_json::to_value(&request.training)?);
     hyper_parameters.insert("min_count".to_owned(), request.vocabulary.min_count.into());
     hyper_parameters.insert("max_vocab".to_owned(), request.vocabulary.max_vocab.into());

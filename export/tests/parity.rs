@@ -78,6 +78,7 @@ fn train_tiny<C: ModelConfig>(variant: Variant, config: &C) -> Trained<C::Model>
         vocabulary: VocabularyConfig { min_count: 2, max_vocab: 4000 },
         training: TrainConfig { epochs: 6, patience: 6, batch_size: 32, learning_rate: 5e-3, clip_norm: 0.5, seed: 7 },
         model: tiny_flags(),
+        word_vectors: None,
     };
     let TrainOutcome { report, model } = run_variant(&request, config).expect("training a tiny model");
     let package = ModelPackage::open(&report.package).expect("package written by export");

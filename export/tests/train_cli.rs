@@ -292,3 +292,53 @@ fn impossible_hyper_parameters_are_refused_before_training() {
         assert_nothing_written(dir.path(), &[]);
     }
 }
+
+#[test]
+fn pre_trained_word_vectors_start_the_embedding_and_are_recorded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let vectors = dir.path().join("vectors.txt");
+    let output = export()
+        .args(["vectors", "--corpus"])
+        .arg(fixture("imdb-train-600.parquet"))
+        .arg("--out")
+        .arg(&vectors)
+        .args(["--dim", "8", "--epochs", "1", "--min-count", "2"])
+        .output()
+        .expect("run export vectors");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let header = std::fs::read_to_string(&vectors).expect("vectors written");
+    let header = header.lines().next().expect("a header line").to_owned();
+    assert!(header.ends_with(" 8"), "word2vec header `WORDS DIM`: {header}");
+
+    let again = export()
+        .args(["vectors", "--corpus"])
+        .arg(fixture("imdb-train-600.parquet"))
+        .arg("--out")
+        .arg(&vectors)
+        .output()
+        .expect("run export vectors");
+    assert!(!again.status.success());
+    assert!(stderr(&again).contains("already exists; pass --force"), "{}", stderr(&again));
+
+    let model = dir.path().join("model");
+    let vectors_arg = vectors.to_string_lossy().into_owned();
+    let output = train(&fixture("imdb-train-600.parquet"), &model, &["--word-vectors", &vectors_arg]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("manifest.json")).expect("manifest")).expect("json");
+    let found = manifest["hyper_parameters"]["word_vectors"]["vocabulary_words_found"].as_u64().expect("recorded");
+    assert!(found > 1000, "most of the vocabulary has a vector ({found})");
+
+    let narrow = dir.path().join("narrow.txt");
+    std::fs::write(&narrow, "good 0.1 0.2 0.3 0.4\nbad -0.1 0.0 0.2 0.1\n").expect("write vectors");
+    let wrong_width = dir.path().join("wrong-width");
+    let narrow_arg = narrow.to_string_lossy().into_owned();
+    let output = train(&fixture("imdb-train-600.parquet"), &wrong_width, &["--word-vectors", &narrow_arg]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("holds 4-dimensional word vectors but --embedding-dim is 8"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!wrong_width.exists());
+}

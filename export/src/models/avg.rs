@@ -6,7 +6,7 @@ use burn::prelude::*;
 use serde::Serialize;
 
 use super::{Classifier, ClassifierOutput, GraphShape, ModelConfig, ModelFlags, check_sizes, declare_outputs};
-use crate::layers::embedding::{embedding, emit_embedding};
+use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::head::MlpHead;
 use crate::layers::pooling::{emit_masked_mean, masked_mean};
 use crate::layers::{GraphBatch, TokenBatch};
@@ -32,9 +32,9 @@ impl ModelConfig for AvgConfig {
         check_sizes(&[("--embedding-dim", self.embedding_dim), ("--mlp-hidden", self.mlp_hidden)], self.dropout)
     }
 
-    fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> Avg {
+    fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Avg {
         Avg {
-            embedding: embedding(vocab_size, self.embedding_dim, device),
+            embedding: embedding(words, self.embedding_dim, device),
             head: MlpHead::new(self.embedding_dim, self.mlp_hidden, classes, self.dropout, device),
         }
     }

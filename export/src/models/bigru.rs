@@ -7,7 +7,7 @@ use burn::prelude::*;
 use serde::Serialize;
 
 use super::{Classifier, ClassifierOutput, GraphShape, ModelConfig, ModelFlags, check_sizes, declare_outputs};
-use crate::layers::embedding::{embedding, emit_embedding};
+use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::head::MlpHead;
 use crate::layers::pooling::{emit_masked_max, masked_max};
 use crate::layers::recurrent::BiGru;
@@ -47,9 +47,9 @@ impl ModelConfig for BiGruConfig {
         )
     }
 
-    fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> BiGruMaxPool {
+    fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> BiGruMaxPool {
         BiGruMaxPool {
-            embedding: embedding(vocab_size, self.embedding_dim, device),
+            embedding: embedding(words, self.embedding_dim, device),
             encoder: BiGru::new(self.embedding_dim, self.gru_hidden, device),
             head: MlpHead::new(2 * self.gru_hidden, self.mlp_hidden, classes, self.dropout, device),
         }

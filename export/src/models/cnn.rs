@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::{Classifier, ClassifierOutput, GraphShape, ModelConfig, ModelFlags, check_sizes};
 use crate::layers::dense::{dense, emit_dense};
-use crate::layers::embedding::{embedding, emit_embedding};
+use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::{GraphBatch, TokenBatch, values};
 use crate::onnx::{Attr, Dim, ElemType, GraphBuilder};
 
@@ -50,7 +50,7 @@ impl ModelConfig for CnnConfig {
         check_sizes(&sizes, self.dropout)
     }
 
-    fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> Cnn {
+    fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Cnn {
         let convolutions = self
             .kernel_widths
             .iter()
@@ -61,7 +61,7 @@ impl ModelConfig for CnnConfig {
             })
             .collect();
         Cnn {
-            embedding: embedding(vocab_size, self.embedding_dim, device),
+            embedding: embedding(words, self.embedding_dim, device),
             convolutions,
             output: dense(self.filters * self.kernel_widths.len(), classes, true, device),
             dropout: DropoutConfig::new(self.dropout).init(),

@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::{Classifier, ClassifierOutput, GraphShape, ModelConfig, ModelFlags, check_sizes};
 use crate::layers::attention::StructuredAttention;
 use crate::layers::dense::{dense, emit_dense};
-use crate::layers::embedding::{embedding, emit_embedding};
+use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::recurrent::BiGru;
 use crate::layers::{GraphBatch, TokenBatch};
 use crate::onnx::{Attr, Dim, ElemType, GraphBuilder, Value};
@@ -59,10 +59,10 @@ impl ModelConfig for HanConfig {
         )
     }
 
-    fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> Han {
+    fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Han {
         let states = 2 * self.gru_hidden;
         Han {
-            embedding: embedding(vocab_size, self.embedding_dim, device),
+            embedding: embedding(words, self.embedding_dim, device),
             word_encoder: BiGru::new(self.embedding_dim, self.gru_hidden, device),
             word_attention: StructuredAttention::new(states, self.attention_dim, 1, device),
             sentence_encoder: BiGru::new(states, self.gru_hidden, device),

@@ -20,7 +20,7 @@ use serde::Serialize;
 use super::{Classifier, ClassifierOutput, GraphShape, ModelConfig, ModelFlags, check_sizes, declare_outputs};
 use crate::layers::attention::{emit_masked_softmax, masked_softmax};
 use crate::layers::dense::{dense, emit_dense};
-use crate::layers::embedding::{embedding, emit_embedding};
+use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::head::MlpHead;
 use crate::layers::pooling::{emit_masked_mean, masked_mean};
 use crate::layers::recurrent::BiGru;
@@ -81,9 +81,9 @@ impl ModelConfig for LamaConfig {
         )
     }
 
-    fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> Lama {
+    fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Lama {
         let states = 2 * self.gru_hidden;
-        let embedding = embedding(vocab_size, self.embedding_dim, device);
+        let embedding = embedding(words, self.embedding_dim, device);
         let (global_context, context_dim) = match self.context {
             Context::Global => {
                 let mean_word = embedding.weight.val().mean_dim(0).reshape([self.embedding_dim]);
@@ -121,8 +121,8 @@ impl ModelConfig for LamaCtxConfig {
         self.0.validate()
     }
 
-    fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> Lama {
-        self.0.init(vocab_size, classes, device)
+    fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Lama {
+        self.0.init(words, classes, device)
     }
 }
 

@@ -17,6 +17,7 @@ use burn::prelude::*;
 use serde::Serialize;
 
 use crate::layers::TokenBatch;
+use crate::layers::embedding::InitialWords;
 use crate::onnx::{Dim, ElemType, GraphBuilder, Value};
 
 /// What a forward pass returns to the training loop.
@@ -67,7 +68,7 @@ pub trait ModelConfig: Serialize + for<'a> From<&'a ModelFlags> {
     type Model: Classifier;
     /// Refuses sizes that cannot work.
     fn validate(&self) -> anyhow::Result<()>;
-    fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> Self::Model;
+    fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Self::Model;
     /// The manifest's hyper-parameters: exactly the flags this variant uses.
     fn hyper_parameters(&self) -> HyperParameters {
         hyper_parameters_of(self)

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::{Classifier, ClassifierOutput, GraphShape, ModelConfig, ModelFlags, check_sizes, declare_outputs};
 use crate::layers::attention::{StructuredAttention, redundancy_penalty};
-use crate::layers::embedding::{embedding, emit_embedding};
+use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::head::MlpHead;
 use crate::layers::positions::{add_positions, emit_add_positions};
 use crate::layers::{GraphBatch, TokenBatch, values};
@@ -63,7 +63,7 @@ impl ModelConfig for NalConfig {
         Ok(())
     }
 
-    fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> Nal {
+    fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Nal {
         let bound = 1.0 / (self.embedding_dim as f64).sqrt();
         let per_head = Tensor::random(
             [self.hops, self.embedding_dim, self.averaging_dim],
@@ -71,7 +71,7 @@ impl ModelConfig for NalConfig {
             device,
         );
         Nal {
-            embedding: embedding(vocab_size, self.embedding_dim, device),
+            embedding: embedding(words, self.embedding_dim, device),
             attention: StructuredAttention::new(self.embedding_dim, self.attention_dim, self.hops, device),
             per_head: Param::from_tensor(per_head),
             head: MlpHead::new(self.hops * self.averaging_dim, self.mlp_hidden, classes, self.dropout, device),

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{Classifier, ClassifierOutput, GraphShape, ModelConfig, ModelFlags, check_sizes, declare_outputs};
 use crate::layers::attention::{StructuredAttention, redundancy_penalty};
-use crate::layers::embedding::{embedding, emit_embedding};
+use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::head::MlpHead;
 use crate::layers::recurrent::BiLstm;
 use crate::layers::{GraphBatch, TokenBatch};
@@ -58,10 +58,10 @@ impl ModelConfig for SanConfig {
         Ok(())
     }
 
-    fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> San {
+    fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> San {
         let states = 2 * self.lstm_hidden;
         San {
-            embedding: embedding(vocab_size, self.embedding_dim, device),
+            embedding: embedding(words, self.embedding_dim, device),
             encoder: BiLstm::new(self.embedding_dim, self.lstm_hidden, device),
             attention: StructuredAttention::new(states, self.attention_dim, self.hops, device),
             head: MlpHead::new(self.hops * states, self.mlp_hidden, classes, self.dropout, device),

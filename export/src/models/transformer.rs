@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::{Classifier, ClassifierOutput, GraphShape, ModelConfig, ModelFlags, check_sizes, declare_outputs};
 use crate::layers::attention::emit_padding_offset;
 use crate::layers::dense::{dense, emit_dense};
-use crate::layers::embedding::{embedding, emit_embedding};
+use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::encoder::EncoderLayer;
 use crate::layers::norm::LayerNorm;
 use crate::layers::positions::{add_positions, emit_add_positions};
@@ -65,10 +65,10 @@ impl ModelConfig for TransformerConfig {
         Ok(())
     }
 
-    fn init(&self, vocab_size: usize, classes: usize, device: &Device) -> Transformer {
+    fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Transformer {
         let d = self.embedding_dim;
         Transformer {
-            embedding: embedding(vocab_size, d, device),
+            embedding: embedding(words, d, device),
             read_out: Param::from_tensor(Tensor::zeros([d], device)),
             layers: (0..self.layers)
                 .map(|_| EncoderLayer::new(d, self.heads, self.feed_forward_dim, self.dropout, device))
