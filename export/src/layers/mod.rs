@@ -28,10 +28,17 @@ pub struct TokenBatch {
     pub reversal: Tensor<1, Int>,
     pub batch: usize,
     pub seq: usize,
-    /// For `[documents, sentences, words]` inputs, the rows above are the sentences and this
-    /// is the document-level batch: one row per document, one position per sentence (its
-    /// ids are unused zeros).
-    pub documents: Option<Box<TokenBatch>>,
+    /// For `[documents, sentences, words]` inputs, the rows above are the real (non-padding)
+    /// sentences and this says where they go in the document-level batch.
+    pub documents: Option<Box<DocumentBatch>>,
+}
+
+/// The document level of a `[documents, sentences, words]` batch.
+pub struct DocumentBatch {
+    /// One row per document, one position per sentence (its ids are unused zeros).
+    pub sentences: TokenBatch,
+    /// `[real sentences]`: each real sentence's row in the flattened `[documents · sentences]`.
+    pub rows: Tensor<1, Int>,
 }
 
 impl TokenBatch {
@@ -39,15 +46,29 @@ impl TokenBatch {
     pub fn new(inputs: &ModelInputs, device: &Device) -> Self {
         match inputs.shape[..] {
             [documents, sentences, words] => {
-                let mut batch =
-                    Self::from_rows(&inputs.input_ids, &inputs.attention_mask, documents * sentences, words, device);
+                // Only real sentences go through the word level: padding sentences would
+                // cost as much as real ones and change nothing.
                 let sentence_mask: Vec<i64> = inputs
                     .attention_mask
                     .chunks(words)
                     .map(|sentence| i64::from(sentence.iter().any(|&m| m != 0)))
                     .collect();
-                let ids = vec![0; documents * sentences];
-                batch.documents = Some(Box::new(Self::from_rows(&ids, &sentence_mask, documents, sentences, device)));
+                let rows: Vec<i64> =
+                    (0..documents * sentences).filter(|&r| sentence_mask[r] != 0).map(|r| r as i64).collect();
+                let gather = |values: &[i64]| -> Vec<i64> {
+                    rows.iter()
+                        .flat_map(|&r| values[r as usize * words..(r as usize + 1) * words].iter().copied())
+                        .collect()
+                };
+                let (ids, mask) = (gather(&inputs.input_ids), gather(&inputs.attention_mask));
+                let mut batch = Self::from_rows(&ids, &mask, rows.len(), words, device);
+                let document_ids = vec![0; documents * sentences];
+                let document_level = Self::from_rows(&document_ids, &sentence_mask, documents, sentences, device);
+                let real = rows.len();
+                batch.documents = Some(Box::new(DocumentBatch {
+                    sentences: document_level,
+                    rows: Tensor::from_data(TensorData::new(rows, [real]), device),
+                }));
                 batch
             }
             _ => Self::from_rows(&inputs.input_ids, &inputs.attention_mask, inputs.shape[0], inputs.shape[1], device),

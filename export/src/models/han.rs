@@ -13,6 +13,7 @@
 
 use burn::nn::{Dropout, DropoutConfig, Embedding, Linear};
 use burn::prelude::*;
+use burn::tensor::IndexingUpdateOp;
 use serde::Serialize;
 
 use super::{Classifier, ClassifierOutput, GraphShape, ModelConfig, ModelFlags, check_sizes};
@@ -97,19 +98,21 @@ impl Han {
 impl Classifier for Han {
     fn forward(&self, batch: &TokenBatch) -> ClassifierOutput {
         let documents = batch.documents.as_deref().expect("HAN takes [batch, sentences, words] inputs");
-        let (b, s, w, states) = (documents.batch, documents.seq, batch.seq, self.states());
-        // Word level: every sentence of every document is one row.
+        let sentence_batch = &documents.sentences;
+        let (b, s, w, states) = (sentence_batch.batch, sentence_batch.seq, batch.seq, self.states());
+        // Word level: one row per real sentence.
         let words = self.embedding.forward(batch.ids.clone());
         let word_states = self.word_encoder.forward(words, batch);
-        let word_attention = self.word_attention.forward(word_states.clone(), batch); // [B·S, 1, W]
-        let sentences = word_attention.clone().matmul(word_states).reshape([b, s, states]);
+        let word_attention = self.word_attention.forward(word_states.clone(), batch); // [N, 1, W]
+        let sentences = word_attention.clone().matmul(word_states).reshape([batch.batch, states]);
+        let sentences = scatter_rows(sentences, &documents.rows, b * s).reshape([b, s, states]);
         // Sentence level: one row per document.
-        let sentence_states = self.sentence_encoder.forward(sentences, documents);
-        let sentence_attention = self.sentence_attention.forward(sentence_states.clone(), documents); // [B, 1, S]
+        let sentence_states = self.sentence_encoder.forward(sentences, sentence_batch);
+        let sentence_attention = self.sentence_attention.forward(sentence_states.clone(), sentence_batch); // [B, 1, S]
         let document = sentence_attention.clone().matmul(sentence_states).reshape([b, states]);
         let logits = self.output.forward(self.dropout.forward(document));
-        // A padding sentence's words share its (unused) attention evenly; report zero there.
-        let word_attention = word_attention.reshape([b, s, w]) * documents.mask.clone().unsqueeze_dim::<3>(2);
+        let word_attention = word_attention.reshape([batch.batch, w]);
+        let word_attention = scatter_rows(word_attention, &documents.rows, b * s).reshape([b, s, w]);
         ClassifierOutput {
             logits,
             attention: Some(word_attention),
@@ -154,7 +157,7 @@ impl Classifier for Han {
         let batch_and_sentences = g.op("Gather", &[&input_shape, &document_dims], vec![("axis", Attr::Int(0))]);
         let width = g.ints("state_width", &[1], &[states as i64]);
         let sentences_shape = g.op("Concat", &[&batch_and_sentences, &width], vec![("axis", Attr::Int(0))]);
-        let sentences = scatter_rows(g, &sentences_shape, &real, &sentences); // [B, S, 2h]
+        let sentences = emit_scatter_rows(g, &sentences_shape, &real, &sentences); // [B, S, 2h]
 
         // Sentence level over [B, S]: a sentence is real if it has a word.
         let sentence_mask = g.op("Cast", &[&sentence_mask_f32], vec![("to", Attr::Int(7))]);
@@ -167,7 +170,7 @@ impl Classifier for Han {
         let probs = g.op("Softmax", &[&logits], vec![("axis", Attr::Int(-1))]);
 
         let word_attention = g.op("Squeeze", &[&word_attention, &axis1], vec![]); // [N, W]
-        let word_attention = scatter_rows(g, &input_shape, &real, &word_attention); // [B, S, W]
+        let word_attention = emit_scatter_rows(g, &input_shape, &real, &word_attention); // [B, S, W]
         let sentence_attention = g.op("Squeeze", &[&sentence_attention, &axis1], vec![]);
         let classes = self.output.weight.dims()[1];
         let (b, s, w) = (Dim::Named("batch"), Dim::Named("sentences"), Dim::Named("words"));
@@ -184,9 +187,15 @@ impl Classifier for Han {
     }
 }
 
+/// `[N, width]` rows into a zero `[total, width]` at rows `at` (see [`emit_scatter_rows`]).
+fn scatter_rows(rows: Tensor<2>, at: &Tensor<1, Int>, total: usize) -> Tensor<2> {
+    let width = rows.dims()[1];
+    Tensor::zeros([total, width], &rows.device()).select_assign(0, at.clone(), rows, IndexingUpdateOp::Add)
+}
+
 /// `[N, width]` rows put back at their sentence positions `real` (`[N, 1]` indices into the
 /// flattened `[B·S]`) of a zero tensor, reshaped to `shape` (`[B, S, width]`).
-fn scatter_rows(g: &mut GraphBuilder, shape: &Value, real: &Value, rows: &Value) -> Value {
+fn emit_scatter_rows(g: &mut GraphBuilder, shape: &Value, real: &Value, rows: &Value) -> Value {
     let width_dim = g.ints("width_dim", &[1], &[2]);
     let width = g.op("Gather", &[shape, &width_dim], vec![("axis", Attr::Int(0))]);
     let minus_one = g.ints("minus_one", &[1], &[-1]);
