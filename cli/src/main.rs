@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use pipeline::command_line::print_report;
 use pipeline::inference::{BackendKind, BackendOptions, Device, open_backend};
 use pipeline::job::{JobOptions, run_job};
-use pipeline::package::ModelPackage;
+use pipeline::package::{InputLayout, ModelPackage};
 
 mod default_model;
 mod sql_command;
@@ -143,10 +143,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             line(format!("variant:     {}", m.variant));
             line(format!("labels:      {}", m.labels.join(", ")));
             line(format!("parameters:  {}", m.parameter_count));
-            line(format!(
-                "inputs:      input_ids, attention_mask ({:?} layout), max {} tokens",
-                m.input_layout, m.max_tokens
-            ));
+            let layout = match (m.input_layout, m.max_sentence_words) {
+                (InputLayout::Tokens, _) => "[batch, seq]".to_owned(),
+                (InputLayout::SentencesWords, Some(words)) => {
+                    format!("[batch, sentences, words], sentences cut at {words} tokens")
+                }
+                (InputLayout::SentencesWords, None) => "[batch, sentences, words]".to_owned(),
+            };
+            line(format!("inputs:      input_ids, attention_mask {layout}, max {} tokens", m.max_tokens));
             line(format!("outputs:     {}", backend.output_names().join(", ")));
             line(format!("attention:   {}", m.attention_heads.map_or("none".to_owned(), |h| format!("{h} heads"))));
             line(format!("embedding:   {} dims", m.embedding_dim));
