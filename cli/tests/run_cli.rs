@@ -411,3 +411,29 @@ fn a_hierarchical_package_writes_sentence_columns_that_add_up() {
     }
     assert!(many_sentences > 100, "most reviews have several sentences ({many_sentences})");
 }
+
+#[test]
+fn hierarchical_results_do_not_depend_on_batching() {
+    // Batches are sorted by sentence shape, so a document's batch mates (and the padding
+    // they impose on it) change with the batch size; its outputs must not.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = repo().join("fixtures/tiny-han");
+    let outputs: Vec<RecordBatch> = [("alone", "1", "7"), ("batched", "64", "4096")]
+        .iter()
+        .map(|(name, batch_size, window)| {
+            let out = dir.path().join(format!("{name}.parquet"));
+            let args = ["run", "--batch-size", batch_size, "--window", window];
+            let output = pipeline(&args, &[("--input", &reviews()), ("--model", &model), ("--output", &out)]);
+            assert!(output.status.success(), "{}", stderr(&output));
+            read(&out)
+        })
+        .collect();
+    let diff = max_diff(&probabilities(&outputs[0]), &probabilities(&outputs[1]));
+    assert!(diff <= 1e-5, "probabilities: batch size 1 vs 64 differ by {diff}");
+    let sentence_weights = |batch: &RecordBatch| -> Vec<Option<Vec<f32>>> {
+        let list = batch.column_by_name("sentence_attention").expect("sentence_attention").as_list::<i32>();
+        (0..list.len()).map(|i| Some(list.value(i).as_primitive::<Float32Type>().values().to_vec())).collect()
+    };
+    let diff = max_diff(&sentence_weights(&outputs[0]), &sentence_weights(&outputs[1]));
+    assert!(diff <= 1e-5, "sentence attention: batch size 1 vs 64 differ by {diff}");
+}

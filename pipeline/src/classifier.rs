@@ -75,7 +75,7 @@ impl Classifier {
         }
     }
 
-    /// Tokenizes `texts` in parallel, runs them in length-sorted batches of `batch_size`
+    /// Tokenizes `texts` in parallel, runs them in shape-sorted batches of `batch_size`
     /// (less padding) on all cores, and returns the predictions in input order: `None` for
     /// null texts and texts without tokens.
     pub fn predict(
@@ -89,18 +89,20 @@ impl Classifier {
         counts.null_texts = texts.len() - present.len();
         let strings: Vec<&str> = present.iter().map(|(_, t)| *t).collect();
         let encoded = self.encoder.encode_batch(&strings)?;
-        let mut documents: Vec<(usize, EncodedText)> = Vec::with_capacity(encoded.len());
+        let mut documents: Vec<Document> = Vec::with_capacity(encoded.len());
         for ((row, _), encoding) in present.iter().zip(encoded) {
             counts.truncated += usize::from(encoding.truncated);
             if encoding.ids.is_empty() {
                 counts.empty_texts += 1;
             } else {
                 counts.tokens += encoding.ids.len();
-                documents.push((*row, encoding));
+                let sentence_lengths =
+                    self.sentence_words.map(|max_words| sentence_lengths(&encoding.tokens, max_words));
+                documents.push(Document { row: *row, encoding, sentence_lengths });
             }
         }
         counts.predicted = documents.len();
-        documents.sort_by_key(|(_, e)| e.ids.len());
+        documents.sort_by_key(Document::padded_shape);
         let batches: Vec<anyhow::Result<Vec<(usize, DocumentPrediction)>>> =
             documents.par_chunks(batch_size).map(|chunk| self.predict_batch(chunk)).collect();
         let mut rows: Vec<Option<DocumentPrediction>> = vec![None; texts.len()];
@@ -112,29 +114,22 @@ impl Classifier {
         Ok((rows, counts))
     }
 
-    fn predict_batch(&self, chunk: &[(usize, EncodedText)]) -> anyhow::Result<Vec<(usize, DocumentPrediction)>> {
+    fn predict_batch(&self, chunk: &[Document]) -> anyhow::Result<Vec<(usize, DocumentPrediction)>> {
         let pad = self.package.manifest.padding_id;
-        let sentence_lengths: Option<Vec<Vec<usize>>> = self
-            .sentence_words
-            .map(|max_words| chunk.iter().map(|(_, e)| sentence_lengths(&e.tokens, max_words)).collect());
-        let inputs = match &sentence_lengths {
-            None => {
-                let sequences: Vec<&[i64]> = chunk.iter().map(|(_, e)| e.ids.as_slice()).collect();
-                ModelInputs::right_padded(&sequences, pad)
-            }
-            Some(lengths) => {
-                let documents: Vec<(&[i64], &[usize])> =
-                    chunk.iter().zip(lengths).map(|((_, e), l)| (e.ids.as_slice(), l.as_slice())).collect();
-                ModelInputs::sentences_padded(&documents, pad)
-            }
+        let inputs = if self.sentence_words.is_some() {
+            let documents: Vec<(&[i64], &[usize])> =
+                chunk.iter().map(|d| (d.encoding.ids.as_slice(), d.sentences())).collect();
+            ModelInputs::sentences_padded(&documents, pad)
+        } else {
+            let sequences: Vec<&[i64]> = chunk.iter().map(|d| d.encoding.ids.as_slice()).collect();
+            ModelInputs::right_padded(&sequences, pad)
         };
         let outputs = self.backend.run(&inputs)?;
         let probs = outputs.get("probs").context("graph has no `probs` output")?;
         let attention = outputs.get("attention");
         let embedding = outputs.get("embedding");
-        let hierarchical = match &sentence_lengths {
-            Some(lengths) => Some((
-                lengths,
+        let hierarchical = match self.sentence_words {
+            Some(_) => Some((
                 outputs.get("word_attention").context("graph has no `word_attention` output")?,
                 outputs.get("sentence_attention").context("graph has no `sentence_attention` output")?,
             )),
@@ -143,11 +138,11 @@ impl Classifier {
         Ok(chunk
             .iter()
             .enumerate()
-            .map(|(i, (row, encoding))| {
-                let len = encoding.ids.len();
+            .map(|(i, document)| {
+                let len = document.encoding.ids.len();
                 let mut doc = DocumentPrediction {
                     probabilities: probs.row(i).to_vec(),
-                    tokens: encoding.tokens.clone(),
+                    tokens: document.encoding.tokens.clone(),
                     attention: attention.map(|a| {
                         let seq = a.shape[2];
                         a.row(i).chunks(seq).map(|head| head[..len].to_vec()).collect()
@@ -155,14 +150,39 @@ impl Classifier {
                     embedding: embedding.map(|e| e.row(i).to_vec()),
                     sentences: None,
                 };
-                if let Some((lengths, words, sentences)) = &hierarchical {
-                    let (attention, sentences) = document_attention(&lengths[i], words, sentences, i);
+                if let Some((words, sentences)) = &hierarchical {
+                    let (attention, sentences) = document_attention(document.sentences(), words, sentences, i);
                     doc.attention = Some(vec![attention]);
                     doc.sentences = Some(sentences);
                 }
-                (*row, doc)
+                (document.row, doc)
             })
             .collect())
+    }
+}
+
+/// One tokenized text waiting for its batch.
+struct Document {
+    /// Its row in the `texts` given to [`Classifier::predict`].
+    row: usize,
+    encoding: EncodedText,
+    /// Words per sentence, for hierarchical models.
+    sentence_lengths: Option<Vec<usize>>,
+}
+
+impl Document {
+    fn sentences(&self) -> &[usize] {
+        self.sentence_lengths.as_deref().unwrap_or_default()
+    }
+
+    /// What a batch pads to, most costly first: a flat model pads every document to the
+    /// longest one; a hierarchical model pads every sentence to the batch's longest sentence
+    /// (its word-level recurrence runs over all of them), then to the most sentences.
+    fn padded_shape(&self) -> (usize, usize) {
+        match &self.sentence_lengths {
+            Some(lengths) => (lengths.iter().copied().max().unwrap_or(0), lengths.len()),
+            None => (self.encoding.ids.len(), 0),
+        }
     }
 }
 
