@@ -104,6 +104,9 @@ struct TrainArgs {
     /// random.
     #[arg(long, value_name = "FILE")]
     word_vectors: Option<PathBuf>,
+    /// Keep the pre-trained word vectors fixed: train everything but the embedding.
+    #[arg(long, requires = "word_vectors")]
+    freeze_word_vectors: bool,
 }
 
 #[derive(Args)]
@@ -154,6 +157,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 training: args.training,
                 model: args.model,
                 word_vectors: args.word_vectors,
+                freeze_word_vectors: args.freeze_word_vectors,
             };
             let report = training_run::run(&request)?;
             let m = &report.manifest;

@@ -49,6 +49,8 @@ pub struct TrainRequest {
     pub model: ModelFlags,
     /// Pre-trained word vectors (word2vec text format) to start the word embedding from.
     pub word_vectors: Option<PathBuf>,
+    /// Train everything but the embedding started from `word_vectors`.
+    pub freeze_word_vectors: bool,
 }
 
 pub struct TrainReport {
@@ -121,10 +123,12 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
         let (table, found) = vectors.embedding_table(&data.tokenizer, request.training.seed);
         tracing::info!("word vectors: {found} of {} vocabulary words found", words.vocab_size);
         words.vectors = Some(table);
+        words.frozen = request.freeze_word_vectors;
         vector_summary = Some(serde_json::json!({
             "path": request.word_vectors.as_ref().map(|p| p.display().to_string()),
             "words_in_file": vectors.words.len(),
             "vocabulary_words_found": found,
+            "frozen": request.freeze_word_vectors,
         }));
     }
     let model = config.init(&words, data.classes.len(), &device);

@@ -79,6 +79,7 @@ fn train_tiny<C: ModelConfig>(variant: Variant, config: &C) -> Trained<C::Model>
         training: TrainConfig { epochs: 6, patience: 6, batch_size: 32, learning_rate: 5e-3, clip_norm: 0.5, seed: 7 },
         model: tiny_flags(),
         word_vectors: None,
+        freeze_word_vectors: false,
     };
     let TrainOutcome { report, model } = run_variant(&request, config).expect("training a tiny model");
     let package = ModelPackage::open(&report.package).expect("package written by export");

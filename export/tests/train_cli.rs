@@ -328,6 +328,7 @@ fn pre_trained_word_vectors_start_the_embedding_and_are_recorded() {
         serde_json::from_str(&std::fs::read_to_string(model.join("manifest.json")).expect("manifest")).expect("json");
     let found = manifest["hyper_parameters"]["word_vectors"]["vocabulary_words_found"].as_u64().expect("recorded");
     assert!(found > 1000, "most of the vocabulary has a vector ({found})");
+    assert_eq!(manifest["hyper_parameters"]["word_vectors"]["frozen"], false);
 
     let narrow = dir.path().join("narrow.txt");
     std::fs::write(&narrow, "good 0.1 0.2 0.3 0.4\nbad -0.1 0.0 0.2 0.1\n").expect("write vectors");
@@ -341,4 +342,14 @@ fn pre_trained_word_vectors_start_the_embedding_and_are_recorded() {
         stderr(&output)
     );
     assert!(!wrong_width.exists());
+}
+
+#[test]
+fn freezing_word_vectors_needs_word_vectors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("model");
+    let output = train(&fixture("imdb-train-600.parquet"), &out, &["--freeze-word-vectors"]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("--word-vectors <FILE>"), "{}", stderr(&output));
+    assert!(!out.exists());
 }
