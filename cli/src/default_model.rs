@@ -1,5 +1,6 @@
-//! The IMDB SAN package (with pre-trained word vectors) committed under `fixtures/default-model`, compiled into the binary so
-//! that `--model` can be left out wherever the binary runs.
+//! The IMDB SAN package (trained from pre-trained word vectors) committed under
+//! `fixtures/default-model`, compiled into the binary so that `--model` can be left out
+//! wherever the binary runs.
 
 use pipeline::package::{GRAPH_FILE, MANIFEST_FILE, ModelPackage, TOKENIZER_FILE};
 

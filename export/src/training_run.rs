@@ -136,8 +136,6 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
     finish(request, &data, trained, config, vector_summary, started)
 }
 
-/// `sentence_words`: cut documents into sentences of at most this many tokens (hierarchical
-/// variants), as the pipeline will.
 /// Reads `--word-vectors` and checks their width against `--embedding-dim`.
 fn load_word_vectors(path: &Path, request: &TrainRequest) -> anyhow::Result<WordVectors> {
     let vectors = WordVectors::read(path)?;
@@ -153,6 +151,8 @@ fn load_word_vectors(path: &Path, request: &TrainRequest) -> anyhow::Result<Word
     Ok(vectors)
 }
 
+/// `sentence_words`: cut documents into sentences of at most this many tokens (hierarchical
+/// variants), as the pipeline will.
 fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Result<PreparedData> {
     let corpus = LabelledCorpus::read(&request.train, &request.columns)?;
     let classes = corpus.classes();
