@@ -2,6 +2,8 @@
 //! `fixtures/default-model`, compiled into the binary so that `--model` can be left out
 //! wherever the binary runs.
 
+use anyhow::Context;
+use pipeline::atomic_file::Registration;
 use pipeline::package::{GRAPH_FILE, MANIFEST_FILE, ModelPackage, TOKENIZER_FILE};
 
 const FILES: [(&str, &[u8]); 3] = [
@@ -10,12 +12,25 @@ const FILES: [(&str, &[u8]); 3] = [
     (MANIFEST_FILE, include_bytes!("../../fixtures/default-model/manifest.json")),
 ];
 
+/// The unpacked package's directory, removed when dropped, and on a signal or a panic
+/// (it is registered as a live temporary).
+pub struct Unpacked {
+    _registration: Registration,
+    _dir: tempfile::TempDir,
+}
+
 /// Unpacks the embedded package into a temporary directory that lives as long as the guard.
-pub fn unpack() -> anyhow::Result<(tempfile::TempDir, ModelPackage)> {
-    let dir = tempfile::Builder::new().prefix("pipeline-default-model-").tempdir()?;
+pub fn unpack() -> anyhow::Result<(Unpacked, ModelPackage)> {
+    let dir = tempfile::Builder::new()
+        .prefix("pipeline-default-model-")
+        .tempdir()
+        .context("cannot unpack the embedded model into the temporary directory (is TMPDIR writable?)")?;
+    let registration = Registration::new(dir.path());
     for (name, bytes) in FILES {
-        std::fs::write(dir.path().join(name), bytes)?;
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes)
+            .with_context(|| format!("cannot unpack the embedded model into {}", path.display()))?;
     }
     let package = ModelPackage::open(dir.path())?;
-    Ok((dir, package))
+    Ok((Unpacked { _registration: registration, _dir: dir }, package))
 }

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use pipeline::classifier::Classifier;
 use pipeline::command_line::print_report;
-use pipeline::inference::{BackendKind, BackendOptions, Device, open_backend};
+use pipeline::inference::{BackendKind, BackendOptions, Device};
 use pipeline::job::{JobOptions, run_job};
 use pipeline::package::{InputLayout, ModelPackage};
 
@@ -53,13 +54,13 @@ struct RunArgs {
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     device: Device,
     /// Documents per inference batch.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = at_least_one())]
     batch_size: usize,
     /// Documents read, length-sorted and written together (bounds memory).
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, default_value_t = 2048, value_parser = at_least_one())]
     window: usize,
     /// Token limit per document (default: the model's).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one())]
     max_tokens: Option<usize>,
     /// Also write the sentence embedding fed to the classifier.
     #[arg(long)]
@@ -73,11 +74,19 @@ struct RunArgs {
     /// Also write the run summary as JSON to this file.
     #[arg(long)]
     metrics_json: Option<PathBuf>,
+    /// Test hook: panic after the first window (exercises exit code 70 and the clean-up).
+    #[arg(long, hide = true)]
+    panic_after_first_window: bool,
+}
+
+/// A count that must be at least 1 (0 is a usage error, exit code 2).
+fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..)
 }
 
 /// `--model DIR`, or the embedded default unpacked into a temporary directory that lives as
 /// long as the returned guard.
-fn open_model(dir: Option<PathBuf>) -> anyhow::Result<(Option<tempfile::TempDir>, ModelPackage)> {
+fn open_model(dir: Option<PathBuf>) -> anyhow::Result<(Option<default_model::Unpacked>, ModelPackage)> {
     match dir {
         Some(dir) => Ok((None, ModelPackage::open(&dir)?)),
         None => {
@@ -113,13 +122,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 window: args.window,
                 max_tokens: args.max_tokens,
                 with_embedding: args.embedding,
+                metrics_json: args.metrics_json,
+                panic_after_first_window: args.panic_after_first_window,
             };
             let summary = run_job(&package, &options)?;
             print_report(&format!("{summary}\n"))?;
-            if let Some(path) = args.metrics_json {
-                std::fs::write(&path, serde_json::to_string_pretty(&summary)?)
-                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-            }
             Ok(())
         }
         Command::Sql(args) => {
@@ -128,7 +135,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Inspect { dir } => {
             let (guard, package) = open_model(dir)?;
-            let backend = open_backend(&package.graph_path(), &BackendOptions::default())?;
+            // The checks `pipeline run` makes, so that a package it would refuse is not shown as fine.
+            let classifier = Classifier::open(package.clone(), &BackendOptions::default(), None)?;
+            let backend = classifier.backend();
             let m = &package.manifest;
             let location = match guard {
                 Some(_) => "(embedded default: fixtures/default-model)".to_owned(),

@@ -45,9 +45,29 @@ pub struct SqlArgs {
     batch_size: usize,
 }
 
-/// `default_model` is the package behind classify(text).
+/// Stack of the thread that parses and plans queries: planning recurses through a query's
+/// expressions, and dropping a deeply nested parse tree does too. Only what is used is
+/// committed, so a large reservation costs nothing for ordinary queries.
+const PLANNING_STACK: usize = 256 << 20;
+/// Stack of the threads that execute query plans.
+const EXECUTION_STACK: usize = 64 << 20;
+
+/// `default_model` is the package behind classify(text). Runs on a thread with a stack of
+/// [`PLANNING_STACK`].
 pub fn run(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
+    let planner = std::thread::Builder::new()
+        .name("sql".to_owned())
+        .stack_size(PLANNING_STACK)
+        .spawn(move || run_here(args, default_model))
+        .context("cannot start the query thread")?;
+    planner.join().map_err(|_| anyhow::anyhow!("internal error: the query thread panicked"))?
+}
+
+fn run_here(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
     anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
+    if let Some(output) = &args.output {
+        pipeline::atomic_file::check_replaceable(output)?;
+    }
     let classify = ClassifyOptions {
         default_model: Some(default_model),
         backend: BackendOptions {
@@ -58,7 +78,11 @@ pub fn run(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
         },
         batch_size: args.batch_size,
     };
-    let runtime = tokio::runtime::Runtime::new().context("cannot start the query runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(EXECUTION_STACK)
+        .build()
+        .context("cannot start the query runtime")?;
     runtime.block_on(async {
         let mut session = SqlSession::new(classify);
         register_tables(&mut session, &args.tables).await?;
@@ -104,6 +128,9 @@ async fn run_query(
     view: TableView,
 ) -> anyhow::Result<()> {
     let frame = session.query(query).await?;
+    if let Some(path) = output {
+        session.check_output(path)?;
+    }
     let rows = write_results(frame, format, output, view).await?;
     if let Some(path) = output {
         eprintln!("{rows} rows -> {}", path.display());

@@ -1,98 +1,15 @@
 //! `pipeline run` and `pipeline inspect` as a user runs them, on the committed tiny SAN
 //! package (`fixtures/tiny-san`, trained by `export train` on the fixture slice).
 
+mod common;
+
 use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray, Int64Array, ListArray, RecordBatch, StringArray};
+use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{Field, Float32Type, Schema};
-use parquet::arrow::ArrowWriter;
+use common::*;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn tiny_model() -> PathBuf {
-    repo().join("fixtures/tiny-san")
-}
-
-fn reviews() -> PathBuf {
-    repo().join("fixtures/reviews.parquet")
-}
-
-fn pipeline(args: &[&str], paths: &[(&str, &Path)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_pipeline"));
-    command.args(args);
-    for (flag, path) in paths {
-        command.arg(flag).arg(path);
-    }
-    command.output().expect("run pipeline")
-}
-
-fn run(input: &Path, output: &Path, extra: &[&str]) -> Output {
-    let mut args = vec!["run"];
-    args.extend_from_slice(extra);
-    pipeline(&args, &[("--input", input), ("--model", &tiny_model()), ("--output", output)])
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn read(path: &Path) -> RecordBatch {
-    let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).expect("output exists"))
-        .expect("parquet")
-        .build()
-        .expect("reader");
-    let batches: Vec<RecordBatch> = reader.map(|b| b.expect("batch")).collect();
-    arrow::compute::concat_batches(&batches[0].schema(), &batches).expect("concat")
-}
-
-fn probabilities(batch: &RecordBatch) -> Vec<Option<Vec<f32>>> {
-    let list: &ListArray = batch.column_by_name("probabilities").expect("column").as_list::<i32>();
-    (0..list.len())
-        .map(|i| list.is_valid(i).then(|| list.value(i).as_primitive::<Float32Type>().values().to_vec()))
-        .collect()
-}
-
-fn strings(batch: &RecordBatch, name: &str) -> Vec<Option<String>> {
-    let column = batch.column_by_name(name).unwrap_or_else(|| panic!("column {name}"));
-    column.as_string::<i32>().iter().map(|s| s.map(str::to_owned)).collect()
-}
-
-fn write_parquet(path: &Path, columns: Vec<(&str, Arc<dyn Array>)>) {
-    let fields: Vec<Field> = columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect();
-    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns.into_iter().map(|(_, a)| a).collect())
-        .expect("batch");
-    let mut writer = ArrowWriter::try_new(File::create(path).expect("create"), batch.schema(), None).expect("writer");
-    writer.write(&batch).expect("write");
-    writer.close().expect("close");
-}
-
-fn max_diff(a: &[Option<Vec<f32>>], b: &[Option<Vec<f32>>]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    let mut worst = 0.0f32;
-    for (x, y) in a.iter().zip(b) {
-        match (x, y) {
-            (Some(x), Some(y)) => x.iter().zip(y).for_each(|(p, q)| worst = worst.max((p - q).abs())),
-            (None, None) => {}
-            _ => panic!("a row is null in one output only"),
-        }
-    }
-    worst
-}
-
-fn files_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
 
 #[test]
 fn writes_predictions_with_attention_in_input_order() {
@@ -301,11 +218,7 @@ fn unwritable_output_is_an_error() {
     let out = dir.path().join("no/such/dir/out.parquet");
     let output = run(&reviews(), &out, &[]);
     assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("cannot write to") && stderr(&output).contains("no/such/dir"),
-        "{}",
-        stderr(&output)
-    );
+    assert!(stderr(&output).contains("cannot write") && stderr(&output).contains("no/such/dir"), "{}", stderr(&output));
 }
 
 #[test]

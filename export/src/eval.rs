@@ -52,6 +52,13 @@ pub fn evaluate(
     let texts: Vec<Option<&str>> = corpus.texts.iter().map(|t| Some(t.as_str())).collect();
     let (predictions, counts) = classifier.predict(&texts, batch_size.max(1))?;
     let skipped = corpus.skipped_null + counts.empty_texts;
+    if counts.predicted == 0 {
+        bail!(
+            "no document of {} has a token the model knows ({} rows skipped); there is nothing to score",
+            data.display(),
+            skipped
+        );
+    }
     let mut confusion = vec![vec![0usize; labels.len()]; labels.len()];
     for (prediction, label) in predictions.iter().zip(&corpus.labels) {
         if let Some(prediction) = prediction {
@@ -84,9 +91,10 @@ pub fn record_in_manifest(package_dir: &Path, prefix: &str, evaluation: &Evaluat
     metrics.insert(format!("{prefix}_accuracy"), evaluation.accuracy);
     metrics.insert(format!("{prefix}_macro_f1"), evaluation.macro_f1);
     let path = package_dir.join(pipeline::package::MANIFEST_FILE);
-    let mut staged = tempfile::NamedTempFile::new_in(package_dir)?;
-    std::io::Write::write_all(&mut staged, serde_json::to_string_pretty(&package.manifest)?.as_bytes())?;
-    pipeline::atomic_file::publish(staged, &path)
+    let mut staged = pipeline::atomic_file::temp_beside(&path)?;
+    std::io::Write::write_all(&mut staged, serde_json::to_string_pretty(&package.manifest)?.as_bytes())
+        .map_err(|e| pipeline::atomic_file::write_failed(&path, &e))?;
+    staged.publish(&path)
 }
 
 /// Unweighted mean of per-class F1 (a class never predicted nor present scores 0).

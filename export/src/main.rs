@@ -12,7 +12,7 @@ use export::train::TrainConfig;
 use export::training_run::{self, TrainRequest};
 use export::vocabulary::VocabularyConfig;
 use export::word_vectors::{WordVectorConfig, train_word_vectors};
-use pipeline::atomic_file::{publish, temp_beside};
+use pipeline::atomic_file::{TempFile, temp_beside, write_failed};
 use pipeline::inference::{BackendKind, BackendOptions, Device};
 
 #[derive(Parser)]
@@ -137,6 +137,16 @@ struct EvalArgs {
     columns: ColumnArgs,
 }
 
+/// The temporary for an output file, after checking that it may be replaced and that it is
+/// none of `inputs`.
+fn checked_output(output: &std::path::Path, inputs: &[&std::path::Path]) -> anyhow::Result<TempFile> {
+    for input in inputs {
+        let same = output.canonicalize().ok().zip(input.canonicalize().ok()).is_some_and(|(a, b)| a == b);
+        anyhow::ensure!(!same, "{} is also an input; write the output to another file", output.display());
+    }
+    temp_beside(output)
+}
+
 fn main() -> ExitCode {
     pipeline::command_line::run_main(|| run(Cli::parse()))
 }
@@ -178,10 +188,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 intra_op_threads: 1,
                 ort_library: args.ort_library,
             };
+            // Checked before the evaluation, which can take minutes.
+            let metrics =
+                args.metrics_json.as_deref().map(|path| checked_output(path, &[args.data.as_path()])).transpose()?;
             let evaluation = evaluate(&args.model, &args.data, &args.columns.columns(), &backend, args.batch_size)?;
             pipeline::command_line::print_report(&evaluation.to_string())?;
-            if let Some(path) = args.metrics_json {
-                std::fs::write(&path, serde_json::to_string_pretty(&evaluation)?)?;
+            if let (Some(mut file), Some(path)) = (metrics, &args.metrics_json) {
+                std::io::Write::write_all(&mut file, serde_json::to_string_pretty(&evaluation)?.as_bytes())
+                    .map_err(|e| write_failed(path, &e))?;
+                file.publish(path)?;
             }
             if let Some(name) = args.record {
                 export::eval::record_in_manifest(&args.model, &name, &evaluation)?;
@@ -192,15 +207,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if args.out.exists() && !args.force {
                 anyhow::bail!("{} already exists; pass --force to replace it", args.out.display());
             }
+            let corpora: Vec<&std::path::Path> = args.corpus.iter().map(PathBuf::as_path).collect();
+            let temp = checked_output(&args.out, &corpora)?;
             args.vectors.validate()?;
             let mut texts = Vec::new();
             for path in &args.corpus {
                 texts.extend(read_texts(path, &args.text_column)?);
             }
             let vectors = train_word_vectors(&texts, &args.vocabulary, &args.vectors)?;
-            let temp = temp_beside(&args.out, "vectors")?;
             vectors.write(temp.path())?;
-            publish(temp, &args.out)?;
+            temp.publish(&args.out)?;
             pipeline::command_line::print_report(&format!(
                 "wrote {} ({} words × {} dimensions from {} documents)\n",
                 args.out.display(),

@@ -4,28 +4,52 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use pipeline::package::{GRAPH_FILE, MANIFEST_FILE, Manifest, TOKENIZER_FILE};
+use pipeline::atomic_file::temp_dir_beside;
+use pipeline::package::{GRAPH_FILE, MANIFEST_FILE, Manifest, ModelPackage, TOKENIZER_FILE};
 use prost::Message;
 use tokenizers::Tokenizer;
 use tract_onnx::pb::ModelProto;
 
-/// Refuses an existing destination unless `force` is set. Called before training starts, so
-/// that a long run does not end in a refusal.
+/// Refuses an existing destination unless `force` is set, and even then replaces only a
+/// valid model package holding nothing else (or an empty directory): `--force` must never
+/// delete a file the user did not ask to replace. Called before training starts, so that a
+/// long run does not end in a refusal, and again just before the package is moved in.
 pub fn check_destination(out: &Path, force: bool) -> anyhow::Result<()> {
-    if !out.exists() {
-        return Ok(());
-    }
+    let meta = match std::fs::symlink_metadata(out) {
+        Ok(meta) => meta,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => bail!("cannot check --out {}: {error}", out.display()),
+    };
     if !force {
         bail!("{} already exists; choose another --out or pass --force to replace it", out.display());
     }
-    // --force replaces a package or an empty directory, never an unrelated file or folder.
-    let is_package = out.join(MANIFEST_FILE).is_file();
-    let is_empty_dir = out.is_dir() && std::fs::read_dir(out).map(|mut d| d.next().is_none()).unwrap_or(false);
-    if !is_package && !is_empty_dir {
+    if !meta.is_dir() {
         bail!(
-            "{} exists and is not a model package; --force only replaces a package (or an empty directory)",
-            out.display()
+            "{} is {}, not a model package directory; --force only replaces a package (or an empty directory)",
+            out.display(),
+            pipeline::atomic_file::describe_file_type(meta.file_type())
         );
+    }
+    let mut others: Vec<String> = std::fs::read_dir(out)
+        .with_context(|| format!("cannot list {}", out.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| ![GRAPH_FILE, TOKENIZER_FILE, MANIFEST_FILE].contains(&name.as_str()))
+        .collect();
+    if !others.is_empty() {
+        others.sort();
+        bail!(
+            "{} holds more than a model package ({}); --force replaces only a package's own files, so move those \
+             away or choose another --out",
+            out.display(),
+            others.join(", ")
+        );
+    }
+    let is_empty = std::fs::read_dir(out).map(|mut d| d.next().is_none()).unwrap_or(false);
+    if !is_empty {
+        ModelPackage::open(out).with_context(|| {
+            format!("--force replaces only a valid model package, and {} is not one", out.display())
+        })?;
     }
     Ok(())
 }
@@ -44,33 +68,23 @@ pub fn write_package(
     files: PackageFiles<'_>,
     verify: impl FnOnce(&Path) -> anyhow::Result<()>,
 ) -> anyhow::Result<PathBuf> {
-    check_destination(out, force)?;
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&parent).with_context(|| format!("cannot create {}", parent.display()))?;
-    let name = out.file_name().and_then(|n| n.to_str()).unwrap_or("package");
-    let staging = tempfile::Builder::new()
-        .prefix(&format!(".{name}.partial-"))
-        .tempdir_in(&parent)
-        .with_context(|| format!("cannot create a temporary directory in {}", parent.display()))?;
-
-    std::fs::write(staging.path().join(GRAPH_FILE), files.graph.encode_to_vec())?;
+    let staging = temp_dir_beside(out)?;
+    let written = |name: &str| format!("cannot write {} of the package {}", name, out.display());
+    std::fs::write(staging.path().join(GRAPH_FILE), files.graph.encode_to_vec())
+        .with_context(|| written(GRAPH_FILE))?;
     files
         .tokenizer
         .save(staging.path().join(TOKENIZER_FILE), false)
         .map_err(|e| anyhow::anyhow!("cannot write {TOKENIZER_FILE}: {e}"))?;
-    std::fs::write(staging.path().join(MANIFEST_FILE), serde_json::to_string_pretty(files.manifest)?)?;
+    std::fs::write(staging.path().join(MANIFEST_FILE), serde_json::to_string_pretty(files.manifest)?)
+        .with_context(|| written(MANIFEST_FILE))?;
     verify(staging.path()).context("the exported package failed verification")?;
 
+    // Checked again: the destination may have changed during training.
+    check_destination(out, force)?;
     if out.is_dir() {
         std::fs::remove_dir_all(out).with_context(|| format!("cannot replace {}", out.display()))?;
     }
-    // Temporary directories are private (0700); the package is an ordinary readable directory.
-    #[cfg(unix)]
-    std::fs::set_permissions(staging.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-    let staged = staging.keep();
-    std::fs::rename(&staged, out).with_context(|| format!("cannot move the package into {}", out.display()))?;
+    staging.publish(out)?;
     Ok(out.to_path_buf())
 }

@@ -195,6 +195,18 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
             (tt, tl, vt, vl)
         }
     };
+    if train_texts.is_empty() || valid_texts.is_empty() {
+        let (empty, other) =
+            if train_texts.is_empty() { ("training", "validation") } else { ("validation", "training") };
+        bail!(
+            "{} has {} usable rows; split into training and validation, the {empty} part is empty (all {} rows \
+             went to {other}). Each class needs at least 2 rows to be split (--valid-fraction), or give a separate \
+             --valid corpus",
+            request.train.display(),
+            corpus.len(),
+            corpus.len()
+        );
+    }
     // The vocabulary comes from the training part only, so validation stays unseen.
     let tokenizer = build_tokenizer(&train_texts, &request.vocabulary)?;
     let encoder = TextEncoder::new(tokenizer.clone(), request.max_tokens);

@@ -199,11 +199,11 @@ fn check_alone_equals_batch(backend: &dyn InferenceBackend, inputs: &ModelInputs
     let hops = batch.get("attention").map_or(0, |a| a.shape[1]);
     for (row, sequence) in sequences.iter().enumerate() {
         let alone = backend.run(&ModelInputs::right_padded(&[sequence], 0)).expect("single run");
-        let probs_diff = max_abs_diff(batch["probs"].row(row), &alone["probs"].data);
+        let probs_diff = max_abs_diff(batch["probs"].row(row).expect("row"), &alone["probs"].data);
         assert!(probs_diff <= ALONE_TOLERANCE, "{}: row {row} probs differ alone by {probs_diff}", backend.describe());
         for hop in 0..hops {
-            let batched = &batch["attention"].row(row)[hop * seq..(hop + 1) * seq];
-            let single = &alone["attention"].row(0)[hop * sequence.len()..(hop + 1) * sequence.len()];
+            let batched = &batch["attention"].row(row).expect("row")[hop * seq..(hop + 1) * seq];
+            let single = &alone["attention"].row(0).expect("row")[hop * sequence.len()..(hop + 1) * sequence.len()];
             let diff = max_abs_diff(&batched[..sequence.len()], single);
             assert!(
                 diff <= ALONE_TOLERANCE,
@@ -214,7 +214,7 @@ fn check_alone_equals_batch(backend: &dyn InferenceBackend, inputs: &ModelInputs
             let total: f32 = batched.iter().sum();
             assert!((total - 1.0).abs() < 1e-5, "attention row sums to {total}");
         }
-        let embedding_diff = max_abs_diff(batch["embedding"].row(row), &alone["embedding"].data);
+        let embedding_diff = max_abs_diff(batch["embedding"].row(row).expect("row"), &alone["embedding"].data);
         assert!(embedding_diff <= ALONE_TOLERANCE, "row {row} embedding differs alone by {embedding_diff}");
     }
 }
@@ -397,16 +397,16 @@ fn check_han_alone_equals_batch(
         let alone = backend.run(&ModelInputs::sentences_padded(&[(ids, lengths)], 0)).expect("single run");
         let alone_words = alone["word_attention"].shape[2];
         let describe = backend.describe();
-        let probs_diff = max_abs_diff(batch["probs"].row(row), &alone["probs"].data);
+        let probs_diff = max_abs_diff(batch["probs"].row(row).expect("row"), &alone["probs"].data);
         assert!(probs_diff <= ALONE_TOLERANCE, "{describe}: row {row} probs differ alone by {probs_diff}");
-        let batched_sentences = batch["sentence_attention"].row(row);
+        let batched_sentences = batch["sentence_attention"].row(row).expect("row");
         let n = lengths.len();
         let diff = max_abs_diff(&batched_sentences[..n], &alone["sentence_attention"].data);
         assert!(diff <= ALONE_TOLERANCE, "{describe}: row {row} sentence attention differs alone by {diff}");
         assert!(batched_sentences[n..].iter().all(|&w| w == 0.0), "sentence attention leaked onto padding");
         let total: f32 = batched_sentences.iter().sum();
         assert!((total - 1.0).abs() < 1e-5, "sentence attention sums to {total}");
-        let batched_words = batch["word_attention"].row(row);
+        let batched_words = batch["word_attention"].row(row).expect("row");
         for sentence in 0..sentences {
             let here = &batched_words[sentence * words..(sentence + 1) * words];
             let Some(&len) = lengths.get(sentence) else {

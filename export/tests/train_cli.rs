@@ -184,9 +184,90 @@ fn existing_output_is_refused_without_force() {
 
     // --force replaces model packages only, not a folder of someone's files.
     let output = train(&fixture("imdb-train-600.parquet"), &out, &["--force"]);
-    assert!(!output.status.success());
-    assert!(stderr(&output).contains("is not a model package"), "{}", stderr(&output));
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("holds more than a model package (keep.txt)"), "{}", stderr(&output));
     assert_eq!(std::fs::read_to_string(out.join("keep.txt")).expect("untouched"), "mine");
+
+    // A manifest.json (valid or not) does not make a folder a package: this deleted
+    // everything beside it before.
+    std::fs::write(out.join("manifest.json"), "not json").expect("write");
+    std::fs::write(out.join("NOTES.md"), "notes").expect("write");
+    std::fs::create_dir(out.join("results")).expect("mkdir");
+    let output = train(&fixture("imdb-train-600.parquet"), &out, &["--force"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("(NOTES.md, keep.txt, results)"), "{}", stderr(&output));
+    for kept in ["keep.txt", "NOTES.md", "manifest.json"] {
+        assert!(out.join(kept).is_file(), "{kept} was deleted");
+    }
+    // Only the package's own files, but not a valid package: refused too.
+    for extra in ["keep.txt", "NOTES.md"] {
+        std::fs::remove_file(out.join(extra)).expect("rm");
+    }
+    std::fs::remove_dir(out.join("results")).expect("rm");
+    let output = train(&fixture("imdb-train-600.parquet"), &out, &["--force"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("is not one") && stderr(&output).contains("manifest.json"), "{}", stderr(&output));
+    assert_eq!(std::fs::read_to_string(out.join("manifest.json")).expect("untouched"), "not json");
+}
+
+#[test]
+fn a_corpus_too_small_to_split_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corpus = dir.path().join("two.parquet");
+    write_parquet(&corpus, vec![("text", strings(&reviews(2))), ("label", strings(&labels(2)))]);
+    let output = train(&corpus, &dir.path().join("model"), &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("validation") && err.contains("--valid"), "{err}");
+    assert!(!err.contains("tokeniz"), "the split is the cause, not tokenization: {err}");
+    assert_nothing_written(dir.path(), &["two.parquet"]);
+}
+
+#[test]
+fn eval_refuses_labels_that_do_not_match_the_graph() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = dir.path().join("model");
+    std::fs::create_dir(&model).expect("mkdir");
+    for file in ["model.onnx", "tokenizer.json", "manifest.json"] {
+        std::fs::copy(fixture("tiny-avg-3class").join(file), model.join(file)).expect("copy");
+    }
+    let manifest = std::fs::read_to_string(model.join("manifest.json")).expect("read");
+    let mut manifest: serde_json::Value = serde_json::from_str(&manifest).expect("json");
+    manifest["labels"] = serde_json::json!(["neg", "pos"]);
+    std::fs::write(model.join("manifest.json"), manifest.to_string()).expect("write");
+    let eval = export()
+        .args(["eval", "--model"])
+        .arg(&model)
+        .arg("--data")
+        .arg(fixture("reviews.parquet"))
+        .output()
+        .expect("run eval");
+    assert_eq!(eval.status.code(), Some(1), "{}", stderr(&eval));
+    assert!(stderr(&eval).contains("outputs 3 class probabilities"), "{}", stderr(&eval));
+}
+
+#[test]
+fn outputs_that_are_inputs_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corpus = dir.path().join("corpus.parquet");
+    std::fs::copy(fixture("reviews.parquet"), &corpus).expect("copy");
+    let before = std::fs::read(&corpus).expect("read");
+    let output =
+        export().args(["vectors", "--force", "--corpus"]).arg(&corpus).arg("--out").arg(&corpus).output().expect("run");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("is also an input"), "{}", stderr(&output));
+    let eval = export()
+        .args(["eval", "--model"])
+        .arg(fixture("tiny-san"))
+        .arg("--data")
+        .arg(&corpus)
+        .arg("--metrics-json")
+        .arg(&corpus)
+        .output()
+        .expect("run eval");
+    assert_eq!(eval.status.code(), Some(1), "{}", stderr(&eval));
+    assert_eq!(std::fs::read(&corpus).expect("read"), before, "the corpus is untouched");
+    assert_nothing_written(dir.path(), &["corpus.parquet"]);
 }
 
 #[test]

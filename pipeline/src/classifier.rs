@@ -3,18 +3,21 @@
 //! Shared by `pipeline run` (one window of a file at a time) and SQL's `classify()` (one
 //! Arrow array at a time), so both tokenize, batch and read the graph's outputs identically.
 
-use anyhow::{Context, bail};
+use std::sync::Arc;
+
+use anyhow::Context;
 use rayon::prelude::*;
 
+use crate::contract;
 use crate::inference::{BackendOptions, InferenceBackend, ModelInputs, OutputTensor, open_backend};
-use crate::package::{InputLayout, MANIFEST_FILE, ModelPackage};
+use crate::package::{InputLayout, ModelPackage};
 use crate::predictions::{DocumentPrediction, OptionalColumns, SentenceAttention};
 use crate::text::{DEFAULT_SENTENCE_WORDS, EncodedText, TextEncoder, sentence_lengths};
 
 pub struct Classifier {
     package: ModelPackage,
     encoder: TextEncoder,
-    backend: Box<dyn InferenceBackend>,
+    backend: Arc<dyn InferenceBackend>,
     has_attention: bool,
     /// `Some(max words per sentence)` for hierarchical models, fed `[batch, sentences, words]`.
     sentence_words: Option<usize>,
@@ -32,13 +35,24 @@ pub struct TextCounts {
 }
 
 impl Classifier {
-    /// Loads the tokenizer and the graph, and checks the graph against the manifest.
+    /// Loads the tokenizer and the graph, and checks the package contract (see [`contract`]).
     /// `max_tokens` overrides the package's token limit.
     pub fn open(package: ModelPackage, backend: &BackendOptions, max_tokens: Option<usize>) -> anyhow::Result<Self> {
-        let max_tokens = max_tokens.unwrap_or(package.manifest.max_tokens);
-        let encoder = TextEncoder::from_file(&package.tokenizer_path(), max_tokens)?;
         let backend = open_backend(&package.graph_path(), backend)?;
-        let has_attention = check_graph_matches_manifest(&package, backend.as_ref())?;
+        Self::with_backend(package, Arc::from(backend), max_tokens)
+    }
+
+    /// Like [`Classifier::open`], on a backend already loaded from the package's graph.
+    pub fn with_backend(
+        package: ModelPackage,
+        backend: Arc<dyn InferenceBackend>,
+        max_tokens: Option<usize>,
+    ) -> anyhow::Result<Self> {
+        let max_tokens = max_tokens.unwrap_or(package.manifest.max_tokens);
+        anyhow::ensure!(max_tokens > 0, "the token limit must be at least 1");
+        let encoder = TextEncoder::from_file(&package.tokenizer_path(), max_tokens)?;
+        contract::check_vocabulary(&package, encoder.tokenizer())?;
+        let has_attention = contract::check_outputs(&package, backend.as_ref())?;
         let sentence_words = match package.manifest.input_layout {
             InputLayout::Tokens => None,
             InputLayout::SentencesWords => Some(package.manifest.max_sentence_words.unwrap_or(DEFAULT_SENTENCE_WORDS)),
@@ -52,6 +66,11 @@ impl Classifier {
 
     pub fn backend(&self) -> &dyn InferenceBackend {
         self.backend.as_ref()
+    }
+
+    /// The backend, to share with another classifier on the same graph.
+    pub fn shared_backend(&self) -> Arc<dyn InferenceBackend> {
+        self.backend.clone()
     }
 
     pub fn labels(&self) -> &[String] {
@@ -108,7 +127,10 @@ impl Classifier {
         let mut rows: Vec<Option<DocumentPrediction>> = vec![None; texts.len()];
         for batch in batches {
             for (row, doc) in batch? {
-                rows[row] = Some(doc);
+                // `row` came from enumerating `texts`, which `rows` mirrors.
+                if let Some(slot) = rows.get_mut(row) {
+                    *slot = Some(doc);
+                }
             }
         }
         Ok((rows, counts))
@@ -125,39 +147,32 @@ impl Classifier {
             ModelInputs::right_padded(&sequences, pad)
         };
         let outputs = self.backend.run(&inputs)?;
-        let probs = outputs.get("probs").context("graph has no `probs` output")?;
+        let output = |name: &str| outputs.get(name).with_context(|| format!("the graph returned no `{name}` output"));
+        let probs = output("probs")?;
         let attention = outputs.get("attention");
         let embedding = outputs.get("embedding");
         let hierarchical = match self.sentence_words {
-            Some(_) => Some((
-                outputs.get("word_attention").context("graph has no `word_attention` output")?,
-                outputs.get("sentence_attention").context("graph has no `sentence_attention` output")?,
-            )),
+            Some(_) => Some((output("word_attention")?, output("sentence_attention")?)),
             None => None,
         };
-        Ok(chunk
-            .iter()
-            .enumerate()
-            .map(|(i, document)| {
-                let len = document.encoding.ids.len();
-                let mut doc = DocumentPrediction {
-                    probabilities: probs.row(i).to_vec(),
-                    tokens: document.encoding.tokens.clone(),
-                    attention: attention.map(|a| {
-                        let seq = a.shape[2];
-                        a.row(i).chunks(seq).map(|head| head[..len].to_vec()).collect()
-                    }),
-                    embedding: embedding.map(|e| e.row(i).to_vec()),
-                    sentences: None,
-                };
-                if let Some((words, sentences)) = &hierarchical {
-                    let (attention, sentences) = document_attention(document.sentences(), words, sentences, i);
-                    doc.attention = Some(vec![attention]);
-                    doc.sentences = Some(sentences);
-                }
-                (document.row, doc)
-            })
-            .collect())
+        let mut predictions = Vec::with_capacity(chunk.len());
+        for (i, document) in chunk.iter().enumerate() {
+            let len = document.encoding.ids.len();
+            let mut doc = DocumentPrediction {
+                probabilities: probs.row(i)?.to_vec(),
+                tokens: document.encoding.tokens.clone(),
+                attention: attention.map(|a| a.heads(i, len)).transpose()?,
+                embedding: embedding.map(|e| e.row(i).map(<[f32]>::to_vec)).transpose()?,
+                sentences: None,
+            };
+            if let Some((words, sentences)) = &hierarchical {
+                let (attention, sentences) = document_attention(document.sentences(), words, sentences, i)?;
+                doc.attention = Some(vec![attention]);
+                doc.sentences = Some(sentences);
+            }
+            predictions.push((document.row, doc));
+        }
+        Ok(predictions)
     }
 }
 
@@ -194,49 +209,17 @@ fn document_attention(
     words: &OutputTensor,
     sentences: &OutputTensor,
     row: usize,
-) -> (Vec<f32>, SentenceAttention) {
-    let width = words.shape[2];
-    let (words, sentence_weights) = (words.row(row), sentences.row(row));
+) -> anyhow::Result<(Vec<f32>, SentenceAttention)> {
+    let width = words.shape.get(2).copied().unwrap_or(0);
+    let (words, sentence_weights) = (words.row(row)?, sentences.row(row)?);
+    let short = || anyhow::anyhow!("the graph's sentence attention is smaller than the batch it was given");
     let mut attention = Vec::with_capacity(lengths.iter().sum());
-    for (sentence, &len) in lengths.iter().enumerate() {
-        let weight = sentence_weights[sentence];
-        attention.extend(words[sentence * width..sentence * width + len].iter().map(|w| w * weight));
+    let mut sentence_starts = (0..).step_by(width.max(1));
+    for (&len, &weight) in lengths.iter().zip(sentence_weights) {
+        let start = sentence_starts.next().ok_or_else(short)?;
+        let sentence = words.get(start..start + len).ok_or_else(short)?;
+        attention.extend(sentence.iter().map(|w| w * weight));
     }
-    let weights = sentence_weights[..lengths.len()].to_vec();
-    (attention, SentenceAttention { lengths: lengths.to_vec(), weights })
-}
-
-/// Returns whether the graph has an `attention` output, after checking that the graph and
-/// the manifest agree on it.
-fn check_graph_matches_manifest(package: &ModelPackage, backend: &dyn InferenceBackend) -> anyhow::Result<bool> {
-    let names = backend.output_names();
-    if !names.iter().any(|n| n == "probs") {
-        bail!(
-            "{} does not match the package contract: it has outputs {names:?}, but `probs` is required",
-            package.graph_path().display()
-        );
-    }
-    if package.manifest.input_layout == InputLayout::SentencesWords {
-        let missing: Vec<&str> =
-            ["word_attention", "sentence_attention"].into_iter().filter(|n| !names.iter().any(|m| m == n)).collect();
-        if !missing.is_empty() {
-            bail!(
-                "{} does not match the package contract: a hierarchical model needs outputs {}, it has {names:?}",
-                package.graph_path().display(),
-                missing.join(" and ")
-            );
-        }
-        return Ok(true);
-    }
-    let has_attention = names.iter().any(|n| n == "attention");
-    if has_attention != package.manifest.attention_heads.is_some() {
-        bail!(
-            "{} does not match {}: the manifest says attention_heads = {:?} but the graph {} an `attention` output",
-            package.graph_path().display(),
-            package.dir.join(MANIFEST_FILE).display(),
-            package.manifest.attention_heads,
-            if has_attention { "has" } else { "has no" }
-        );
-    }
-    Ok(has_attention)
+    let weights = sentence_weights.get(..lengths.len()).ok_or_else(short)?.to_vec();
+    Ok((attention, SentenceAttention { lengths: lengths.to_vec(), weights }))
 }

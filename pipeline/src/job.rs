@@ -21,13 +21,13 @@ use parquet::file::properties::WriterProperties;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::atomic_file::{TempFile, check_replaceable, temp_beside, write_failed};
 use crate::classifier::{Classifier, TextCounts};
 use crate::inference::{BackendOptions, InferenceBackend};
+use crate::locations::{InputLocation, refuse_output_among_inputs, resolve_inputs};
 use crate::package::ModelPackage;
 use crate::predictions::{OptionalColumns, prediction_columns, prediction_fields};
-use crate::source::{
-    BatchStream, DATA_EXTENSIONS, column_list, is_string_type, open_batches, resolve_inputs, string_values,
-};
+use crate::source::{BatchStream, DATA_EXTENSIONS, column_list, is_text_type, open_batches, string_values, text_array};
 
 #[derive(Debug, Clone)]
 pub struct JobOptions {
@@ -42,6 +42,11 @@ pub struct JobOptions {
     pub window: usize,
     pub max_tokens: Option<usize>,
     pub with_embedding: bool,
+    /// Also write the run summary as JSON here.
+    pub metrics_json: Option<PathBuf>,
+    /// Test hook: panic after the first window is written, to exercise the internal-error
+    /// path end to end (exit code 70, the unfinished output removed).
+    pub panic_after_first_window: bool,
 }
 
 /// The end-of-run summary (also written as JSON with `--metrics-json`).
@@ -91,11 +96,32 @@ impl std::fmt::Display for JobSummary {
     }
 }
 
+/// Checks every output location before any work: each may be replaced (see
+/// [`check_replaceable`]), none is read by the input now or on a rerun, and the metrics file
+/// is not the predictions file.
+fn check_outputs(options: &JobOptions, input: &InputLocation) -> anyhow::Result<()> {
+    let inputs = std::slice::from_ref(input);
+    check_replaceable(&options.output)?;
+    refuse_output_among_inputs("--output", &options.output, inputs)?;
+    if let Some(metrics) = &options.metrics_json {
+        check_replaceable(metrics).context("--metrics-json")?;
+        refuse_output_among_inputs("--metrics-json", metrics, inputs)?;
+        let same =
+            |a: &Path, b: &Path| a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b);
+        if same(metrics, &options.output) {
+            bail!("--metrics-json {} is also --output; give the summary its own file", metrics.display());
+        }
+    }
+    Ok(())
+}
+
 pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<JobSummary> {
     anyhow::ensure!(options.batch_size > 0, "--batch-size must be at least 1");
     anyhow::ensure!(options.window > 0, "--window must be at least 1");
     let started = Instant::now();
-    let files = resolve_inputs(&options.input, DATA_EXTENSIONS)?;
+    let input = resolve_inputs(&options.input, DATA_EXTENSIONS)?;
+    check_outputs(options, &input)?;
+    let files = input.files;
     let classifier = Classifier::open(package.clone(), &options.backend, options.max_tokens)?;
     let optional = classifier.optional_columns(options.with_embedding);
 
@@ -109,6 +135,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     let total_rows: Option<usize> = streams.iter().map(|s| s.rows).sum();
     let progress = Progress::new(total_rows);
     let mut writer = OutputFile::create(&options.output, output_schema.clone())?;
+    let metrics_file = options.metrics_json.as_deref().map(temp_beside).transpose()?;
     let mut summary = JobSummary {
         output: options.output.display().to_string(),
         files: files.len(),
@@ -126,32 +153,57 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     };
     let labels = &package.manifest.labels;
     for (file, stream) in files.iter().zip(streams) {
+        let mut first_row = 0;
         for batch in stream.batches {
             let batch = batch?;
+            let rows = || format!("{} rows {first_row}..{}", file.display(), first_row + batch.num_rows());
             let text = batch.column_by_name(&options.text_column).context("text column vanished")?;
-            let texts =
-                string_values(text).with_context(|| format!("{}: text column is not a string", file.display()))?;
+            let text = text_array(text).with_context(rows)?;
+            let texts = string_values(&text).with_context(|| format!("{}: text column is not a string", rows()))?;
             let (predictions, counts) = classifier
                 .predict(&texts, options.batch_size)
-                .with_context(|| format!("inference failed on {}", file.display()))?;
+                .with_context(|| format!("inference failed on {}", rows()))?;
             summary.add(counts);
             let mut columns: Vec<ArrayRef> = kept_columns
                 .iter()
                 .map(|name| batch.column_by_name(name).cloned())
                 .collect::<Option<_>>()
                 .context("column vanished")?;
-            columns.extend(prediction_columns(&predictions, labels, optional));
+            columns.extend(prediction_columns(&predictions, labels, optional).with_context(rows)?);
             writer.write(&RecordBatch::try_new(output_schema.clone(), columns)?)?;
+            first_row += batch.num_rows();
             summary.rows += batch.num_rows();
             progress.advance(batch.num_rows(), &summary);
+            if options.panic_after_first_window {
+                injected_panic();
+            }
         }
     }
-    writer.finish()?;
     progress.finish();
     summary.seconds = started.elapsed().as_secs_f64();
     summary.docs_per_second = summary.rows as f64 / summary.seconds;
     summary.tokens_per_second = summary.tokens as f64 / summary.seconds;
+    // The summary is written before the predictions are published, so that a failure here
+    // leaves neither file.
+    let metrics = match (metrics_file, &options.metrics_json) {
+        (Some(mut file), Some(path)) => {
+            std::io::Write::write_all(&mut file, serde_json::to_string_pretty(&summary)?.as_bytes())
+                .map_err(|e| write_failed(path, &e))?;
+            Some((file, path))
+        }
+        _ => None,
+    };
+    writer.finish()?;
+    if let Some((file, path)) = metrics {
+        file.publish(path)?;
+    }
     Ok(summary)
+}
+
+/// The test hook of [`JobOptions::panic_after_first_window`].
+#[allow(clippy::panic)] // panicking is the point
+fn injected_panic() -> ! {
+    panic!("--panic-after-first-window was given");
 }
 
 /// Checks the text column and the pass-through columns in every file, and returns the kept
@@ -162,11 +214,15 @@ fn plan_schema(
     options: &JobOptions,
     optional: OptionalColumns,
 ) -> anyhow::Result<(Vec<String>, Schema)> {
-    let first = &streams[0].schema;
+    let first = &streams.first().context("no input file")?.schema;
     let kept: Vec<String> = match &options.pass_through {
         Some(columns) => columns.clone(),
         None => first.fields().iter().map(|f| f.name().clone()).collect(),
     };
+    let mut seen = std::collections::HashSet::new();
+    if let Some(twice) = kept.iter().find(|name| !seen.insert(name.as_str())) {
+        bail!("--pass-through names the column `{twice}` twice; name each column once");
+    }
     for (file, stream) in files.iter().zip(streams) {
         let schema = &stream.schema;
         match schema.field_with_name(&options.text_column) {
@@ -176,8 +232,8 @@ fn plan_schema(
                 options.text_column,
                 column_list(schema)
             ),
-            Ok(field) if !is_string_type(field.data_type()) => bail!(
-                "{}: text column `{}` has type {}, expected a string column",
+            Ok(field) if !is_text_type(field.data_type()) => bail!(
+                "{}: text column `{}` has type {}, expected a string column (choose one with --text-column)",
                 file.display(),
                 options.text_column,
                 field.data_type()
@@ -231,12 +287,12 @@ fn table_metadata(
 /// into place by [`OutputFile::finish`]; dropped early, it leaves nothing behind.
 struct OutputFile {
     target: PathBuf,
-    writer: ArrowWriter<tempfile::NamedTempFile>,
+    writer: ArrowWriter<TempFile>,
 }
 
 impl OutputFile {
     fn create(target: &Path, schema: SchemaRef) -> anyhow::Result<Self> {
-        let temp = crate::atomic_file::temp_beside(target, "predictions")?;
+        let temp = temp_beside(target)?;
         let sorted: BTreeMap<&String, &String> = schema.metadata().iter().collect();
         let key_values: Vec<KeyValue> = sorted.into_iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
         let properties = WriterProperties::builder()
@@ -248,14 +304,14 @@ impl OutputFile {
     }
 
     fn write(&mut self, batch: &RecordBatch) -> anyhow::Result<()> {
-        self.writer.write(batch)?;
+        self.writer.write(batch).map_err(|e| write_failed(&self.target, &e))?;
         // Each window becomes (at least) one row group, so memory stays bounded.
-        self.writer.flush()?;
-        Ok(())
+        self.writer.flush().map_err(|e| write_failed(&self.target, &e))
     }
 
     fn finish(self) -> anyhow::Result<()> {
-        crate::atomic_file::publish(self.writer.into_inner()?, &self.target)
+        let temp = self.writer.into_inner().map_err(|e| write_failed(&self.target, &e))?;
+        temp.publish(&self.target)
     }
 }
 

@@ -111,6 +111,19 @@ impl ModelPackage {
                 manifest.labels.len()
             );
         }
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(twice) = manifest.labels.iter().find(|label| !seen.insert(label.as_str())) {
+            bail!(
+                "{} lists the label `{twice}` twice; each label names one column of the graph's `probs`",
+                manifest_path.display()
+            );
+        }
+        if manifest.max_tokens == 0 {
+            bail!("{} has max_tokens 0; a document needs at least one token", manifest_path.display());
+        }
+        if manifest.max_sentence_words == Some(0) {
+            bail!("{} has max_sentence_words 0; a sentence needs at least one word", manifest_path.display());
+        }
         Ok(Self { dir: dir.to_path_buf(), manifest })
     }
 

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use anyhow::bail;
 use arrow::array::{ArrayRef, FixedSizeListBuilder, Float32Builder, Int32Builder, ListBuilder, StringBuilder};
 use arrow::datatypes::{DataType, Field, FieldRef};
 
@@ -47,9 +48,16 @@ pub struct SentenceAttention {
 }
 
 impl DocumentPrediction {
+    /// The most probable class (the first of equals); 0 for an empty list.
     pub fn predicted_index(&self) -> usize {
-        let p = &self.probabilities;
-        (0..p.len()).fold(0, |best, i| if p[i] > p[best] { i } else { best })
+        let mut best = 0;
+        let Some(mut best_probability) = self.probabilities.first().copied() else { return 0 };
+        for (i, &p) in self.probabilities.iter().enumerate().skip(1) {
+            if p > best_probability {
+                (best, best_probability) = (i, p);
+            }
+        }
+        best
     }
 
     /// Heads summed per token and renormalised to sum to one (Lin et al. §2.3).
@@ -93,18 +101,20 @@ pub fn prediction_fields(optional: OptionalColumns) -> Vec<FieldRef> {
     }
     if let Some(dim) = optional.embedding_dim {
         let item = Arc::new(Field::new_list_field(DataType::Float32, true));
-        fields.push(Field::new(EMBEDDING, DataType::FixedSizeList(item, dim as i32), true));
+        // The contract checks the width against the graph; no real embedding nears i32::MAX.
+        fields.push(Field::new(EMBEDDING, DataType::FixedSizeList(item, i32::try_from(dim).unwrap_or(i32::MAX)), true));
     }
     fields.into_iter().map(Arc::new).collect()
 }
 
 /// Builds the prediction columns for rows in input order; `None` rows (null or empty text)
-/// get nulls everywhere.
+/// get nulls everywhere. Fails if a prediction does not fit the labels or the embedding width
+/// (which the package contract rules out when the model is opened).
 pub fn prediction_columns(
     rows: &[Option<DocumentPrediction>],
     labels: &[String],
     optional: OptionalColumns,
-) -> Vec<ArrayRef> {
+) -> anyhow::Result<Vec<ArrayRef>> {
     let OptionalColumns { attention: has_attention, sentences: has_sentences, embedding_dim } = optional;
     let mut prediction = StringBuilder::new();
     let mut index = Int32Builder::new();
@@ -115,14 +125,22 @@ pub fn prediction_columns(
     let mut summary = ListBuilder::new(Float32Builder::new());
     let mut sentence_lengths = ListBuilder::new(Int32Builder::new());
     let mut sentence_attention = ListBuilder::new(Float32Builder::new());
-    let mut embedding = FixedSizeListBuilder::new(Float32Builder::new(), embedding_dim.unwrap_or(0) as i32);
+    let mut embedding = FixedSizeListBuilder::new(Float32Builder::new(), i32::try_from(embedding_dim.unwrap_or(0))?);
     for row in rows {
         match row {
             Some(doc) => {
                 let best = doc.predicted_index();
-                prediction.append_value(&labels[best]);
-                index.append_value(best as i32);
-                confidence.append_value(doc.probabilities[best]);
+                let (Some(label), Some(&best_probability)) = (labels.get(best), doc.probabilities.get(best)) else {
+                    bail!(
+                        "the model returned {} probabilities for {} labels ({})",
+                        doc.probabilities.len(),
+                        labels.len(),
+                        labels.join(", ")
+                    );
+                };
+                prediction.append_value(label);
+                index.append_value(i32::try_from(best)?);
+                confidence.append_value(best_probability);
                 probabilities.values().append_slice(&doc.probabilities);
                 probabilities.append(true);
                 for token in &doc.tokens {
@@ -159,7 +177,8 @@ pub fn prediction_columns(
                 }
                 if let Some(dim) = embedding_dim {
                     match &doc.embedding {
-                        Some(values) => embedding.values().append_slice(values),
+                        Some(values) if values.len() == dim => embedding.values().append_slice(values),
+                        Some(values) => bail!("the model returned an embedding of {} values, not {dim}", values.len()),
                         None => embedding.values().append_nulls(dim),
                     }
                     embedding.append(doc.embedding.is_some());
@@ -200,7 +219,7 @@ pub fn prediction_columns(
     if embedding_dim.is_some() {
         columns.push(Arc::new(embedding.finish()));
     }
-    columns
+    Ok(columns)
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@ use arrow::record_batch::{RecordBatch, RecordBatchReader};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 
+use crate::panic_guard::guarded;
+
 /// A Parquet file opened for streaming a subset of its columns.
 pub struct ParquetSource {
     pub schema: SchemaRef,
@@ -49,6 +51,25 @@ pub fn is_string_type(data_type: &DataType) -> bool {
     matches!(data_type, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
 }
 
+/// A column that can be read as text: a string column, or a dictionary of strings
+/// (categorical text, as pandas writes it).
+pub fn is_text_type(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::Dictionary(_, values) => is_string_type(values),
+        other => is_string_type(other),
+    }
+}
+
+/// A text column as a plain string array: dictionaries are expanded, strings kept as they are.
+pub fn text_array(array: &ArrayRef) -> anyhow::Result<ArrayRef> {
+    match array.data_type() {
+        DataType::Dictionary(_, values) if is_string_type(values) => {
+            Ok(arrow::compute::cast(array, values).context("cannot expand a dictionary text column")?)
+        }
+        _ => Ok(array.clone()),
+    }
+}
+
 /// The values of a string column (`Utf8`, `LargeUtf8` or `Utf8View`); `None` for nulls.
 pub fn string_values(array: &ArrayRef) -> Option<Vec<Option<&str>>> {
     Some(match array.data_type() {
@@ -74,37 +95,6 @@ pub fn label_values(array: &ArrayRef) -> anyhow::Result<Vec<Option<String>>> {
 /// The extensions `pipeline run` reads from a directory.
 pub const DATA_EXTENSIONS: &[&str] = &["parquet", "arrow", "ipc", "feather"];
 
-/// Expands an input location: a file, a directory (its files with one of `extensions`) or a
-/// glob pattern. Files come back sorted so runs are reproducible.
-pub fn resolve_inputs(input: &str, extensions: &[&str]) -> anyhow::Result<Vec<std::path::PathBuf>> {
-    let path = Path::new(input);
-    let mut files: Vec<std::path::PathBuf> = if path.is_file() {
-        vec![path.to_path_buf()]
-    } else if path.is_dir() {
-        std::fs::read_dir(path)
-            .with_context(|| format!("cannot list {input}"))?
-            .filter_map(|entry| entry.ok().map(|e| e.path()))
-            .filter(|p| p.is_file() && p.extension().and_then(|e| e.to_str()).is_some_and(|e| extensions.contains(&e)))
-            .collect()
-    } else if input.contains(['*', '?', '[']) {
-        glob::glob(input)
-            .with_context(|| format!("`{input}` is not a valid glob pattern"))?
-            .filter_map(Result::ok)
-            .filter(|p| p.is_file())
-            .collect()
-    } else {
-        bail!(
-            "input {input} does not exist (give a file, a directory of *.{} files or a glob)",
-            extensions.join("/*.")
-        );
-    };
-    files.sort();
-    if files.is_empty() {
-        bail!("input {input} matches no *.{} file", extensions.join("/*."));
-    }
-    Ok(files)
-}
-
 /// A stream of record batches from one Parquet or Arrow IPC file.
 pub struct BatchStream {
     pub schema: SchemaRef,
@@ -114,13 +104,59 @@ pub struct BatchStream {
 }
 
 /// Opens `path` as Parquet or Arrow IPC (told apart by their magic bytes), reading whole
-/// record batches of about `batch_size` rows, never the whole file.
+/// record batches of about `batch_size` rows, never the whole file. Decoding is guarded: a
+/// corrupt file that makes a decoder panic gives an error naming the file.
 pub fn open_batches(path: &Path, batch_size: usize) -> anyhow::Result<BatchStream> {
+    let display = path.display().to_string();
+    let what = || display.clone();
+    guarded(what, || open_batches_unguarded(path, batch_size)).map(|stream| {
+        let BatchStream { schema, rows, mut batches } = stream;
+        let guarded_batches = std::iter::from_fn(move || {
+            let what = || display.clone();
+            guarded(what, || batches.next().transpose()).transpose()
+        });
+        BatchStream { schema, rows, batches: Box::new(guarded_batches) }
+    })
+}
+
+/// The Arrow IPC reader allocates each block at the length the footer declares before
+/// reading it, so a corrupt length asks for terabytes and aborts the process (no panic to
+/// catch). Every block must lie inside the file.
+fn check_ipc_blocks(path: &Path, file: &mut File) -> anyhow::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let corrupt = |what: &str| anyhow::anyhow!("{} is not a readable Arrow IPC file: {what}", path.display());
+    let size = file.metadata().with_context(|| format!("cannot read {}", path.display()))?.len();
+    // The file ends with the footer, its length as a little-endian i32, and "ARROW1".
+    let mut trailer = [0u8; 10];
+    file.seek(SeekFrom::End(-10)).map_err(|_| corrupt("it is too short"))?;
+    file.read_exact(&mut trailer).map_err(|_| corrupt("it is too short"))?;
+    let [a, b, c, d, ..] = trailer;
+    let footer_length = u64::try_from(i32::from_le_bytes([a, b, c, d])).map_err(|_| corrupt("bad footer length"))?;
+    if footer_length + 10 > size {
+        return Err(corrupt("its footer is longer than the file"));
+    }
+    let mut footer = vec![0u8; usize::try_from(footer_length)?];
+    file.seek(SeekFrom::End(-10 - i64::try_from(footer_length)?))?;
+    file.read_exact(&mut footer).with_context(|| format!("cannot read {}", path.display()))?;
+    let footer = arrow::ipc::root_as_footer(&footer).map_err(|e| corrupt(&format!("bad footer ({e})")))?;
+    let blocks = footer.recordBatches().into_iter().flatten().chain(footer.dictionaries().into_iter().flatten());
+    for block in blocks {
+        let end = i128::from(block.offset()) + i128::from(block.metaDataLength()) + i128::from(block.bodyLength());
+        if block.offset() < 0 || block.metaDataLength() < 0 || block.bodyLength() < 0 || end > i128::from(size) {
+            return Err(corrupt(&format!("a block is declared to end at byte {end}, past its end ({size} bytes)")));
+        }
+    }
+    file.rewind()?;
+    Ok(())
+}
+
+fn open_batches_unguarded(path: &Path, batch_size: usize) -> anyhow::Result<BatchStream> {
     let mut magic = [0u8; 6];
     let mut file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let read = std::io::Read::read(&mut file, &mut magic).with_context(|| format!("cannot read {}", path.display()))?;
     let display = path.display().to_string();
     if read >= 6 && &magic == b"ARROW1" {
+        check_ipc_blocks(path, &mut file)?;
         let reader = arrow::ipc::reader::FileReader::try_new(File::open(path)?, None)
             .with_context(|| format!("{display} is not a readable Arrow IPC file"))?;
         let schema = reader.schema();

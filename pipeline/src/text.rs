@@ -50,11 +50,11 @@ impl TextEncoder {
         Ok(encodings
             .into_iter()
             .map(|encoding| {
-                let keep = encoding.len().min(self.max_tokens);
+                let keep = self.max_tokens;
                 EncodedText {
-                    ids: encoding.get_ids()[..keep].iter().map(|&id| i64::from(id)).collect(),
-                    tokens: encoding.get_tokens()[..keep].to_vec(),
-                    truncated: encoding.len() > self.max_tokens,
+                    ids: encoding.get_ids().iter().take(keep).map(|&id| i64::from(id)).collect(),
+                    tokens: encoding.get_tokens().iter().take(keep).cloned().collect(),
+                    truncated: encoding.len() > keep,
                 }
             })
             .collect())

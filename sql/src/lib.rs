@@ -5,6 +5,10 @@
 //! `field_access` lets `classify(text).prediction` plan, `session` puts them together, and
 //! `output` prints or writes what a query returns.
 
+// This crate reads what users hand us (files, manifests, SQL); a panic on it would break the
+// batch-job contract, so it neither unwraps nor indexes unchecked (tests may: clippy.toml).
+#![warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+
 mod field_access;
 pub mod functions;
 pub mod output;

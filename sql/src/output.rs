@@ -15,6 +15,7 @@ use futures::StreamExt;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use pipeline::atomic_file::{TempFile, io_cause, temp_beside, write_failed};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
@@ -64,14 +65,19 @@ pub async fn write_results(
     let mut stream = frame.execute_stream().await?;
     let mut sink = Sink::open(output)?;
     let mut rows = 0;
+    // A failed write to a file names the file and the system's reason (a full disk) once.
+    let write_error = |error: anyhow::Error| match output {
+        Some(target) if io_cause(error.as_ref()).is_some() => write_failed(target, error.as_ref()),
+        _ => error,
+    };
     let written = async {
         let mut writer = RowWriter::new(format, schema.clone(), &mut sink)?;
         while let Some(batch) = stream.next().await {
             let batch = batch?;
             rows += batch.num_rows();
-            writer.write(&batch, view)?;
+            writer.write(&batch, view).map_err(write_error)?;
         }
-        writer.finish(&schema, rows, view)
+        writer.finish(&schema, rows, view).map_err(write_error)
     }
     .await;
     match written {
@@ -93,7 +99,7 @@ enum Sink {
         reader_left: bool,
     },
     File {
-        temp: tempfile::NamedTempFile,
+        temp: TempFile,
         target: PathBuf,
     },
 }
@@ -101,7 +107,7 @@ enum Sink {
 impl Sink {
     fn open(output: Option<&Path>) -> anyhow::Result<Self> {
         let Some(target) = output else { return Ok(Sink::Stdout { out: std::io::stdout(), reader_left: false }) };
-        let temp = pipeline::atomic_file::temp_beside(target, "query")?;
+        let temp = temp_beside(target)?;
         Ok(Sink::File { temp, target: target.to_path_buf() })
     }
 
@@ -112,7 +118,7 @@ impl Sink {
     fn finish(self) -> anyhow::Result<()> {
         match self {
             Sink::Stdout { mut out, .. } => Ok(out.flush()?),
-            Sink::File { temp, target } => pipeline::atomic_file::publish(temp, &target),
+            Sink::File { temp, target } => temp.publish(&target),
         }
     }
 }

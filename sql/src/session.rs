@@ -2,7 +2,9 @@
 //! read-only SQL, and errors that say what is registered.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::sync::{Arc, PoisonError};
 
 use anyhow::bail;
 use datafusion::catalog::DynamicFileCatalog;
@@ -13,23 +15,34 @@ use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 
 use crate::field_access::rewrite_field_access;
 use crate::functions::{self, ClassifyOptions};
-use crate::tables::{ParquetPathTables, parquet_table, resolve_parquet_files};
+use datafusion::sql::parser::Statement;
+use datafusion::sql::sqlparser::ast::{Expr, Visit, Visitor};
+use pipeline::locations::refuse_output_among_inputs;
+
+use crate::tables::{ParquetPathTables, ReadLocations, parquet_table, resolve_parquet_files};
 
 pub struct SqlSession {
     ctx: SessionContext,
     /// Registered table name → the location it was registered from.
     tables: BTreeMap<String, String>,
+    /// Every location registered or named in a query so far.
+    read: ReadLocations,
 }
+
+/// Deepest nesting of expressions a query may have. Hand-written SQL stays far below; a
+/// generated 4,000-term sum goes far above and would exhaust the stack while planning.
+pub const MAX_EXPRESSION_DEPTH: usize = 500;
 
 impl SqlSession {
     pub fn new(classify: ClassifyOptions) -> Self {
         // information_schema gives `SHOW TABLES` and `SHOW COLUMNS FROM t`.
         let ctx = SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
         functions::register(&ctx, classify);
-        let paths = Arc::new(ParquetPathTables::new(ctx.state()));
+        let read = ReadLocations::default();
+        let paths = Arc::new(ParquetPathTables::new(ctx.state(), read.clone()));
         let catalogs = Arc::new(DynamicFileCatalog::new(ctx.state().catalog_list().clone(), paths));
         let state = SessionStateBuilder::new_from_existing(ctx.state()).with_catalog_list(catalogs).build();
-        Self { ctx: SessionContext::new_with_state(state), tables: BTreeMap::new() }
+        Self { ctx: SessionContext::new_with_state(state), tables: BTreeMap::new(), read }
     }
 
     pub fn context(&self) -> &SessionContext {
@@ -48,13 +61,21 @@ impl SqlSession {
         if self.tables.contains_key(&name) {
             bail!("table `{name}` is given twice");
         }
-        let files = resolve_parquet_files(location)?;
-        let table = parquet_table(&self.ctx.state(), &files)
+        let input = resolve_parquet_files(location)?;
+        let table = parquet_table(&self.ctx.state(), &input.files)
             .await
             .map_err(|e| anyhow::anyhow!("cannot register {location} as table `{name}`: {e}"))?;
         self.ctx.register_table(name.as_str(), table)?;
         self.tables.insert(name, location.to_owned());
+        self.read.lock().unwrap_or_else(PoisonError::into_inner).push(input);
         Ok(())
+    }
+
+    /// Refuses an output file that a registered table or a path named in a query reads, or
+    /// would read on a rerun. Call it after planning the query.
+    pub fn check_output(&self, output: &Path) -> anyhow::Result<()> {
+        let read = self.read.lock().unwrap_or_else(PoisonError::into_inner);
+        refuse_output_among_inputs("--output", output, &read)
     }
 
     /// Registered tables with their locations, by name.
@@ -71,6 +92,7 @@ impl SqlSession {
         let state = self.ctx.state();
         let dialect = state.config().options().sql_parser.dialect;
         let mut statement = state.sql_to_statement(sql, &dialect)?;
+        check_expression_depth(&statement, MAX_EXPRESSION_DEPTH)?;
         rewrite_field_access(&mut statement);
         let plan = state.statement_to_plan(statement).await?;
         SQLOptions::new().with_allow_dml(false).verify_plan(&plan)?;
@@ -104,4 +126,33 @@ impl SqlSession {
         let listed: Vec<String> = self.tables.iter().map(|(name, location)| format!("{name} ({location})")).collect();
         format!("registered tables: {}", listed.join(", "))
     }
+}
+
+/// Refuses a statement whose expressions nest deeper than `limit`, before planning recurses
+/// through them. The walk stops as soon as it passes the limit, so it stays shallow itself.
+fn check_expression_depth(statement: &Statement, limit: usize) -> datafusion::error::Result<()> {
+    struct Depth {
+        current: usize,
+        limit: usize,
+    }
+    impl Visitor for Depth {
+        type Break = ();
+        fn pre_visit_expr(&mut self, _expr: &Expr) -> ControlFlow<()> {
+            self.current += 1;
+            if self.current > self.limit { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+        }
+        fn post_visit_expr(&mut self, _expr: &Expr) -> ControlFlow<()> {
+            self.current -= 1;
+            ControlFlow::Continue(())
+        }
+    }
+    let Statement::Statement(statement) = statement else { return Ok(()) };
+    let mut depth = Depth { current: 0, limit };
+    if statement.as_ref().visit(&mut depth).is_break() {
+        return Err(DataFusionError::Plan(format!(
+            "the query nests expressions more than {limit} deep (a very long chain of operators such as \
+             a + a + ... counts one level per operator); split it, e.g. into a subquery or several columns"
+        )));
+    }
+    Ok(())
 }

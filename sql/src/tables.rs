@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context;
 use async_trait::async_trait;
@@ -16,19 +16,19 @@ use datafusion::execution::SessionState;
 use datafusion::execution::options::ReadOptions;
 use datafusion::prelude::ParquetReadOptions;
 use parquet::file::reader::SerializedFileReader;
-use pipeline::source::resolve_inputs;
+use pipeline::locations::{InputLocation, resolve_inputs};
 
 /// The Parquet files behind `location` (a file, a directory's `*.parquet` files or a glob),
 /// sorted, each checked to have a readable footer.
-pub fn resolve_parquet_files(location: &str) -> anyhow::Result<Vec<PathBuf>> {
-    let files = resolve_inputs(location, &["parquet"])?;
-    for file in &files {
+pub fn resolve_parquet_files(location: &str) -> anyhow::Result<InputLocation> {
+    let input = resolve_inputs(location, &["parquet"])?;
+    for file in &input.files {
         let opened = File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
         SerializedFileReader::new(opened)
             .map_err(|e| anyhow::anyhow!("{e}"))
             .with_context(|| format!("{} is not a Parquet file; `pipeline sql` reads Parquet only", file.display()))?;
     }
-    Ok(files)
+    Ok(input)
 }
 
 /// A table over `files`, with the schema merged from their footers.
@@ -54,11 +54,16 @@ pub async fn parquet_table(state: &SessionState, files: &[PathBuf]) -> Result<Ar
 pub struct ParquetPathTables {
     /// A snapshot of the session, for its Parquet options and object store.
     state: SessionState,
+    /// Every location a query has read, so that an output can be checked against them.
+    read: ReadLocations,
 }
 
+/// The input locations of a session, shared between its registrations and its path tables.
+pub type ReadLocations = Arc<Mutex<Vec<InputLocation>>>;
+
 impl ParquetPathTables {
-    pub fn new(state: SessionState) -> Self {
-        Self { state }
+    pub fn new(state: SessionState, read: ReadLocations) -> Self {
+        Self { state, read }
     }
 }
 
@@ -73,7 +78,9 @@ impl UrlTableFactory for ParquetPathTables {
         if !looks_like_path(name) {
             return Ok(None);
         }
-        let files = resolve_parquet_files(name).map_err(|e| DataFusionError::Plan(format!("{e:#}")))?;
-        parquet_table(&self.state, &files).await.map(Some)
+        let input = resolve_parquet_files(name).map_err(|e| DataFusionError::Plan(format!("{e:#}")))?;
+        let table = parquet_table(&self.state, &input.files).await?;
+        self.read.lock().unwrap_or_else(PoisonError::into_inner).push(input);
+        Ok(Some(table))
     }
 }

@@ -90,6 +90,8 @@ fn make_predictions(dir: &Path) -> anyhow::Result<PathBuf> {
         window: 128,
         max_tokens: None,
         with_embedding: false,
+        metrics_json: None,
+        panic_after_first_window: false,
     };
     run_job(&package, &options)?;
     Ok(output)

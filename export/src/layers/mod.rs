@@ -169,6 +169,8 @@ impl GraphBatch {
 }
 
 /// Copies a tensor's values out for the graph writer.
+// `convert::<f32>()` makes the data f32, so reading it as f32 cannot fail.
+#[allow(clippy::expect_used)]
 pub fn values<const D: usize>(tensor: Tensor<D>) -> Vec<f32> {
     tensor.into_data().convert::<f32>().try_to_vec::<f32>().expect("float tensor data converts to f32")
 }

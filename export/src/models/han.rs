@@ -96,6 +96,9 @@ impl Han {
 }
 
 impl Classifier for Han {
+    // Training builds HAN's batches with `documents` (the variant's `sentence_words()` is
+    // set); a flat batch here is a bug in this crate, not bad input.
+    #[allow(clippy::expect_used)]
     fn forward(&self, batch: &TokenBatch) -> ClassifierOutput {
         let documents = batch.documents.as_deref().expect("HAN takes [batch, sentences, words] inputs");
         let sentence_batch = &documents.sentences;

@@ -9,6 +9,8 @@ mod tract;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
+
 pub use onnxruntime::{OrtBackend, OrtLibrary};
 pub use tract::TractBackend;
 
@@ -45,13 +47,17 @@ impl ModelInputs {
         let words = documents.iter().flat_map(|(_, lengths)| lengths.iter().copied()).max().unwrap_or(0).max(1);
         let size = documents.len() * most_sentences * words;
         let (mut input_ids, mut attention_mask) = (vec![pad_id; size], vec![0; size]);
-        for (doc, (ids, lengths)) in documents.iter().enumerate() {
-            let mut start = 0;
-            for (sentence, &len) in lengths.iter().enumerate() {
-                let at = (doc * most_sentences + sentence) * words;
-                input_ids[at..at + len].copy_from_slice(&ids[start..start + len]);
-                attention_mask[at..at + len].fill(1);
-                start += len;
+        // Each document's sentence rows, `words` wide; each sentence takes its ids in turn.
+        let sentence_rows = input_ids.chunks_mut(words).zip(attention_mask.chunks_mut(words));
+        let mut documents_rows = sentence_rows.collect::<Vec<_>>();
+        for ((ids, lengths), rows) in documents.iter().zip(documents_rows.chunks_mut(most_sentences)) {
+            let mut remaining: &[i64] = ids;
+            for (&len, (row_ids, row_mask)) in lengths.iter().zip(rows.iter_mut()) {
+                let (sentence, rest) = remaining.split_at(len.min(remaining.len()));
+                remaining = rest;
+                for ((id, mask), &token) in row_ids.iter_mut().zip(row_mask.iter_mut()).zip(sentence) {
+                    (*id, *mask) = (token, 1);
+                }
             }
         }
         Self { shape: vec![documents.len(), most_sentences, words], input_ids, attention_mask }
@@ -71,9 +77,24 @@ pub struct OutputTensor {
 
 impl OutputTensor {
     /// The slice belonging to example `row` of the batch (first dimension).
-    pub fn row(&self, row: usize) -> &[f32] {
+    pub fn row(&self, row: usize) -> anyhow::Result<&[f32]> {
         let width: usize = self.shape.iter().skip(1).product();
-        &self.data[row * width..(row + 1) * width]
+        let start = row.checked_mul(width);
+        start
+            .and_then(|start| self.data.get(start..start.checked_add(width)?))
+            .with_context(|| format!("the graph returned an output of shape {:?} with no row {row}", self.shape))
+    }
+
+    /// Example `row` of a `[batch, heads, seq]` output as one list per head, cut to the
+    /// document's `len` tokens (the rest is padding).
+    pub fn heads(&self, row: usize, len: usize) -> anyhow::Result<Vec<Vec<f32>>> {
+        let seq = self.shape.get(2).copied().unwrap_or(0);
+        anyhow::ensure!(
+            self.shape.len() == 3 && len <= seq,
+            "the graph returned attention of shape {:?}, expected [batch, heads, at least {len}]",
+            self.shape
+        );
+        Ok(self.row(row)?.chunks(seq.max(1)).filter_map(|head| head.get(..len)).map(<[f32]>::to_vec).collect())
     }
 }
 

@@ -18,6 +18,14 @@ impl TractBackend {
     pub fn open(graph: &Path) -> anyhow::Result<Self> {
         let context = || format!("tract could not load the ONNX graph {}", graph.display());
         let model = tract_onnx::onnx().model_for_path(graph).with_context(context)?;
+        // Batches are fed by position; a graph with other inputs is not a package graph.
+        let inputs: Vec<&str> =
+            model.input_outlets()?.iter().map(|outlet| model.node(outlet.node).name.as_str()).collect();
+        anyhow::ensure!(
+            inputs == ["input_ids", "attention_mask"],
+            "the graph {} has inputs {inputs:?}; a model package graph takes [\"input_ids\", \"attention_mask\"]",
+            graph.display()
+        );
         let plan = model.into_optimized().with_context(context)?.into_runnable().with_context(context)?;
         let typed = plan.model();
         let output_names = typed

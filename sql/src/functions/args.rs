@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::array::{ArrayRef, AsArray, Int64Array, ListArray};
+use datafusion::arrow::datatypes::{DataType, Field, Int64Type};
 use datafusion::common::{DataFusionError, Result, plan_err};
 
 /// What an argument stands for, and the type it is coerced to.
@@ -111,14 +112,29 @@ impl Parameters {
                     "{}; argument {} (`{}`) has type {data_type}, not {}; got ({})",
                     self.usage(),
                     i + 1,
-                    self.names[i],
+                    self.names.get(i).unwrap_or(&"?"),
                     role.describe(),
                     got()
                 );
             }
         }
-        Ok(self.roles[..arg_types.len()].iter().map(|r| r.data_type()).collect())
+        Ok(self.roles.iter().take(arg_types.len()).map(|r| r.data_type()).collect())
     }
+}
+
+/// Argument `i` of a call as a list array. Arity and types were fixed when the call was
+/// planned ([`Parameters::coerce`]), so a mismatch here is an internal error.
+pub fn list_argument<'a>(function: &str, arrays: &'a [ArrayRef], i: usize) -> Result<&'a ListArray> {
+    arrays.get(i).and_then(|a| a.as_list_opt::<i32>()).ok_or_else(|| planned_differently(function, i))
+}
+
+/// Argument `i` of a call as an Int64 array (see [`list_argument`]).
+pub fn int_argument<'a>(function: &str, arrays: &'a [ArrayRef], i: usize) -> Result<&'a Int64Array> {
+    arrays.get(i).and_then(|a| a.as_primitive_opt::<Int64Type>()).ok_or_else(|| planned_differently(function, i))
+}
+
+fn planned_differently(function: &str, i: usize) -> DataFusionError {
+    DataFusionError::Internal(format!("{function}: argument {} does not have the type it was planned with", i + 1))
 }
 
 /// An error about a value met while evaluating, naming the function.

@@ -9,7 +9,7 @@ use datafusion::arrow::datatypes::{DataType, Float32Type};
 use datafusion::common::Result;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
-use super::args::{Parameters, Role};
+use super::args::{Parameters, Role, list_argument};
 
 const NAME: &str = "attention_entropy";
 const PARAMETERS: Parameters = Parameters { function: NAME, names: &["weights"], roles: &[Role::Weights], optional: 0 };
@@ -61,7 +61,7 @@ impl ScalarUDFImpl for AttentionEntropy {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let weights = arrays[0].as_list::<i32>();
+        let weights = list_argument(NAME, &arrays, 0)?;
         let mut out = Float64Builder::with_capacity(weights.len());
         for row in 0..weights.len() {
             let value = weights.is_valid(row).then(|| entropy(weights.value(row).as_primitive::<Float32Type>().iter()));

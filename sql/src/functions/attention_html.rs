@@ -5,12 +5,12 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, AsArray, StringBuilder};
+use datafusion::arrow::array::{Array, StringBuilder};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
-use super::args::{Parameters, Role};
+use super::args::{Parameters, Role, list_argument};
 use super::token_weights::row_pairs;
 
 const NAME: &str = "attention_html";
@@ -80,7 +80,7 @@ impl ScalarUDFImpl for AttentionHtml {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let (tokens, weights) = (arrays[0].as_list::<i32>(), arrays[1].as_list::<i32>());
+        let (tokens, weights) = (list_argument(NAME, &arrays, 0)?, list_argument(NAME, &arrays, 1)?);
         let mut out = StringBuilder::new();
         for row in 0..tokens.len() {
             match row_pairs(NAME, tokens, weights, row)? {

@@ -152,7 +152,8 @@ impl ScalarUDFImpl for Classify {
             None => None,
         };
         let classifier = self.classifier(model.as_deref())?;
-        let texts: ArrayRef = args.args[0].to_array(args.number_rows)?;
+        let texts = args.args.first().ok_or_else(|| DataFusionError::Internal("classify: no text argument".into()))?;
+        let texts: ArrayRef = texts.to_array(args.number_rows)?;
         let texts =
             string_values(&texts).ok_or_else(|| DataFusionError::Internal("classify: text not a string".into()))?;
         let (predictions, _) = classifier
@@ -167,15 +168,15 @@ impl ScalarUDFImpl for Classify {
             match row {
                 Some(doc) => {
                     let best = doc.predicted_index();
-                    let label = labels.get(best).ok_or_else(|| {
-                        DataFusionError::Execution(format!(
+                    let (Some(label), Some(&best_probability)) = (labels.get(best), doc.probabilities.get(best)) else {
+                        return Err(DataFusionError::Execution(format!(
                             "classify: the model has {} labels but returned {} probabilities",
                             labels.len(),
                             doc.probabilities.len()
-                        ))
-                    })?;
+                        )));
+                    };
                     prediction.append_value(label);
-                    confidence.append_value(doc.probabilities[best]);
+                    confidence.append_value(best_probability);
                     probabilities.values().append_slice(&doc.probabilities);
                     probabilities.append(true);
                 }

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, Float32Builder, ListBuilder};
-use datafusion::arrow::datatypes::{DataType, Float32Type, Int64Type};
+use datafusion::arrow::datatypes::{DataType, Float32Type};
 use datafusion::common::Result;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
-use super::args::{Parameters, Role, list_of, value_error};
+use super::args::{Parameters, Role, int_argument, list_argument, list_of, value_error};
 
 const NAME: &str = "head_attention";
 const PARAMETERS: Parameters =
@@ -44,8 +44,8 @@ impl ScalarUDFImpl for HeadAttention {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let attention = arrays[0].as_list::<i32>();
-        let index = arrays[1].as_primitive::<Int64Type>();
+        let attention = list_argument(NAME, &arrays, 0)?;
+        let index = int_argument(NAME, &arrays, 1)?;
         let mut out = ListBuilder::new(Float32Builder::new());
         for row in 0..attention.len() {
             if attention.is_null(row) || index.is_null(row) {

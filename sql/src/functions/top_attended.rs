@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Builder, ListBuilder, StringBuilder};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float64Type, Int64Type};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
 
-use super::args::{Parameters, Role, list_of, value_error};
+use super::args::{Parameters, Role, int_argument, list_argument, list_of, value_error};
 use super::token_weights::{TokenMass, row_pairs, top_k};
 
 const NAME: &str = "top_attended";
@@ -85,8 +85,8 @@ impl TopAttendedAccumulator {
 
 impl Accumulator for TopAttendedAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let (tokens, weights) = (values[0].as_list::<i32>(), values[1].as_list::<i32>());
-        let k = values[2].as_primitive::<Int64Type>();
+        let (tokens, weights) = (list_argument(NAME, values, 0)?, list_argument(NAME, values, 1)?);
+        let k = int_argument(NAME, values, 2)?;
         for row in 0..tokens.len() {
             self.set_k(top_k(NAME, k.is_valid(row).then(|| k.value(row)))?)?;
             if let Some((row_tokens, row_weights)) = row_pairs(NAME, tokens, weights, row)? {
@@ -133,8 +133,8 @@ impl Accumulator for TopAttendedAccumulator {
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        let (tokens, masses) = (states[0].as_list::<i32>(), states[1].as_list::<i32>());
-        let k = states[2].as_primitive::<Int64Type>();
+        let (tokens, masses) = (list_argument(NAME, states, 0)?, list_argument(NAME, states, 1)?);
+        let k = int_argument(NAME, states, 2)?;
         for row in 0..tokens.len() {
             self.set_k(top_k(NAME, k.is_valid(row).then(|| k.value(row)))?)?;
             if tokens.is_null(row) || masses.is_null(row) {

@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, AsArray, ListBuilder, StringBuilder};
-use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::arrow::array::{Array, ListBuilder, StringBuilder};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
-use super::args::{Parameters, Role, list_of};
+use super::args::{Parameters, Role, int_argument, list_argument, list_of};
 use super::token_weights::{TokenMass, row_pairs, top_k};
 
 const NAME: &str = "top_tokens";
@@ -49,8 +49,8 @@ impl ScalarUDFImpl for TopTokens {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let (tokens, weights) = (arrays[0].as_list::<i32>(), arrays[1].as_list::<i32>());
-        let k = arrays[2].as_primitive::<Int64Type>();
+        let (tokens, weights) = (list_argument(NAME, &arrays, 0)?, list_argument(NAME, &arrays, 1)?);
+        let k = int_argument(NAME, &arrays, 2)?;
         let mut out = ListBuilder::new(StringBuilder::new());
         for row in 0..tokens.len() {
             let pairs = row_pairs(NAME, tokens, weights, row)?;

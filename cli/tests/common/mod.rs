@@ -1,0 +1,95 @@
+//! Helpers shared by the tests that run the `pipeline` binary as a user does.
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, ListArray, RecordBatch};
+use arrow::datatypes::{Field, Float32Type, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+pub fn tiny_model() -> PathBuf {
+    repo().join("fixtures/tiny-san")
+}
+
+pub fn reviews() -> PathBuf {
+    repo().join("fixtures/reviews.parquet")
+}
+
+pub fn pipeline(args: &[&str], paths: &[(&str, &Path)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pipeline"));
+    command.args(args);
+    for (flag, path) in paths {
+        command.arg(flag).arg(path);
+    }
+    command.output().expect("run pipeline")
+}
+
+pub fn run(input: &Path, output: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["run"];
+    args.extend_from_slice(extra);
+    pipeline(&args, &[("--input", input), ("--model", &tiny_model()), ("--output", output)])
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+pub fn read(path: &Path) -> RecordBatch {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).expect("output exists"))
+        .expect("parquet")
+        .build()
+        .expect("reader");
+    let batches: Vec<RecordBatch> = reader.map(|b| b.expect("batch")).collect();
+    arrow::compute::concat_batches(&batches[0].schema(), &batches).expect("concat")
+}
+
+pub fn probabilities(batch: &RecordBatch) -> Vec<Option<Vec<f32>>> {
+    let list: &ListArray = batch.column_by_name("probabilities").expect("column").as_list::<i32>();
+    (0..list.len())
+        .map(|i| list.is_valid(i).then(|| list.value(i).as_primitive::<Float32Type>().values().to_vec()))
+        .collect()
+}
+
+pub fn strings(batch: &RecordBatch, name: &str) -> Vec<Option<String>> {
+    let column = batch.column_by_name(name).unwrap_or_else(|| panic!("column {name}"));
+    column.as_string::<i32>().iter().map(|s| s.map(str::to_owned)).collect()
+}
+
+pub fn write_parquet(path: &Path, columns: Vec<(&str, Arc<dyn Array>)>) {
+    let fields: Vec<Field> = columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect();
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns.into_iter().map(|(_, a)| a).collect())
+        .expect("batch");
+    let mut writer = ArrowWriter::try_new(File::create(path).expect("create"), batch.schema(), None).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
+pub fn max_diff(a: &[Option<Vec<f32>>], b: &[Option<Vec<f32>>]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    let mut worst = 0.0f32;
+    for (x, y) in a.iter().zip(b) {
+        match (x, y) {
+            (Some(x), Some(y)) => x.iter().zip(y).for_each(|(p, q)| worst = worst.max((p - q).abs())),
+            (None, None) => {}
+            _ => panic!("a row is null in one output only"),
+        }
+    }
+    worst
+}
+
+pub fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}

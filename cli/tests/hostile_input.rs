@@ -1,0 +1,368 @@
+//! The batch-job contract under careless or hostile use: every case ends with exit code 1
+//! (2 for usage errors), a message naming the file, column or row, and no existing file
+//! touched. Each test here reproduces a case that once broke that contract.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, DictionaryArray, Int64Array};
+use arrow::datatypes::Int32Type;
+use common::*;
+use serde_json::Value;
+
+fn exit_code(output: &Output) -> Option<i32> {
+    output.status.code()
+}
+
+/// A copy of a fixture package whose manifest `edit` changes.
+fn package_with(dir: &Path, source: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {
+    let model = dir.join("model");
+    std::fs::create_dir(&model).expect("mkdir");
+    for file in ["model.onnx", "manifest.json", "tokenizer.json"] {
+        std::fs::copy(repo().join(source).join(file), model.join(file)).expect("copy");
+    }
+    let text = std::fs::read_to_string(model.join("manifest.json")).expect("manifest");
+    let mut manifest: Value = serde_json::from_str(&text).expect("json");
+    edit(&mut manifest);
+    std::fs::write(model.join("manifest.json"), manifest.to_string()).expect("write");
+    model
+}
+
+fn run_with_model(model: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["run"];
+    args.extend_from_slice(extra);
+    pipeline(&args, &[("--input", &reviews()), ("--model", model), ("--output", out)])
+}
+
+/// Asserts a refusal: exit code `code`, every one of `needles` in the message, no output.
+fn assert_refused(output: &Output, code: i32, needles: &[&str], out: &Path) {
+    let err = stderr(output);
+    assert_eq!(exit_code(output), Some(code), "{err}");
+    for needle in needles {
+        assert!(err.contains(needle), "expected `{needle}` in: {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!out.exists(), "{} was written", out.display());
+}
+
+fn sha(path: &Path) -> Vec<u8> {
+    std::fs::read(path).expect("read")
+}
+
+#[test]
+fn labels_that_do_not_match_the_graph_are_refused_when_the_package_opens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.parquet");
+    // A 3-class graph with two labels (this panicked at `labels[best]`).
+    let model = package_with(dir.path(), "fixtures/tiny-avg-3class", |m| m["labels"] = serde_json::json!(["a", "b"]));
+    let output = run_with_model(&model, &out, &[]);
+    assert_refused(&output, 1, &["outputs 3 class probabilities", "lists 2 labels", "manifest.json"], &out);
+    // The same package, inspected, is refused too.
+    let inspect = pipeline(&["inspect", &model.to_string_lossy()], &[]);
+    assert_refused(&inspect, 1, &["outputs 3 class probabilities"], &out);
+    std::fs::remove_dir_all(&model).expect("clean");
+
+    // A 2-class graph with three labels (accepted before, metadata listing 3 labels).
+    let model = package_with(dir.path(), "fixtures/tiny-san", |m| m["labels"] = serde_json::json!(["a", "b", "c"]));
+    assert_refused(&run_with_model(&model, &out, &[]), 1, &["outputs 2 class probabilities", "lists 3 labels"], &out);
+    std::fs::remove_dir_all(&model).expect("clean");
+
+    let model = package_with(dir.path(), "fixtures/tiny-san", |m| m["labels"] = serde_json::json!(["x", "x"]));
+    assert_refused(&run_with_model(&model, &out, &[]), 1, &["label `x` twice"], &out);
+}
+
+#[test]
+fn attention_heads_that_do_not_match_the_graph_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.parquet");
+    let model = package_with(dir.path(), "fixtures/tiny-san", |m| m["attention_heads"] = 8.into());
+    let output = run_with_model(&model, &out, &[]);
+    assert_refused(&output, 1, &["outputs 3 attention rows", "attention_heads = 8"], &out);
+
+    // Without an `attention` output at all, the message reads as English.
+    std::fs::remove_dir_all(&model).expect("clean");
+    let model = package_with(dir.path(), "fixtures/tiny-avg", |m| m["attention_heads"] = 2.into());
+    let output = run_with_model(&model, &out, &[]);
+    assert_refused(&output, 1, &["the graph has no `attention` output"], &out);
+}
+
+#[test]
+fn a_tokenizer_from_another_package_is_refused_naming_both_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.parquet");
+    let model = package_with(dir.path(), "fixtures/tiny-san", |_| {});
+    std::fs::copy(repo().join("fixtures/default-model/tokenizer.json"), model.join("tokenizer.json")).expect("copy");
+    let output = run_with_model(&model, &out, &[]);
+    assert_refused(&output, 1, &["tokenizer.json produces token ids up to", "model.onnx has", "rows"], &out);
+}
+
+#[test]
+fn a_token_limit_of_zero_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.parquet");
+    let model = package_with(dir.path(), "fixtures/tiny-san", |m| m["max_tokens"] = 0.into());
+    assert_refused(&run_with_model(&model, &out, &[]), 1, &["max_tokens 0"], &out);
+    let output = run(&reviews(), &out, &["--max-tokens", "0"]);
+    assert_refused(&output, 2, &["--max-tokens"], &out);
+    for flag in ["--batch-size", "--window"] {
+        assert_refused(&run(&reviews(), &out, &[flag, "0"]), 2, &[flag], &out);
+    }
+}
+
+#[test]
+fn the_input_is_never_the_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("mkdir");
+    let input = data.join("reviews.parquet");
+    std::fs::copy(reviews(), &input).expect("copy");
+    let before = sha(&input);
+
+    let output = run(&input, &input, &[]);
+    assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("is one of the input files"), "{}", stderr(&output));
+    // The same file reached through `..` and a symlink.
+    let roundabout = data.join("../data/reviews.parquet");
+    assert_eq!(exit_code(&run(&input, &roundabout, &[])), Some(1));
+    #[cfg(unix)]
+    {
+        let link = dir.path().join("link.parquet");
+        std::os::unix::fs::symlink(&input, &link).expect("symlink");
+        assert_eq!(exit_code(&run(&input, &link, &[])), Some(1));
+    }
+
+    // An output inside an input directory or glob would be read back by a rerun.
+    let inside = data.join("predictions.parquet");
+    let output = run(&data, &inside, &[]);
+    assert_refused(&output, 1, &["a rerun would read it back as input"], &inside);
+    let pattern = format!("{}/*.parquet", data.display());
+    let output = pipeline(&["run", "--input", &pattern], &[("--model", &tiny_model()), ("--output", &inside)]);
+    assert_refused(&output, 1, &["a rerun would read it back as input"], &inside);
+    // Beside the inputs, with a name the input does not match, is fine.
+    let beside = data.join("predictions.out");
+    let output = run(&data, &beside, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(sha(&input), before, "the input is untouched");
+}
+
+#[test]
+fn metrics_json_is_checked_before_any_work() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("reviews.parquet");
+    std::fs::copy(reviews(), &input).expect("copy");
+    let before = sha(&input);
+    let out = dir.path().join("out.parquet");
+    let with_metrics = |metrics: &Path| {
+        pipeline(
+            &["run"],
+            &[("--input", &input), ("--model", &tiny_model()), ("--output", &out), ("--metrics-json", metrics)],
+        )
+    };
+
+    assert_refused(&with_metrics(&out), 1, &["--metrics-json", "is also --output"], &out);
+    assert_refused(&with_metrics(&input), 1, &["--metrics-json", "is one of the input files"], &out);
+    assert_eq!(sha(&input), before);
+    // An unwritable metrics location fails before the predictions are committed.
+    let output = with_metrics(&dir.path().join("missing/run.json"));
+    assert_refused(&output, 1, &["missing"], &out);
+    assert_eq!(files_in(dir.path()), ["reviews.parquet"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn devices_and_fifos_are_never_replaced_or_read_as_missing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("pipe");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let output = run(&reviews(), &fifo, &[]);
+    assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("is a FIFO (named pipe), not a regular file"), "{}", stderr(&output));
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&fifo).expect("meta").file_type().is_fifo(), "the FIFO is still a FIFO");
+
+    let output = run(Path::new("/dev/null"), &dir.path().join("out.parquet"), &[]);
+    assert_eq!(exit_code(&output), Some(1));
+    assert!(stderr(&output).contains("/dev/null is a character device"), "{}", stderr(&output));
+    let output = run(&fifo, &dir.path().join("out.parquet"), &[]);
+    assert!(stderr(&output).contains("is a FIFO"), "{}", stderr(&output));
+
+    // A device as output: checked without opening it, and left as it is.
+    let output = run(&reviews(), Path::new("/dev/null"), &[]);
+    assert_eq!(exit_code(&output), Some(1));
+    assert!(stderr(&output).contains("/dev/null is a character device"), "{}", stderr(&output));
+    assert!(std::fs::metadata("/dev/null").expect("meta").file_type().is_char_device());
+
+    let sql = pipeline(&["sql", "SELECT 1 AS one"], &[("--output", Path::new("/dev/null"))]);
+    assert_eq!(exit_code(&sql), Some(1), "{}", stderr(&sql));
+    assert!(std::fs::metadata("/dev/null").expect("meta").file_type().is_char_device());
+}
+
+#[test]
+fn sql_never_writes_over_a_table_it_reads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let table = dir.path().join("p.parquet");
+    std::fs::copy(reviews(), &table).expect("copy");
+    let before = sha(&table);
+    let registered = format!("p={}", table.display());
+    let output = pipeline(&["sql", "SELECT id FROM p", "--table", &registered], &[("--output", &table)]);
+    assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("is one of the input files"), "{}", stderr(&output));
+    // A path named in the query itself.
+    let query = format!("SELECT id FROM '{}'", table.display());
+    let output = pipeline(&["sql", &query], &[("--output", &table)]);
+    assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+    assert_eq!(sha(&table), before);
+    assert_eq!(files_in(dir.path()), ["p.parquet"]);
+}
+
+#[test]
+fn a_deeply_nested_query_is_refused_instead_of_overflowing_the_stack() {
+    // About 8 KB of SQL; this aborted the process (exit 134) before.
+    let sum = vec!["1"; 4000].join(" + ");
+    let output = pipeline(&["sql", &format!("SELECT {sum} AS total")], &[]);
+    assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("nests expressions more than 500 deep"), "{}", stderr(&output));
+    // Far larger (400 KB of SQL, read from stdin), still a clear refusal.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .arg("sql")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let sum = vec!["1"; 200_000].join("+");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), format!("SELECT {sum}").as_bytes())
+        .expect("write the query");
+    let output = child.wait_with_output().expect("wait");
+    assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("nests expressions more than 500 deep"), "{}", stderr(&output));
+    // A deep but reasonable query still runs.
+    let sum = vec!["1"; 400].join(" + ");
+    let output = pipeline(&["sql", &format!("SELECT {sum} AS total"), "--format", "csv"], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "total\n400\n");
+}
+
+#[test]
+fn inspect_refuses_a_graph_that_is_not_a_package_graph() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A real ONNX graph, but another model's: the AVG baseline's, with no attention output.
+    let model = package_with(dir.path(), "fixtures/tiny-san", |_| {});
+    std::fs::copy(repo().join("fixtures/tiny-avg/model.onnx"), model.join("model.onnx")).expect("copy");
+    let output = pipeline(&["inspect", &model.to_string_lossy()], &[]);
+    assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("model.onnx"), "{}", stderr(&output));
+}
+
+#[test]
+fn pass_through_naming_a_column_twice_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.parquet");
+    let output = run(&reviews(), &out, &["--pass-through", "id,id"]);
+    assert_refused(&output, 1, &["names the column `id` twice"], &out);
+}
+
+#[test]
+fn a_dictionary_text_column_is_read_as_text() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("categorical.parquet");
+    let texts: DictionaryArray<Int32Type> =
+        vec![Some("a wonderful film"), None, Some("a wonderful film"), Some("awful")].into_iter().collect();
+    write_parquet(&input, vec![("id", Arc::new(Int64Array::from(vec![1, 2, 3, 4]))), ("text", Arc::new(texts))]);
+    let out = dir.path().join("out.parquet");
+    let output = run(&input, &out, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let batch = read(&out);
+    let predictions = strings(&batch, "prediction");
+    assert!(predictions[0].is_some() && predictions[1].is_none() && predictions[3].is_some());
+    assert_eq!(predictions[0], predictions[2], "the same text, the same prediction");
+    let text = batch.column_by_name("text").expect("text passes through");
+    assert_eq!(text.len(), 4);
+}
+
+/// Starts a slow `pipeline run` (one document per window over 3,000 rows) into `out`.
+fn slow_run(dir: &Path, out: &Path) -> std::process::Child {
+    let data = dir.join("many");
+    if !data.exists() {
+        std::fs::create_dir(&data).expect("mkdir");
+        for i in 0..10 {
+            std::fs::copy(reviews(), data.join(format!("part-{i}.parquet"))).expect("copy");
+        }
+    }
+    Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["run", "--window", "1", "--batch-size", "1", "--input"])
+        .arg(&data)
+        .arg("--model")
+        .arg(tiny_model())
+        .arg("--output")
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+/// Waits for the run's temporary output to appear beside `out`; returns its path.
+fn wait_for_temporary(out: &Path) -> PathBuf {
+    let dir = out.parent().expect("parent");
+    let started = Instant::now();
+    loop {
+        let found = files_in(dir).into_iter().find(|name| name.ends_with(".partial"));
+        if let Some(name) = found {
+            return dir.join(name);
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no temporary output appeared");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn partials(dir: &Path) -> Vec<String> {
+    files_in(dir).into_iter().filter(|name| name.ends_with(".partial")).collect()
+}
+
+#[cfg(unix)]
+#[test]
+fn signals_remove_the_unfinished_output_and_a_rerun_clears_what_kill_9_left() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).expect("mkdir");
+    let out = out_dir.join("predictions.parquet");
+    for (signal, code) in [("TERM", 143), ("INT", 130)] {
+        let child = slow_run(dir.path(), &out);
+        let temporary = wait_for_temporary(&out);
+        let sent = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status();
+        assert!(sent.expect("kill").success());
+        let output = child.wait_with_output().expect("wait");
+        assert_eq!(output.status.code(), Some(code), "SIG{signal}: {}", stderr(&output));
+        assert!(!temporary.exists(), "SIG{signal} left {}", temporary.display());
+        assert!(partials(&out_dir).is_empty() && !out.exists(), "SIG{signal}: {:?}", files_in(&out_dir));
+    }
+
+    // kill -9 cannot be handled: the temporary stays, unlocked, until the next run removes it.
+    let mut child = slow_run(dir.path(), &out);
+    let temporary = wait_for_temporary(&out);
+    child.kill().expect("SIGKILL");
+    child.wait().expect("wait");
+    assert!(temporary.exists(), "SIGKILL leaves the temporary");
+    let output = run(&reviews(), &out, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(partials(&out_dir).is_empty(), "the rerun removed what the killed run left: {:?}", files_in(&out_dir));
+    assert!(out.is_file());
+}
+
+#[test]
+fn a_panic_is_reported_as_an_internal_error_and_removes_the_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.parquet");
+    let output = run(&reviews(), &out, &["--window", "10", "--panic-after-first-window"]);
+    let err = stderr(&output);
+    assert_eq!(exit_code(&output), Some(70), "{err}");
+    assert!(err.contains("internal error, please report") && err.contains("job.rs"), "{err}");
+    assert!(err.contains("removed the unfinished"), "{err}");
+    assert!(files_in(dir.path()).is_empty(), "{:?}", files_in(dir.path()));
+}

@@ -1,0 +1,192 @@
+//! The package contract, checked when a package is opened for inference, so that a package
+//! whose parts do not belong together fails at once with the files named, never with a
+//! panic or a quietly wrong table later:
+//! - the graph's outputs against the manifest: one probability per label, as many attention
+//!   rows as `attention_heads`, an embedding of `embedding_dim`. The graph's dimensions may
+//!   be symbolic, so they are read from a one-token probe run;
+//! - the tokenizer against the graph: every id it can produce (and the padding id) must be a
+//!   row of the graph's embedding table.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use tokenizers::Tokenizer;
+use tract_onnx::prelude::Framework;
+
+use crate::inference::{InferenceBackend, ModelInputs, ModelOutputs};
+use crate::package::{InputLayout, MANIFEST_FILE, ModelPackage};
+
+/// Runs a one-token document through `backend` and checks every output's shape against the
+/// manifest. Returns whether the model fills the `attention` column: a flat model with an
+/// `attention` output, or a hierarchical one (word × sentence weights).
+pub fn check_outputs(package: &ModelPackage, backend: &dyn InferenceBackend) -> anyhow::Result<bool> {
+    let graph = package.graph_path();
+    let manifest_path = package.dir.join(MANIFEST_FILE);
+    let manifest = &package.manifest;
+    let names = backend.output_names();
+    let has = |name: &str| names.iter().any(|n| n == name);
+    if !has("probs") {
+        bail!(
+            "{} does not match the package contract: it has outputs {names:?}, but `probs` is required",
+            graph.display()
+        );
+    }
+    let hierarchical = manifest.input_layout == InputLayout::SentencesWords;
+    if hierarchical {
+        let missing: Vec<&str> = ["word_attention", "sentence_attention"].into_iter().filter(|n| !has(n)).collect();
+        if !missing.is_empty() {
+            bail!(
+                "{} does not match the package contract: a hierarchical model needs outputs {}, it has {names:?}",
+                graph.display(),
+                missing.join(" and ")
+            );
+        }
+    }
+    let has_attention = has("attention");
+    if !hierarchical && has_attention != manifest.attention_heads.is_some() {
+        let graph_has = if has_attention { "has an `attention` output" } else { "has no `attention` output" };
+        bail!(
+            "{} does not match {}: the manifest says attention_heads = {:?} but the graph {graph_has}",
+            graph.display(),
+            manifest_path.display(),
+            manifest.attention_heads,
+        );
+    }
+
+    let pad = manifest.padding_id;
+    let probe = match manifest.input_layout {
+        InputLayout::Tokens => ModelInputs::right_padded(&[[pad]], pad),
+        InputLayout::SentencesWords => ModelInputs::sentences_padded(&[(&[pad][..], &[1][..])], pad),
+    };
+    let outputs = backend
+        .run(&probe)
+        .with_context(|| format!("{} fails on a one-token document; is it a model package graph?", graph.display()))?;
+    let shape = |name: &str| -> anyhow::Result<&[usize]> { Ok(outputs_get(&outputs, name, &graph)?.shape.as_slice()) };
+
+    let probs = shape("probs")?;
+    match probs {
+        [1, classes] if *classes == manifest.labels.len() => {}
+        [1, classes] => bail!(
+            "{} outputs {classes} class probabilities, but {} lists {} labels ({}); the labels must name the \
+             graph's `probs` columns in order",
+            graph.display(),
+            manifest_path.display(),
+            manifest.labels.len(),
+            manifest.labels.join(", ")
+        ),
+        other => bail!("{}: `probs` has shape {other:?} for one document, expected [1, classes]", graph.display()),
+    }
+    if has_attention && !hierarchical {
+        match (shape("attention")?, manifest.attention_heads) {
+            ([1, rows, 1], Some(heads)) if *rows == heads => {}
+            ([1, rows, 1], Some(heads)) => bail!(
+                "{} outputs {rows} attention rows (hops or heads), but {} says attention_heads = {heads}",
+                graph.display(),
+                manifest_path.display()
+            ),
+            (other, _) => bail!(
+                "{}: `attention` has shape {other:?} for one one-token document, expected [1, heads, 1]",
+                graph.display()
+            ),
+        }
+    }
+    if hierarchical {
+        let words = shape("word_attention")?;
+        let sentences = shape("sentence_attention")?;
+        if words != [1, 1, 1] || sentences != [1, 1] {
+            bail!(
+                "{}: for one one-word sentence `word_attention` has shape {words:?} (expected [1, 1, 1]) and \
+                 `sentence_attention` {sentences:?} (expected [1, 1])",
+                graph.display()
+            );
+        }
+    }
+    if has("embedding") {
+        match shape("embedding")? {
+            [1, dim] if *dim == manifest.embedding_dim => {}
+            other => bail!(
+                "{}: `embedding` has shape {other:?} for one document, but {} says embedding_dim = {}",
+                graph.display(),
+                manifest_path.display(),
+                manifest.embedding_dim
+            ),
+        }
+    }
+    Ok(has_attention || hierarchical)
+}
+
+fn outputs_get<'a>(
+    outputs: &'a ModelOutputs,
+    name: &str,
+    graph: &Path,
+) -> anyhow::Result<&'a crate::inference::OutputTensor> {
+    outputs.get(name).with_context(|| format!("{} returned no `{name}` output", graph.display()))
+}
+
+/// Checks that every id `tokenizer` can produce, and the manifest's padding id, index a row
+/// of the graph's embedding table. A graph whose table cannot be found (not written by
+/// `export`) is not checked.
+pub fn check_vocabulary(package: &ModelPackage, tokenizer: &Tokenizer) -> anyhow::Result<()> {
+    let graph = package.graph_path();
+    let Some(rows) = embedding_rows(&graph)? else { return Ok(()) };
+    let largest_id = tokenizer.get_vocab(true).into_values().max().unwrap_or(0);
+    if !usize::try_from(largest_id).is_ok_and(|id| id < rows) {
+        bail!(
+            "{} produces token ids up to {largest_id}, but the embedding table of {} has {rows} rows: the \
+             tokenizer belongs to another model. Use the {} exported with this graph",
+            package.tokenizer_path().display(),
+            graph.display(),
+            crate::package::TOKENIZER_FILE
+        );
+    }
+    let pad = package.manifest.padding_id;
+    if !usize::try_from(pad).is_ok_and(|id| id < rows) {
+        bail!(
+            "{} has padding_id {pad}, which is not a row of the embedding table of {} ({rows} rows)",
+            package.dir.join(MANIFEST_FILE).display(),
+            graph.display()
+        );
+    }
+    Ok(())
+}
+
+/// Operators that move token ids around without changing them: an id tensor stays one
+/// through them (HAN reshapes and gathers its ids before the embedding lookup).
+const ID_PRESERVING: [&str; 9] =
+    ["Reshape", "Gather", "Cast", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Slice", "Transpose"];
+
+/// Rows of the embedding table: the smallest first dimension of a 2-D initializer that a
+/// `Gather` indexes with token ids. `None` when the graph has no such lookup.
+fn embedding_rows(graph: &Path) -> anyhow::Result<Option<usize>> {
+    let model = tract_onnx::onnx()
+        .proto_model_for_path(graph)
+        .with_context(|| format!("{} is not a readable ONNX graph", graph.display()))?;
+    let Some(graph_proto) = model.graph else { return Ok(None) };
+    let tables: std::collections::HashMap<&str, &[i64]> = graph_proto
+        .initializer
+        .iter()
+        .filter(|t| t.dims.len() == 2)
+        .map(|t| (t.name.as_str(), t.dims.as_slice()))
+        .collect();
+    let mut ids: HashSet<&str> = HashSet::from(["input_ids"]);
+    let mut rows: Option<usize> = None;
+    // ONNX nodes are stored in topological order.
+    for node in &graph_proto.node {
+        let (Some(data), indices) = (node.input.first(), node.input.get(1)) else { continue };
+        let op = node.op_type.as_str();
+        if op == "Gather"
+            && indices.is_some_and(|i| ids.contains(i.as_str()))
+            && let Some(dims) = tables.get(data.as_str())
+            && let Some(&first) = dims.first()
+        {
+            let table_rows = usize::try_from(first).unwrap_or(0);
+            rows = Some(rows.map_or(table_rows, |r| r.min(table_rows)));
+            continue;
+        }
+        if ID_PRESERVING.contains(&op) && ids.contains(data.as_str()) {
+            ids.extend(node.output.iter().map(String::as_str));
+        }
+    }
+    Ok(rows)
+}
