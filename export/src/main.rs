@@ -14,6 +14,7 @@ use export::vocabulary::VocabularyConfig;
 use export::word_vectors::{WordVectorConfig, train_word_vectors};
 use pipeline::atomic_file::{TempFile, temp_beside, write_failed};
 use pipeline::inference::{BackendKind, BackendOptions, Device};
+use pipeline::locations::same_location;
 
 #[derive(Parser)]
 #[command(version, about = "Train attention classifiers and export them as ONNX model packages")]
@@ -141,8 +142,11 @@ struct EvalArgs {
 /// none of `inputs`.
 fn checked_output(output: &std::path::Path, inputs: &[&std::path::Path]) -> anyhow::Result<TempFile> {
     for input in inputs {
-        let same = output.canonicalize().ok().zip(input.canonicalize().ok()).is_some_and(|(a, b)| a == b);
-        anyhow::ensure!(!same, "{} is also an input; write the output to another file", output.display());
+        anyhow::ensure!(
+            !same_location(output, input),
+            "{} is also an input; write the output to another file",
+            output.display()
+        );
     }
     temp_beside(output)
 }

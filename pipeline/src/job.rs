@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use crate::atomic_file::{TempFile, check_replaceable, temp_beside, write_failed};
 use crate::classifier::{Classifier, TextCounts};
 use crate::inference::{BackendOptions, InferenceBackend};
-use crate::locations::{InputLocation, refuse_output_among_inputs, resolve_inputs};
+use crate::locations::{InputLocation, refuse_output_among_inputs, resolve_inputs, same_location};
 use crate::package::ModelPackage;
 use crate::predictions::{OptionalColumns, prediction_columns, prediction_fields};
 use crate::source::{BatchStream, DATA_EXTENSIONS, column_list, is_text_type, open_batches, string_values, text_array};
@@ -106,9 +106,7 @@ fn check_outputs(options: &JobOptions, input: &InputLocation) -> anyhow::Result<
     if let Some(metrics) = &options.metrics_json {
         check_replaceable(metrics).context("--metrics-json")?;
         refuse_output_among_inputs("--metrics-json", metrics, inputs)?;
-        let same =
-            |a: &Path, b: &Path| a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b);
-        if same(metrics, &options.output) {
+        if same_location(metrics, &options.output) {
             bail!("--metrics-json {} is also --output; give the summary its own file", metrics.display());
         }
     }
@@ -135,7 +133,8 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     let total_rows: Option<usize> = streams.iter().map(|s| s.rows).sum();
     let progress = Progress::new(total_rows);
     let mut writer = OutputFile::create(&options.output, output_schema.clone())?;
-    let metrics_file = options.metrics_json.as_deref().map(temp_beside).transpose()?;
+    let mut metrics_file =
+        options.metrics_json.as_deref().map(|path| anyhow::Ok((temp_beside(path)?, path))).transpose()?;
     let mut summary = JobSummary {
         output: options.output.display().to_string(),
         files: files.len(),
@@ -185,16 +184,12 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     summary.tokens_per_second = summary.tokens as f64 / summary.seconds;
     // The summary is written before the predictions are published, so that a failure here
     // leaves neither file.
-    let metrics = match (metrics_file, &options.metrics_json) {
-        (Some(mut file), Some(path)) => {
-            std::io::Write::write_all(&mut file, serde_json::to_string_pretty(&summary)?.as_bytes())
-                .map_err(|e| write_failed(path, &e))?;
-            Some((file, path))
-        }
-        _ => None,
-    };
+    if let Some((file, path)) = &mut metrics_file {
+        std::io::Write::write_all(file, serde_json::to_string_pretty(&summary)?.as_bytes())
+            .map_err(|e| write_failed(path, &e))?;
+    }
     writer.finish()?;
-    if let Some((file, path)) = metrics {
+    if let Some((file, path)) = metrics_file {
         file.publish(path)?;
     }
     Ok(summary)

@@ -89,6 +89,11 @@ fn resolved(path: &Path) -> Option<PathBuf> {
     Some(parent.canonicalize().ok()?.join(name))
 }
 
+/// Whether two paths name the same file, existing or not (symlinks and `..` resolved).
+pub fn same_location(a: &Path, b: &Path) -> bool {
+    a == b || matches!((resolved(a), resolved(b)), (Some(a), Some(b)) if a == b)
+}
+
 impl InputLocation {
     /// Why writing `path` would clobber this input: it is one of the files read now, or a
     /// rerun would read it once it exists. `None` when the input never reads it.

@@ -5,19 +5,15 @@
 //! CI runs a few dozen cases. The long run (README, "Bad-input suite"):
 //! `PROPTEST_CASES=25000 cargo test --release --workspace --test bad_input -- --nocapture`.
 
-use std::cell::Cell;
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::cell::Cell;
+
+use common::{make_predictions, repo};
 use pipeline::inference::BackendOptions;
-use pipeline::job::{JobOptions, run_job};
-use pipeline::package::ModelPackage;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
 use sql::{ClassifyOptions, SqlSession};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// Each function with arguments that plan; a case replaces some of them, or changes the
 /// arity, so that most cases reach the function's body rather than stop at type checking.
@@ -85,30 +81,10 @@ fn call() -> impl Strategy<Value = String> {
     )
 }
 
-fn predictions(dir: &Path) -> PathBuf {
-    let output = dir.join("predictions.parquet");
-    let package = ModelPackage::open(&repo().join("fixtures/tiny-san")).expect("package");
-    let options = JobOptions {
-        input: repo().join("fixtures/reviews.parquet").display().to_string(),
-        output: output.clone(),
-        text_column: "text".into(),
-        pass_through: None,
-        backend: BackendOptions::default(),
-        batch_size: 32,
-        window: 128,
-        max_tokens: None,
-        with_embedding: true,
-        metrics_json: None,
-        panic_after_first_window: false,
-    };
-    run_job(&package, &options).expect("pipeline run");
-    output
-}
-
 #[test]
 fn generated_function_calls_answer_or_fail_clearly() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let table = predictions(dir.path());
+    let table = make_predictions(dir.path(), true).expect("pipeline run");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let mut session = SqlSession::new(ClassifyOptions {
         default_model: Some(repo().join("fixtures/tiny-san")),

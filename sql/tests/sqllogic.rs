@@ -7,12 +7,13 @@
 //!
 //! Paths in the files are relative to this crate's directory (cargo's working directory).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use arrow::util::display::{ArrayFormatter, FormatOptions};
+use common::{make_predictions, repo};
 use pipeline::inference::BackendOptions;
-use pipeline::job::{JobOptions, run_job};
-use pipeline::package::ModelPackage;
 use sql::{ClassifyOptions, SqlSession};
 use sqllogictest::{DBOutput, DefaultColumnType};
 
@@ -72,31 +73,6 @@ impl sqllogictest::AsyncDB for Database {
     async fn shutdown(&mut self) {}
 }
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// `pipeline run` with the tiny model over the fixture reviews, written to `dir`.
-fn make_predictions(dir: &Path) -> anyhow::Result<PathBuf> {
-    let output = dir.join("predictions.parquet");
-    let package = ModelPackage::open(&repo().join("fixtures/tiny-san"))?;
-    let options = JobOptions {
-        input: repo().join("fixtures/reviews.parquet").display().to_string(),
-        output: output.clone(),
-        text_column: "text".into(),
-        pass_through: None,
-        backend: BackendOptions::default(),
-        batch_size: 32,
-        window: 128,
-        max_tokens: None,
-        with_embedding: false,
-        metrics_json: None,
-        panic_after_first_window: false,
-    };
-    run_job(&package, &options)?;
-    Ok(output)
-}
-
 async fn open_session(predictions: &Path) -> anyhow::Result<Database> {
     let mut session = SqlSession::new(ClassifyOptions {
         default_model: Some(repo().join("fixtures/default-model")),
@@ -110,7 +86,7 @@ async fn open_session(predictions: &Path) -> anyhow::Result<Database> {
 
 fn main() -> anyhow::Result<()> {
     let scratch = tempfile::tempdir()?;
-    let predictions = make_predictions(scratch.path())?;
+    let predictions = make_predictions(scratch.path(), false)?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/slt"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "slt"))

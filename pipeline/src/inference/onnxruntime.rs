@@ -17,6 +17,7 @@ use ort::session::{Session, SessionInputValue};
 use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
 
 use super::{BackendOptions, Device, InferenceBackend, ModelInputs, ModelOutputs, OutputTensor};
+use crate::locations::same_location;
 
 /// The ONNX Runtime release this project is tested with (and that the install script fetches).
 pub const ORT_VERSION: &str = "1.32.0";
@@ -182,7 +183,7 @@ fn runtime(library: &Path) -> anyhow::Result<&'static Runtime> {
     let _guard = lock(&INIT);
     if let Some(runtime) = RUNTIME.get() {
         ensure!(
-            same_file(&runtime.library, library),
+            same_location(&runtime.library, library),
             "ONNX Runtime is already loaded from {} in this process and cannot also be loaded from {}; \
              use one library per process",
             runtime.library.display(),
@@ -197,10 +198,6 @@ fn runtime(library: &Path) -> anyhow::Result<&'static Runtime> {
         .build()
         .with_context(|| format!("could not create an ONNX Runtime environment from {}", library.display()))?;
     Ok(RUNTIME.get_or_init(|| Runtime { library: library.to_path_buf(), environment }))
-}
-
-fn same_file(a: &Path, b: &Path) -> bool {
-    a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
 }
 
 /// Which [`ModelInputs`] buffer feeds a graph input.

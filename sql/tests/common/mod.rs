@@ -1,0 +1,33 @@
+//! What the SQL tests share: the repository root and a real `pipeline run` output to query.
+
+use std::path::{Path, PathBuf};
+
+use pipeline::inference::BackendOptions;
+use pipeline::job::{JobOptions, run_job};
+use pipeline::package::ModelPackage;
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `pipeline run` with the tiny model over the fixture reviews, written to `dir` (through the
+/// pipeline library, so the table has the real output schema).
+pub fn make_predictions(dir: &Path, with_embedding: bool) -> anyhow::Result<PathBuf> {
+    let output = dir.join("predictions.parquet");
+    let package = ModelPackage::open(&repo().join("fixtures/tiny-san"))?;
+    let options = JobOptions {
+        input: repo().join("fixtures/reviews.parquet").display().to_string(),
+        output: output.clone(),
+        text_column: "text".into(),
+        pass_through: None,
+        backend: BackendOptions::default(),
+        batch_size: 32,
+        window: 128,
+        max_tokens: None,
+        with_embedding,
+        metrics_json: None,
+        panic_after_first_window: false,
+    };
+    run_job(&package, &options)?;
+    Ok(output)
+}
