@@ -65,8 +65,8 @@ struct RunArgs {
     /// Also write the sentence embedding fed to the classifier.
     #[arg(long)]
     embedding: bool,
-    /// Worker threads (default: all cores).
-    #[arg(long)]
+    /// Worker threads (default: all cores; at most 1024).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     threads: Option<usize>,
     /// ONNX Runtime shared library (default: $ORT_DYLIB_PATH, then Python's onnxruntime).
     #[arg(long)]

@@ -41,7 +41,7 @@ pub struct SqlArgs {
     #[arg(long)]
     ort_library: Option<PathBuf>,
     /// Documents per inference batch in classify().
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     batch_size: usize,
 }
 

@@ -88,6 +88,38 @@ fn attention_heads_that_do_not_match_the_graph_are_refused() {
     let model = package_with(dir.path(), "fixtures/tiny-avg", |m| m["attention_heads"] = 2.into());
     let output = run_with_model(&model, &out, &[]);
     assert_refused(&output, 1, &["the graph has no `attention` output"], &out);
+
+    // A hierarchical model has one attention row.
+    std::fs::remove_dir_all(&model).expect("clean");
+    let model = package_with(dir.path(), "fixtures/tiny-han", |m| m["attention_heads"] = 3.into());
+    assert_refused(&run_with_model(&model, &out, &[]), 1, &["attention_heads = Some(3)", "one attention row"], &out);
+}
+
+#[test]
+fn no_output_is_written_over_the_model_package() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = package_with(dir.path(), "fixtures/tiny-san", |_| {});
+    let before: Vec<Vec<u8>> = files_in(&model).iter().map(|f| sha(&model.join(f))).collect();
+    let graph = model.join("model.onnx");
+    assert_refused(
+        &run_with_model(&model, &graph, &[]),
+        1,
+        &["model package", "is one of the input files"],
+        &dir.path().join("none"),
+    );
+    let out = dir.path().join("out.parquet");
+    let manifest = model.join("manifest.json");
+    let output = pipeline(
+        &["run"],
+        &[("--input", &reviews()), ("--model", &model), ("--output", &out), ("--metrics-json", &manifest)],
+    );
+    assert_refused(&output, 1, &["--metrics-json", "model package"], &out);
+    // A package that classify() reads in a query.
+    let query = format!("SELECT classify(text, '{}').prediction AS p FROM '{}'", model.display(), reviews().display());
+    let output = pipeline(&["sql", &query, "--format", "csv"], &[("--output", &graph)]);
+    assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+    let after: Vec<Vec<u8>> = files_in(&model).iter().map(|f| sha(&model.join(f))).collect();
+    assert_eq!(before, after, "the package is untouched");
 }
 
 #[test]
@@ -108,9 +140,13 @@ fn a_token_limit_of_zero_is_refused() {
     assert_refused(&run_with_model(&model, &out, &[]), 1, &["max_tokens 0"], &out);
     let output = run(&reviews(), &out, &["--max-tokens", "0"]);
     assert_refused(&output, 2, &["--max-tokens"], &out);
-    for flag in ["--batch-size", "--window"] {
+    for flag in ["--batch-size", "--window", "--threads"] {
         assert_refused(&run(&reviews(), &out, &[flag, "0"]), 2, &[flag], &out);
     }
+    // Thousands of threads on two cores would look like a hang.
+    assert_refused(&run(&reviews(), &out, &["--threads", "5000"]), 2, &["--threads"], &out);
+    let sql = pipeline(&["sql", "SELECT 1", "--batch-size", "0"], &[]);
+    assert_eq!(exit_code(&sql), Some(2), "{}", stderr(&sql));
 }
 
 #[test]

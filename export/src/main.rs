@@ -15,6 +15,7 @@ use export::word_vectors::{WordVectorConfig, train_word_vectors};
 use pipeline::atomic_file::{TempFile, temp_beside, write_failed};
 use pipeline::inference::{BackendKind, BackendOptions, Device};
 use pipeline::locations::same_location;
+use pipeline::package::{GRAPH_FILE, MANIFEST_FILE, TOKENIZER_FILE};
 
 #[derive(Parser)]
 #[command(version, about = "Train attention classifiers and export them as ONNX model packages")]
@@ -122,7 +123,7 @@ struct EvalArgs {
     backend: BackendKind,
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     device: Device,
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     batch_size: usize,
     /// ONNX Runtime shared library (default: $ORT_DYLIB_PATH, then Python's onnxruntime).
     #[arg(long)]
@@ -192,9 +193,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 intra_op_threads: 1,
                 ort_library: args.ort_library,
             };
-            // Checked before the evaluation, which can take minutes.
-            let metrics =
-                args.metrics_json.as_deref().map(|path| checked_output(path, &[args.data.as_path()])).transpose()?;
+            // Checked before the evaluation, which can take minutes: never over the data or the package.
+            let package_files = [GRAPH_FILE, TOKENIZER_FILE, MANIFEST_FILE].map(|f| args.model.join(f));
+            let mut inputs = vec![args.data.as_path()];
+            inputs.extend(package_files.iter().map(PathBuf::as_path));
+            let metrics = args.metrics_json.as_deref().map(|path| checked_output(path, &inputs)).transpose()?;
             let evaluation = evaluate(&args.model, &args.data, &args.columns.columns(), &backend, args.batch_size)?;
             pipeline::command_line::print_report(&evaluation.to_string())?;
             if let (Some(mut file), Some(path)) = (metrics, &args.metrics_json) {

@@ -53,8 +53,12 @@ impl TrainConfig {
     pub fn validate(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.epochs > 0, "--epochs must be at least 1");
         anyhow::ensure!(self.batch_size > 0, "--batch-size must be at least 1");
-        anyhow::ensure!(self.learning_rate > 0.0, "--learning-rate must be positive");
-        anyhow::ensure!(self.clip_norm > 0.0, "--clip-norm must be positive");
+        // `x > 0.0` is false for NaN; finiteness rules out inf, which trains a NaN model.
+        anyhow::ensure!(
+            self.learning_rate > 0.0 && self.learning_rate.is_finite(),
+            "--learning-rate must be a positive number"
+        );
+        anyhow::ensure!(self.clip_norm > 0.0 && self.clip_norm.is_finite(), "--clip-norm must be a positive number");
         Ok(())
     }
 }

@@ -315,6 +315,11 @@ pub fn verify_graph<M: Classifier>(model: &M, graph: &Path, inputs: &ModelInputs
     let expected = forward_probs(model, inputs).probs;
     let outputs = TractBackend::open(graph)?.run(inputs)?;
     let actual = &outputs.get("probs").context("graph has no `probs` output")?.data;
+    // NaN on both sides would pass the comparison below (f32::max ignores NaN).
+    anyhow::ensure!(
+        expected.iter().chain(actual).all(|p| p.is_finite()),
+        "training diverged: the model's probabilities are not finite (NaN); lower --learning-rate or --clip-norm"
+    );
     let worst = expected.iter().zip(actual).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
     anyhow::ensure!(
         expected.len() == actual.len() && worst <= VERIFY_TOLERANCE,

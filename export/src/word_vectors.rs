@@ -46,7 +46,10 @@ impl WordVectorConfig {
         for (name, value) in [("--dim", self.dim), ("--window", self.window), ("--epochs", self.epochs)] {
             anyhow::ensure!(value > 0, "{name} must be at least 1");
         }
-        anyhow::ensure!(self.learning_rate > 0.0, "--learning-rate must be positive");
+        anyhow::ensure!(
+            self.learning_rate > 0.0 && self.learning_rate.is_finite(),
+            "--learning-rate must be a positive number"
+        );
         Ok(())
     }
 }
@@ -94,6 +97,9 @@ impl WordVectors {
                 numbers.iter().map(|n| n.parse::<f32>()).collect::<Result<_, _>>().with_context(|| {
                     format!("{}: line {} has a value that is not a number", path.display(), index + 1)
                 })?;
+            if row.iter().any(|v| !v.is_finite()) {
+                bail!("{}: line {} has a value that is not finite (NaN or inf)", path.display(), index + 1);
+            }
             match dim {
                 None => dim = Some(row.len()),
                 Some(d) if d != row.len() => bail!(

@@ -211,6 +211,33 @@ fn existing_output_is_refused_without_force() {
 }
 
 #[test]
+fn settings_that_would_train_a_nan_model_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corpus = fixture("imdb-train-600.parquet");
+    for rate in ["inf", "NaN"] {
+        let output = train(&corpus, &dir.path().join("model"), &["--learning-rate", rate]);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        assert!(stderr(&output).contains("--learning-rate must be a positive number"), "{}", stderr(&output));
+    }
+    // Word vectors with NaN in them.
+    let vectors = dir.path().join("nan.txt");
+    std::fs::write(&vectors, "2 8\nfilm nan 0 0 0 0 0 0 0\ngreat 1 1 1 1 1 1 1 inf\n").expect("write");
+    let output = train(&corpus, &dir.path().join("model"), &["--word-vectors", vectors.to_str().expect("utf-8")]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("line 2 has a value that is not finite"), "{}", stderr(&output));
+    assert_nothing_written(dir.path(), &["nan.txt"]);
+
+    let eval = export()
+        .args(["eval", "--batch-size", "0", "--model"])
+        .arg(fixture("tiny-san"))
+        .arg("--data")
+        .arg(fixture("reviews.parquet"))
+        .output()
+        .expect("run eval");
+    assert_eq!(eval.status.code(), Some(2), "{}", stderr(&eval));
+}
+
+#[test]
 fn a_corpus_too_small_to_split_says_so() {
     let dir = tempfile::tempdir().expect("tempdir");
     let corpus = dir.path().join("two.parquet");

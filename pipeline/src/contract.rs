@@ -64,8 +64,11 @@ pub fn check_outputs(package: &ModelPackage, backend: &dyn InferenceBackend) -> 
         .with_context(|| format!("{} fails on a one-token document; is it a model package graph?", graph.display()))?;
     let shape = |name: &str| -> anyhow::Result<&[usize]> { Ok(outputs_get(&outputs, name, &graph)?.shape.as_slice()) };
 
-    let probs = shape("probs")?;
-    match probs {
+    let probs = outputs_get(&outputs, "probs", &graph)?;
+    if probs.data.iter().any(|p| !p.is_finite()) {
+        bail!("{} returns probabilities that are not finite (NaN); the model is broken, retrain it", graph.display());
+    }
+    match probs.shape.as_slice() {
         [1, classes] if *classes == manifest.labels.len() => {}
         [1, classes] => bail!(
             "{} outputs {classes} class probabilities, but {} lists {} labels ({}); the labels must name the \
@@ -92,6 +95,13 @@ pub fn check_outputs(package: &ModelPackage, backend: &dyn InferenceBackend) -> 
         }
     }
     if hierarchical {
+        if manifest.attention_heads.is_some_and(|heads| heads != 1) {
+            bail!(
+                "{} says attention_heads = {:?}, but a hierarchical model has one attention row (words × sentences)",
+                manifest_path.display(),
+                manifest.attention_heads
+            );
+        }
         let words = shape("word_attention")?;
         let sentences = shape("sentence_attention")?;
         if words != [1, 1, 1] || sentences != [1, 1] {

@@ -97,10 +97,10 @@ impl std::fmt::Display for JobSummary {
 }
 
 /// Checks every output location before any work: each may be replaced (see
-/// [`check_replaceable`]), none is read by the input now or on a rerun, and the metrics file
-/// is not the predictions file.
-fn check_outputs(options: &JobOptions, input: &InputLocation) -> anyhow::Result<()> {
-    let inputs = std::slice::from_ref(input);
+/// [`check_replaceable`]), none is read by the input (now or on a rerun) or is a file of the
+/// model package, and the metrics file is not the predictions file.
+fn check_outputs(options: &JobOptions, input: InputLocation, package: &ModelPackage) -> anyhow::Result<()> {
+    let inputs = &[input, package.as_input()];
     check_replaceable(&options.output)?;
     refuse_output_among_inputs("--output", &options.output, inputs)?;
     if let Some(metrics) = &options.metrics_json {
@@ -118,8 +118,8 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     anyhow::ensure!(options.window > 0, "--window must be at least 1");
     let started = Instant::now();
     let input = resolve_inputs(&options.input, DATA_EXTENSIONS)?;
-    check_outputs(options, &input)?;
-    let files = input.files;
+    let files = input.files.clone();
+    check_outputs(options, input, package)?;
     let classifier = Classifier::open(package.clone(), &options.backend, options.max_tokens)?;
     let optional = classifier.optional_columns(options.with_embedding);
 

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
+use crate::locations::{InputLocation, LocationKind};
+
 pub const GRAPH_FILE: &str = "model.onnx";
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -133,5 +135,14 @@ impl ModelPackage {
 
     pub fn tokenizer_path(&self) -> PathBuf {
         self.dir.join(TOKENIZER_FILE)
+    }
+
+    /// The package's files as an input location, so that no output is written over them.
+    pub fn as_input(&self) -> InputLocation {
+        InputLocation {
+            location: format!("model package {}", self.dir.display()),
+            kind: LocationKind::File,
+            files: [GRAPH_FILE, TOKENIZER_FILE, MANIFEST_FILE].iter().map(|f| self.dir.join(f)).collect(),
+        }
     }
 }

@@ -37,8 +37,8 @@ impl SqlSession {
     pub fn new(classify: ClassifyOptions) -> Self {
         // information_schema gives `SHOW TABLES` and `SHOW COLUMNS FROM t`.
         let ctx = SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
-        functions::register(&ctx, classify);
         let read = ReadLocations::default();
+        functions::register(&ctx, classify, read.clone());
         let paths = Arc::new(ParquetPathTables::new(ctx.state(), read.clone()));
         let catalogs = Arc::new(DynamicFileCatalog::new(ctx.state().catalog_list().clone(), paths));
         let state = SessionStateBuilder::new_from_existing(ctx.state()).with_catalog_list(catalogs).build();

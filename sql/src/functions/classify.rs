@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use datafusion::arrow::array::{ArrayRef, Float32Builder, ListBuilder, StringBuilder, StructArray};
 use datafusion::arrow::buffer::NullBuffer;
@@ -22,6 +22,7 @@ use pipeline::package::ModelPackage;
 use pipeline::source::string_values;
 
 use super::args::{Parameters, Role, list_of};
+use crate::tables::ReadLocations;
 
 const NAME: &str = "classify";
 const PARAMETERS: Parameters =
@@ -41,11 +42,13 @@ pub struct Classify {
     signature: Signature,
     options: ClassifyOptions,
     loaded: Mutex<HashMap<PathBuf, Arc<Classifier>>>,
+    /// The session's input locations; each package loaded is added.
+    read: ReadLocations,
 }
 
 impl Classify {
-    pub fn new(options: ClassifyOptions) -> Self {
-        Self { signature: Signature::user_defined(Volatility::Immutable), options, loaded: Mutex::default() }
+    pub fn new(options: ClassifyOptions, read: ReadLocations) -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable), options, loaded: Mutex::default(), read }
     }
 
     fn result_fields() -> Fields {
@@ -75,6 +78,7 @@ impl Classify {
             return Ok(classifier.clone());
         }
         let classifier = ModelPackage::open(&dir)
+            .inspect(|package| self.read.lock().unwrap_or_else(PoisonError::into_inner).push(package.as_input()))
             .and_then(|package| Classifier::open(package, &self.options.backend, None))
             .map(Arc::new)
             .map_err(|e| {

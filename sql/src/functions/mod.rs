@@ -14,6 +14,8 @@ use datafusion::prelude::SessionContext;
 
 pub use classify::ClassifyOptions;
 
+use crate::tables::ReadLocations;
+
 /// One line per function, for `\h` in the interactive prompt and the README.
 pub const FUNCTION_HELP: &[(&str, &str)] = &[
     ("top_tokens(tokens, weights, k)", "the k tokens of a row with the most weight (repeats add up), heaviest first"),
@@ -24,11 +26,13 @@ pub const FUNCTION_HELP: &[(&str, &str)] = &[
     ("classify(text[, model])", "classify raw text: {prediction, confidence, probabilities}"),
 ];
 
-pub fn register(ctx: &SessionContext, classify: ClassifyOptions) {
+/// Registers the functions; `read` collects the model packages `classify` loads, so that an
+/// output is never written over one.
+pub fn register(ctx: &SessionContext, classify: ClassifyOptions, read: ReadLocations) {
     ctx.register_udf(ScalarUDF::new_from_impl(top_tokens::TopTokens::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(head_attention::HeadAttention::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(attention_entropy::AttentionEntropy::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(attention_html::AttentionHtml::new()));
-    ctx.register_udf(ScalarUDF::new_from_impl(classify::Classify::new(classify)));
+    ctx.register_udf(ScalarUDF::new_from_impl(classify::Classify::new(classify, read)));
     ctx.register_udaf(AggregateUDF::new_from_impl(top_attended::TopAttended::new()));
 }
