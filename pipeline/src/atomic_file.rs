@@ -286,7 +286,7 @@ impl TempDir {
         std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
         let staged = dir.keep();
         if let Err(error) = std::fs::rename(&staged, target) {
-            // Put it back under tempfile's care so that it is removed.
+            // The staged directory is no longer tempfile's to remove; it is abandoned, so remove it.
             let _ = std::fs::remove_dir_all(&staged);
             return Err(error).with_context(|| format!("cannot move the new directory into {}", target.display()));
         }
