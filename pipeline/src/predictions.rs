@@ -1,4 +1,4 @@
-//! Per-document results and the Arrow columns they become (the output table of DESIGN.md).
+//! Per-document results and the Arrow columns they become (the output table; see the README).
 
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 
 use tract_onnx::pb;
 
-/// ONNX opset the graphs target (DESIGN.md asks for 17 or newer).
+/// ONNX opset the graphs target (ARCHITECTURE.md, "The model package").
 pub const OPSET: i64 = 17;
 const IR_VERSION: i64 = 8;
 
