@@ -60,10 +60,6 @@ impl Classifier {
         Ok(Self { package, encoder, backend, has_attention, sentence_words })
     }
 
-    pub fn package(&self) -> &ModelPackage {
-        &self.package
-    }
-
     pub fn backend(&self) -> &dyn InferenceBackend {
         self.backend.as_ref()
     }
@@ -79,10 +75,6 @@ impl Classifier {
 
     pub fn max_tokens(&self) -> usize {
         self.encoder.max_tokens()
-    }
-
-    pub fn has_attention(&self) -> bool {
-        self.has_attention
     }
 
     /// The optional output columns this model fills.

@@ -183,28 +183,6 @@ pub struct ModelFlags {
     pub penalty: f32,
 }
 
-impl Default for ModelFlags {
-    fn default() -> Self {
-        Self {
-            embedding_dim: 100,
-            lstm_hidden: 64,
-            gru_hidden: 64,
-            attention_dim: 64,
-            hops: 8,
-            heads: 4,
-            averaging_dim: 32,
-            layers: 2,
-            feed_forward_dim: 256,
-            sentence_words: pipeline::text::DEFAULT_SENTENCE_WORDS,
-            filters: 100,
-            kernel_widths: vec![3, 4, 5],
-            mlp_hidden: 256,
-            dropout: 0.5,
-            penalty: 1.0,
-        }
-    }
-}
-
 /// Refuses sizes of zero and a dropout outside [0, 1) before any training starts.
 pub fn check_sizes(sizes: &[(&str, usize)], dropout: f64) -> anyhow::Result<()> {
     for (name, value) in sizes {

@@ -19,7 +19,6 @@ pub type Value = String;
 pub enum Attr {
     Int(i64),
     Ints(Vec<i64>),
-    Float(f32),
     Str(String),
     /// A one-element float32 tensor (e.g. `ConstantOfShape`'s `value`).
     FloatTensor(f32),
@@ -152,10 +151,6 @@ fn node(
                 Attr::Ints(ints) => {
                     proto.r#type = AttributeType::Ints as i32;
                     proto.ints = ints;
-                }
-                Attr::Float(f) => {
-                    proto.r#type = AttributeType::Float as i32;
-                    proto.f = f;
                 }
                 Attr::Str(s) => {
                     proto.r#type = AttributeType::String as i32;

@@ -364,11 +364,6 @@ impl OrtBackend {
         Ok(Self { recipe, feeds, output_names, pool })
     }
 
-    /// The ONNX Runtime library this backend runs on.
-    pub fn library(&self) -> &Path {
-        &self.recipe.runtime.library
-    }
-
     fn checkout(&self) -> anyhow::Result<PooledSession<'_>> {
         let mut state = lock(&self.pool.state);
         loop {
