@@ -28,11 +28,11 @@ pub struct LabelledCorpus {
 
 /// The non-null texts of an unlabelled Parquet corpus (e.g. for word vectors).
 pub fn read_texts(path: &Path, text_column: &str) -> anyhow::Result<Vec<String>> {
-    let mut source = open_parquet(path, &[text_column], 4096)?;
+    let source = open_parquet(path, &[text_column], 4096)?;
     check_text_column(path, &source.schema, text_column)?;
     let mut texts = Vec::new();
-    for batch in source.reader.by_ref() {
-        let batch = batch.with_context(|| format!("cannot read a record batch of {}", path.display()))?;
+    for batch in source.batches {
+        let batch = batch?;
         let values = string_values(column(&batch, text_column)?).context("text column is not a string column")?;
         texts.extend(values.into_iter().flatten().map(str::to_owned));
     }
@@ -56,11 +56,11 @@ fn check_text_column(path: &Path, schema: &arrow::datatypes::SchemaRef, text_col
 
 impl LabelledCorpus {
     pub fn read(path: &Path, columns: &Columns) -> anyhow::Result<Self> {
-        let mut source = open_parquet(path, &[&columns.text, &columns.label], 4096)?;
+        let source = open_parquet(path, &[&columns.text, &columns.label], 4096)?;
         check_text_column(path, &source.schema, &columns.text)?;
         let (mut texts, mut labels, mut skipped_null) = (Vec::new(), Vec::new(), 0);
-        for batch in source.reader.by_ref() {
-            let batch = batch.with_context(|| format!("cannot read a record batch of {}", path.display()))?;
+        for batch in source.batches {
+            let batch = batch?;
             let text_column = column(&batch, &columns.text)?;
             let batch_texts = string_values(text_column).context("text column is not a string column")?;
             let batch_labels = label_values(column(&batch, &columns.label)?).with_context(|| {

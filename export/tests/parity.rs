@@ -129,7 +129,7 @@ fn mixed_length_documents(package: &ModelPackage) -> (Vec<Document>, ModelInputs
     let source = pipeline::source::open_parquet(&repo_root().join("fixtures/reviews.parquet"), &["text"], 1024)
         .expect("fixture reviews");
     let mut long_reviews = Vec::new();
-    for batch in source.reader {
+    for batch in source.batches {
         let batch = batch.expect("record batch");
         let texts = pipeline::source::string_values(batch.column(0)).expect("string column");
         let texts: Vec<&str> = texts.into_iter().flatten().collect();

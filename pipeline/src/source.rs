@@ -9,7 +9,7 @@ use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchReader};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::panic_guard::guarded;
 
@@ -17,11 +17,22 @@ use crate::panic_guard::guarded;
 pub struct ParquetSource {
     pub schema: SchemaRef,
     pub rows: usize,
-    pub reader: ParquetRecordBatchReader,
+    /// Record batches, decoded under [`guarded`]; errors name the file.
+    pub batches: Batches,
 }
 
+/// A stream of record batches whose errors name their file.
+pub type Batches = Box<dyn Iterator<Item = anyhow::Result<RecordBatch>> + Send>;
+
 /// Opens `path`, checks that every column in `columns` exists, and streams only those.
+/// Decoding is guarded: a corrupt file that makes the decoder panic gives an error.
 pub fn open_parquet(path: &Path, columns: &[&str], batch_size: usize) -> anyhow::Result<ParquetSource> {
+    let display = path.display().to_string();
+    let source = guarded(|| display.clone(), || open_parquet_unguarded(path, columns, batch_size))?;
+    Ok(ParquetSource { batches: guard_batches(display, source.batches), ..source })
+}
+
+fn open_parquet_unguarded(path: &Path, columns: &[&str], batch_size: usize) -> anyhow::Result<ParquetSource> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
         .with_context(|| format!("{} is not a readable Parquet file", path.display()))?;
@@ -40,7 +51,17 @@ pub fn open_parquet(path: &Path, columns: &[&str], batch_size: usize) -> anyhow:
         .with_batch_size(batch_size)
         .build()
         .with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(ParquetSource { schema, rows, reader })
+    let display = path.display().to_string();
+    let batches = reader.map(move |b| b.with_context(|| format!("cannot read a record batch of {display}")));
+    Ok(ParquetSource { schema, rows, batches: Box::new(batches) })
+}
+
+/// `batches`, each one decoded under [`guarded`].
+fn guard_batches(display: String, mut batches: Batches) -> Batches {
+    Box::new(std::iter::from_fn(move || {
+        let what = || display.clone();
+        guarded(what, || batches.next().transpose()).transpose()
+    }))
 }
 
 pub fn column_list(schema: &SchemaRef) -> String {
@@ -100,7 +121,7 @@ pub struct BatchStream {
     pub schema: SchemaRef,
     /// Row count when the format records it up front.
     pub rows: Option<usize>,
-    pub batches: Box<dyn Iterator<Item = anyhow::Result<RecordBatch>> + Send>,
+    pub batches: Batches,
 }
 
 /// Opens `path` as Parquet or Arrow IPC (told apart by their magic bytes), reading whole
@@ -109,14 +130,8 @@ pub struct BatchStream {
 pub fn open_batches(path: &Path, batch_size: usize) -> anyhow::Result<BatchStream> {
     let display = path.display().to_string();
     let what = || display.clone();
-    guarded(what, || open_batches_unguarded(path, batch_size)).map(|stream| {
-        let BatchStream { schema, rows, mut batches } = stream;
-        let guarded_batches = std::iter::from_fn(move || {
-            let what = || display.clone();
-            guarded(what, || batches.next().transpose()).transpose()
-        });
-        BatchStream { schema, rows, batches: Box::new(guarded_batches) }
-    })
+    let stream = guarded(what, || open_batches_unguarded(path, batch_size))?;
+    Ok(BatchStream { batches: guard_batches(display, stream.batches), ..stream })
 }
 
 /// The Arrow IPC reader allocates each block at the length the footer declares before

@@ -118,7 +118,7 @@ fn generated_function_calls_answer_or_fail_clearly() {
     });
     result.unwrap_or_else(|e| panic!("{e}"));
     eprintln!(
-        "SQL function calls: {} cases, {} past the first check (the query plans), {} answered, no panic",
+        "SQL function calls: {} cases, {} past the first check (the query plans), {} answered, no panic escaped",
         total.get(),
         planned.get(),
         answered.get()
