@@ -3,8 +3,8 @@
 //! wherever the binary runs.
 
 use anyhow::Context;
-use pipeline::atomic_file::Registration;
-use pipeline::package::{GRAPH_FILE, MANIFEST_FILE, ModelPackage, TOKENIZER_FILE};
+use batch_io::atomic_file::Registration;
+use runtime::package::{GRAPH_FILE, MANIFEST_FILE, ModelPackage, TOKENIZER_FILE};
 
 const FILES: [(&str, &[u8]); 3] = [
     (GRAPH_FILE, include_bytes!("../../fixtures/default-model/model.onnx")),

@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use batch_io::command_line::print_report;
 use clap::{Args, Parser, Subcommand};
-use pipeline::classifier::Classifier;
-use pipeline::command_line::print_report;
-use pipeline::inference::{BackendKind, BackendOptions, Device};
 use pipeline::job::{JobOptions, run_job};
-use pipeline::package::{InputLayout, ModelPackage};
+use runtime::classifier::Classifier;
+use runtime::inference::{BackendKind, BackendOptions, Device};
+use runtime::package::{InputLayout, ModelPackage};
 
 mod default_model;
 mod sql_command;
@@ -68,7 +68,8 @@ struct RunArgs {
     /// Worker threads (default: all cores; at most 1024).
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     threads: Option<usize>,
-    /// ONNX Runtime shared library (default: $ORT_DYLIB_PATH, then Python's onnxruntime).
+    /// ONNX Runtime shared library: a file, a directory holding it, or `python` for the onnxruntime
+    /// package of the python3 on PATH (default: $ORT_DYLIB_PATH, then target/onnxruntime/).
     #[arg(long)]
     ort_library: Option<PathBuf>,
     /// Also write the run summary as JSON to this file.
@@ -97,7 +98,11 @@ fn open_model(dir: Option<PathBuf>) -> anyhow::Result<(Option<default_model::Unp
 }
 
 fn main() -> ExitCode {
-    pipeline::command_line::run_main(|| run(Cli::parse()))
+    // Logs go to stderr, so that stdout carries only results; level from RUST_LOG, `info` by default.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    batch_io::command_line::run_main(|| run(Cli::parse()))
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {

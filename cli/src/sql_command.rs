@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use pipeline::inference::{BackendKind, BackendOptions, Device};
+use runtime::inference::{BackendKind, BackendOptions, Device};
 use sql::{ClassifyOptions, FUNCTION_HELP, OutputFormat, SqlSession, TableView, write_results};
 
 /// The table a bare `pipeline sql` gets: the default output of `pipeline run`.
@@ -66,7 +66,7 @@ pub fn run(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
 fn run_here(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
     anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
     if let Some(output) = &args.output {
-        pipeline::atomic_file::check_replaceable(output)?;
+        batch_io::atomic_file::check_replaceable(output)?;
     }
     let classify = ClassifyOptions {
         default_model: Some(default_model),

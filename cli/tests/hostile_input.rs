@@ -23,7 +23,7 @@ fn package_with(dir: &Path, source: &str, edit: impl FnOnce(&mut Value)) -> Path
     let model = dir.join("model");
     std::fs::create_dir(&model).expect("mkdir");
     for file in ["model.onnx", "manifest.json", "tokenizer.json"] {
-        std::fs::copy(repo().join(source).join(file), model.join(file)).expect("copy");
+        std::fs::copy(repo_root().join(source).join(file), model.join(file)).expect("copy");
     }
     let text = std::fs::read_to_string(model.join("manifest.json")).expect("manifest");
     let mut manifest: Value = serde_json::from_str(&text).expect("json");
@@ -127,7 +127,8 @@ fn a_tokenizer_from_another_package_is_refused_naming_both_files() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out.parquet");
     let model = package_with(dir.path(), "fixtures/tiny-san", |_| {});
-    std::fs::copy(repo().join("fixtures/default-model/tokenizer.json"), model.join("tokenizer.json")).expect("copy");
+    std::fs::copy(repo_root().join("fixtures/default-model/tokenizer.json"), model.join("tokenizer.json"))
+        .expect("copy");
     let output = run_with_model(&model, &out, &[]);
     assert_refused(&output, 1, &["tokenizer.json produces token ids up to", "model.onnx has", "rows"], &out);
 }
@@ -289,7 +290,7 @@ fn inspect_refuses_a_graph_that_is_not_a_package_graph() {
     let dir = tempfile::tempdir().expect("tempdir");
     // A real ONNX graph, but another model's: the AVG baseline's, with no attention output.
     let model = package_with(dir.path(), "fixtures/tiny-san", |_| {});
-    std::fs::copy(repo().join("fixtures/tiny-avg/model.onnx"), model.join("model.onnx")).expect("copy");
+    std::fs::copy(repo_root().join("fixtures/tiny-avg/model.onnx"), model.join("model.onnx")).expect("copy");
     let output = pipeline(&["inspect", &model.to_string_lossy()], &[]);
     assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("model.onnx"), "{}", stderr(&output));

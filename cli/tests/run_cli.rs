@@ -4,6 +4,8 @@
 mod common;
 
 use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
@@ -93,7 +95,7 @@ fn results_do_not_depend_on_batch_size_or_length_sorting() {
 #[test]
 fn tract_and_onnx_runtime_agree() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let library = pipeline::inference::OrtLibrary::install_for_tests(&repo()).expect("install ONNX Runtime for tests");
+    let library = test_support::onnxruntime_library().expect("install ONNX Runtime for tests");
     let (tract, ort) = (dir.path().join("tract.parquet"), dir.path().join("ort.parquet"));
     assert!(run(&reviews(), &tract, &[]).status.success());
     let output = pipeline(
@@ -240,7 +242,7 @@ fn cuda_requests_fail_clearly_without_a_cuda_runtime() {
 
     // The CPU wheel installed for the tests has no CUDA provider: a clear error, never a
     // silent fall-back to the CPU. (With onnxruntime-gpu on a GPU machine this would run.)
-    let library = pipeline::inference::OrtLibrary::install_for_tests(&repo()).expect("install ONNX Runtime for tests");
+    let library = test_support::onnxruntime_library().expect("install ONNX Runtime for tests");
     let output = pipeline(
         &["run", "--backend", "ort", "--device", "cuda"],
         &[("--input", &reviews()), ("--model", &tiny_model()), ("--output", &out), ("--ort-library", &library)],
@@ -273,7 +275,7 @@ fn embedded_default_model_runs_without_a_model_flag() {
 fn a_package_without_attention_writes_no_attention_columns() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("predictions.parquet");
-    let model = repo().join("fixtures/tiny-avg");
+    let model = repo_root().join("fixtures/tiny-avg");
     let output = pipeline(&["run", "--embedding"], &[("--input", &reviews()), ("--model", &model), ("--output", &out)]);
     assert!(output.status.success(), "{}", stderr(&output));
     let batch = read(&out);
@@ -293,7 +295,7 @@ fn a_package_without_attention_writes_no_attention_columns() {
 fn a_hierarchical_package_writes_sentence_columns_that_add_up() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("predictions.parquet");
-    let model = repo().join("fixtures/tiny-han");
+    let model = repo_root().join("fixtures/tiny-han");
     let output = pipeline(&["run"], &[("--input", &reviews()), ("--model", &model), ("--output", &out)]);
     assert!(output.status.success(), "{}", stderr(&output));
     let batch = read(&out);
@@ -330,7 +332,7 @@ fn hierarchical_results_do_not_depend_on_batching() {
     // Batches are sorted by sentence shape, so a document's batch mates (and the padding
     // they impose on it) change with the batch size; its outputs must not.
     let dir = tempfile::tempdir().expect("tempdir");
-    let model = repo().join("fixtures/tiny-han");
+    let model = repo_root().join("fixtures/tiny-han");
     let outputs: Vec<RecordBatch> = [("alone", "1", "7"), ("batched", "64", "4096")]
         .iter()
         .map(|(name, batch_size, window)| {
@@ -349,4 +351,57 @@ fn hierarchical_results_do_not_depend_on_batching() {
     };
     let diff = max_diff(&sentence_weights(&outputs[0]), &sentence_weights(&outputs[1]));
     assert!(diff <= 1e-5, "sentence attention: batch size 1 vs 64 differ by {diff}");
+}
+
+/// A fake `python3` that records that it ran and says onnxruntime lives in `capi`.
+fn fake_python(dir: &Path, capi: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("bin dir");
+    let script = bin.join("python3");
+    let marker = dir.join("python-ran");
+    std::fs::write(&script, format!("#!/bin/sh\ntouch '{}'\necho '{}'\n", marker.display(), capi.display()))
+        .expect("script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    bin
+}
+
+#[test]
+fn python_is_asked_for_onnx_runtime_only_when_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let library = test_support::onnxruntime_library().expect("install ONNX Runtime for tests");
+    let capi = dir.path().join("capi");
+    std::fs::create_dir(&capi).expect("capi");
+    std::os::unix::fs::symlink(&library, capi.join("libonnxruntime.so.1.32.0")).expect("symlink");
+    let bin = fake_python(dir.path(), &capi);
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let run_ort = |library: &str, out: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(["run", "--backend", "ort", "--ort-library", library, "--input"])
+            .arg(reviews())
+            .arg("--model")
+            .arg(tiny_model())
+            .arg("--output")
+            .arg(out)
+            .env("PATH", &path)
+            .env_remove("ORT_DYLIB_PATH")
+            .output()
+            .expect("run pipeline")
+    };
+
+    // A path is used as it is: Python is not run.
+    let explicit = run_ort(&library.display().to_string(), &dir.path().join("explicit.parquet"));
+    assert!(explicit.status.success(), "{}", stderr(&explicit));
+    assert!(!dir.path().join("python-ran").exists(), "python3 ran although a library path was given");
+
+    // `python` asks the python3 on PATH, and uses the library it names.
+    let asked = run_ort("python", &dir.path().join("python.parquet"));
+    assert!(asked.status.success(), "{}", stderr(&asked));
+    assert!(dir.path().join("python-ran").exists(), "python3 was not asked");
+
+    // A python3 whose answer holds no library is a clear error.
+    std::fs::remove_file(capi.join("libonnxruntime.so.1.32.0")).expect("remove");
+    let missing = run_ort("python", &dir.path().join("missing.parquet"));
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(stderr(&missing).contains("pip install onnxruntime"), "{}", stderr(&missing));
+    assert!(!dir.path().join("missing.parquet").exists());
 }

@@ -3,18 +3,15 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use arrow::array::{AsArray, RecordBatch};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use test_support::repo_root;
 
 fn reviews_table() -> String {
-    format!("reviews={}", repo().join("fixtures/reviews.parquet").display())
+    format!("reviews={}", repo_root().join("fixtures/reviews.parquet").display())
 }
 
 fn pipeline_in(dir: &Path, args: &[&str]) -> Output {
@@ -60,9 +57,9 @@ fn default_table_is_predictions_parquet_and_table_output_is_readable() {
         &[
             "run",
             "--input",
-            &repo().join("fixtures/reviews.parquet").display().to_string(),
+            &repo_root().join("fixtures/reviews.parquet").display().to_string(),
             "--model",
-            &repo().join("fixtures/tiny-san").display().to_string(),
+            &repo_root().join("fixtures/tiny-san").display().to_string(),
         ],
     );
     assert!(run.status.success(), "{}", text(&run.stderr));
@@ -136,7 +133,7 @@ fn json_lines_with_nested_values() {
 #[test]
 fn bad_tables_and_outputs_are_named() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let readme = repo().join("fixtures/README.md");
+    let readme = repo_root().join("fixtures/README.md");
     let cases: Vec<(Vec<String>, String)> = vec![
         (
             vec!["--table".into(), format!("notes={}", readme.display())],
@@ -181,7 +178,7 @@ fn a_reader_that_stops_early_is_not_an_error() {
 #[test]
 fn classify_gives_the_same_answers_on_tract_and_onnx_runtime() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let library = pipeline::inference::OrtLibrary::install_for_tests(&repo()).expect("install ONNX Runtime for tests");
+    let library = test_support::onnxruntime_library().expect("install ONNX Runtime for tests");
     let query =
         "SELECT id, classify(text).prediction AS p, round(classify(text).confidence, 4) AS c FROM reviews ORDER BY id";
     let table = reviews_table();

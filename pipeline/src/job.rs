@@ -21,13 +21,15 @@ use parquet::file::properties::WriterProperties;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::atomic_file::{TempFile, check_replaceable, temp_beside, write_failed};
-use crate::classifier::{Classifier, TextCounts};
-use crate::inference::{BackendOptions, InferenceBackend};
-use crate::locations::{InputLocation, refuse_output_among_inputs, resolve_inputs, same_location};
-use crate::package::ModelPackage;
-use crate::predictions::{OptionalColumns, prediction_columns, prediction_fields};
-use crate::source::{BatchStream, DATA_EXTENSIONS, column_list, is_text_type, open_batches, string_values, text_array};
+use batch_io::atomic_file::{TempFile, check_replaceable, temp_beside, write_failed};
+use batch_io::locations::{InputLocation, refuse_output_among_inputs, resolve_inputs, same_location};
+use batch_io::source::{
+    BatchStream, DATA_EXTENSIONS, column_list, is_text_type, open_batches, string_values, text_array,
+};
+use runtime::classifier::{Classifier, TextCounts};
+use runtime::inference::{BackendOptions, InferenceBackend};
+use runtime::output_table::{OptionalColumns, OutputTable};
+use runtime::package::ModelPackage;
 
 #[derive(Debug, Clone)]
 pub struct JobOptions {
@@ -168,7 +170,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
                 .map(|name| batch.column_by_name(name).cloned())
                 .collect::<Option<_>>()
                 .context("column vanished")?;
-            columns.extend(prediction_columns(&predictions, labels, optional).with_context(rows)?);
+            columns.extend(OutputTable::for_model(optional).build(&predictions, labels).with_context(rows)?);
             writer.write(&RecordBatch::try_new(output_schema.clone(), columns)?)?;
             first_row += batch.num_rows();
             summary.rows += batch.num_rows();
@@ -252,7 +254,7 @@ fn plan_schema(
     // Every kept column was found in every file above, the first included.
     let mut fields: Vec<FieldRef> =
         kept.iter().map(|name| first.field_with_name(name).map(|f| Arc::new(f.clone()))).collect::<Result<_, _>>()?;
-    for field in prediction_fields(optional) {
+    for field in OutputTable::for_model(optional).fields() {
         if kept.contains(field.name()) {
             bail!("input column `{}` collides with an output column; leave it out with --pass-through", field.name());
         }

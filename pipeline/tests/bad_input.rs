@@ -12,20 +12,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow::array::{ArrayRef, DictionaryArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{Field, Int32Type, Schema};
+use batch_io::source::{open_batches, open_parquet, string_values, text_array};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
-use pipeline::classifier::Classifier;
-use pipeline::inference::{BackendOptions, InferenceBackend, open_backend};
-use pipeline::package::{MANIFEST_FILE, ModelPackage, TOKENIZER_FILE};
-use pipeline::predictions::prediction_columns;
-use pipeline::source::{open_batches, open_parquet, string_values, text_array};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
+use runtime::classifier::Classifier;
+use runtime::inference::{BackendOptions, InferenceBackend, open_backend};
+use runtime::output_table::OutputTable;
+use runtime::package::{MANIFEST_FILE, ModelPackage, TOKENIZER_FILE};
 use serde_json::Value;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use test_support::repo_root;
 
 /// Cases per property: `PROPTEST_CASES`, or a CI-sized default. The same cases every run
 /// (so CI is reproducible) unless `PROPTEST_RNG_SEED` picks others.
@@ -296,7 +293,7 @@ fn scratch_package(fixture: &str) -> Scratch {
     let package = dir.path().join("package");
     std::fs::create_dir(&package).expect("mkdir");
     for file in ["model.onnx", "tokenizer.json", "manifest.json"] {
-        std::fs::copy(repo().join(fixture).join(file), package.join(file)).expect("copy");
+        std::fs::copy(repo_root().join(fixture).join(file), package.join(file)).expect("copy");
     }
     let backend = open_backend(&package.join("model.onnx"), &BackendOptions::default()).expect("backend");
     Scratch { _dir: dir, package, backend: Arc::from(backend) }
@@ -310,7 +307,7 @@ fn open_and_classify(scratch: &Scratch, texts: &[Option<&str>], tally: &Tally) -
     let labels = package.manifest.labels.clone();
     let Ok(classifier) = Classifier::with_backend(package, scratch.backend.clone(), None) else { return false };
     let Ok((predictions, _)) = classifier.predict(texts, 2) else { return false };
-    prediction_columns(&predictions, &labels, classifier.optional_columns(true)).is_ok()
+    OutputTable::for_model(classifier.optional_columns(true)).build(&predictions, &labels).is_ok()
 }
 
 const TEXTS: [Option<&str>; 4] =
@@ -449,7 +446,7 @@ fn mutated_parquet_and_arrow_files_read_or_fail_clearly() {
             let Ok(text) = text_array(text) else { return Ok(()) };
             let Some(texts) = string_values(&text) else { return Ok(()) };
             let Ok((predictions, _)) = classifier.predict(&texts, 4) else { return Ok(()) };
-            if prediction_columns(&predictions, &labels, classifier.optional_columns(false)).is_err() {
+            if OutputTable::for_model(classifier.optional_columns(false)).build(&predictions, &labels).is_err() {
                 return Ok(());
             }
         }

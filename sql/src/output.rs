@@ -10,12 +10,12 @@ use anyhow::bail;
 use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
+use batch_io::atomic_file::{TempFile, io_cause, temp_beside, write_failed};
 use datafusion::dataframe::DataFrame;
 use futures::StreamExt;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
-use pipeline::atomic_file::{TempFile, io_cause, temp_beside, write_failed};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {

@@ -15,9 +15,9 @@ use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 
 use crate::field_access::rewrite_field_access;
 use crate::functions::{self, ClassifyOptions};
+use batch_io::locations::refuse_output_among_inputs;
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::{Expr, Visit, Visitor};
-use pipeline::locations::refuse_output_among_inputs;
 
 use crate::tables::{ParquetPathTables, ReadLocations, parquet_table, resolve_parquet_files};
 

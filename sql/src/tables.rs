@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context;
 use async_trait::async_trait;
+use batch_io::locations::{InputLocation, resolve_inputs};
 use datafusion::catalog::{TableProvider, UrlTableFactory};
 use datafusion::datasource::listing::{ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::error::{DataFusionError, Result};
@@ -16,7 +17,6 @@ use datafusion::execution::SessionState;
 use datafusion::execution::options::ReadOptions;
 use datafusion::prelude::ParquetReadOptions;
 use parquet::file::reader::SerializedFileReader;
-use pipeline::locations::{InputLocation, resolve_inputs};
 
 /// The Parquet files behind `location` (a file, a directory's `*.parquet` files or a glob),
 /// sorted, each checked to have a readable footer.

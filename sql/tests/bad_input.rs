@@ -9,11 +9,12 @@ mod common;
 
 use std::cell::Cell;
 
-use common::{make_predictions, repo};
-use pipeline::inference::BackendOptions;
+use common::make_predictions;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
+use runtime::inference::BackendOptions;
 use sql::{ClassifyOptions, SqlSession};
+use test_support::repo_root;
 
 /// Each function with arguments that plan; a case replaces some of them, or changes the
 /// arity, so that most cases reach the function's body rather than stop at type checking.
@@ -87,7 +88,7 @@ fn generated_function_calls_answer_or_fail_clearly() {
     let table = make_predictions(dir.path(), true).expect("pipeline run");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let mut session = SqlSession::new(ClassifyOptions {
-        default_model: Some(repo().join("fixtures/tiny-san")),
+        default_model: Some(repo_root().join("fixtures/tiny-san")),
         backend: BackendOptions::default(),
         batch_size: 8,
     });

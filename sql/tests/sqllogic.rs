@@ -12,10 +12,11 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use arrow::util::display::{ArrayFormatter, FormatOptions};
-use common::{make_predictions, repo};
-use pipeline::inference::BackendOptions;
+use common::make_predictions;
+use runtime::inference::BackendOptions;
 use sql::{ClassifyOptions, SqlSession};
 use sqllogictest::{DBOutput, DefaultColumnType};
+use test_support::repo_root;
 
 #[derive(Debug)]
 struct QueryError(String);
@@ -75,12 +76,12 @@ impl sqllogictest::AsyncDB for Database {
 
 async fn open_session(predictions: &Path) -> anyhow::Result<Database> {
     let mut session = SqlSession::new(ClassifyOptions {
-        default_model: Some(repo().join("fixtures/default-model")),
+        default_model: Some(repo_root().join("fixtures/default-model")),
         backend: BackendOptions::default(),
         batch_size: 16,
     });
     session.register_table("predictions", &predictions.display().to_string()).await?;
-    session.register_table("reviews", &repo().join("fixtures/reviews.parquet").display().to_string()).await?;
+    session.register_table("reviews", &repo_root().join("fixtures/reviews.parquet").display().to_string()).await?;
     Ok(Database { session })
 }
 

@@ -10,17 +10,14 @@ use arrow::array::{Array, AsArray, ListArray, RecordBatch};
 use arrow::datatypes::{Field, Float32Type, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+pub use test_support::repo_root;
 
 pub fn tiny_model() -> PathBuf {
-    repo().join("fixtures/tiny-san")
+    repo_root().join("fixtures/tiny-san")
 }
 
 pub fn reviews() -> PathBuf {
-    repo().join("fixtures/reviews.parquet")
+    repo_root().join("fixtures/reviews.parquet")
 }
 
 pub fn pipeline(args: &[&str], paths: &[(&str, &Path)]) -> Output {

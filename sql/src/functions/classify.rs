@@ -9,19 +9,20 @@ use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use datafusion::arrow::array::{ArrayRef, Float32Builder, ListBuilder, StringBuilder, StructArray};
+use batch_io::source::string_values;
+use datafusion::arrow::array::{ArrayRef, StructArray};
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
 use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
-use pipeline::classifier::Classifier;
-use pipeline::inference::BackendOptions;
-use pipeline::package::ModelPackage;
-use pipeline::source::string_values;
+use runtime::classifier::Classifier;
+use runtime::inference::BackendOptions;
+use runtime::output_table::{OutputColumn, OutputTable};
+use runtime::package::ModelPackage;
 
-use super::args::{Parameters, Role, list_of};
+use super::args::{Parameters, Role};
 use crate::tables::ReadLocations;
 
 const NAME: &str = "classify";
@@ -51,12 +52,13 @@ impl Classify {
         Self { signature: Signature::user_defined(Volatility::Immutable), options, loaded: Mutex::default(), read }
     }
 
+    /// `classify()` returns these columns of the output table, as a struct.
+    fn result_table() -> OutputTable {
+        OutputTable::of(&[OutputColumn::Prediction, OutputColumn::Confidence, OutputColumn::Probabilities])
+    }
+
     fn result_fields() -> Fields {
-        Fields::from(vec![
-            Field::new("prediction", DataType::Utf8, true),
-            Field::new("confidence", DataType::Float32, true),
-            Field::new("probabilities", list_of(DataType::Float32), true),
-        ])
+        Fields::from(Self::result_table().fields())
     }
 
     /// The package named by the call (or the default), loaded on first use.
@@ -164,36 +166,10 @@ impl ScalarUDFImpl for Classify {
             .predict(&texts, self.options.batch_size)
             .map_err(|e| DataFusionError::Execution(format!("classify: {e:#}")))?;
 
-        let labels = classifier.labels();
-        let mut prediction = StringBuilder::new();
-        let mut confidence = Float32Builder::new();
-        let mut probabilities = ListBuilder::new(Float32Builder::new());
-        for row in &predictions {
-            match row {
-                Some(doc) => {
-                    let best = doc.predicted_index();
-                    let (Some(label), Some(&best_probability)) = (labels.get(best), doc.probabilities.get(best)) else {
-                        return Err(DataFusionError::Execution(format!(
-                            "classify: the model has {} labels but returned {} probabilities",
-                            labels.len(),
-                            doc.probabilities.len()
-                        )));
-                    };
-                    prediction.append_value(label);
-                    confidence.append_value(best_probability);
-                    probabilities.values().append_slice(&doc.probabilities);
-                    probabilities.append(true);
-                }
-                None => {
-                    prediction.append_null();
-                    confidence.append_null();
-                    probabilities.append_null();
-                }
-            }
-        }
+        let columns = Self::result_table()
+            .build(&predictions, classifier.labels())
+            .map_err(|e| DataFusionError::Execution(format!("classify: {e:#}")))?;
         let fields = Self::result_fields();
-        let columns: Vec<ArrayRef> =
-            vec![Arc::new(prediction.finish()), Arc::new(confidence.finish()), Arc::new(probabilities.finish())];
         let valid = NullBuffer::from(predictions.iter().map(Option::is_some).collect::<Vec<bool>>());
         Ok(ColumnarValue::Array(Arc::new(StructArray::try_new(fields, columns, Some(valid))?)))
     }

@@ -2,21 +2,18 @@
 
 use std::path::{Path, PathBuf};
 
-use pipeline::inference::BackendOptions;
 use pipeline::job::{JobOptions, run_job};
-use pipeline::package::ModelPackage;
-
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use runtime::inference::BackendOptions;
+use runtime::package::ModelPackage;
+pub use test_support::repo_root;
 
 /// `pipeline run` with the tiny model over the fixture reviews, written to `dir` (through the
 /// pipeline library, so the table has the real output schema).
 pub fn make_predictions(dir: &Path, with_embedding: bool) -> anyhow::Result<PathBuf> {
     let output = dir.join("predictions.parquet");
-    let package = ModelPackage::open(&repo().join("fixtures/tiny-san"))?;
+    let package = ModelPackage::open(&repo_root().join("fixtures/tiny-san"))?;
     let options = JobOptions {
-        input: repo().join("fixtures/reviews.parquet").display().to_string(),
+        input: repo_root().join("fixtures/reviews.parquet").display().to_string(),
         output: output.clone(),
         text_column: "text".into(),
         pass_through: None,

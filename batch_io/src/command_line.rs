@@ -1,0 +1,95 @@
+//! What both command-line programs (`pipeline`, `export`) do around their work: turn an error
+//! into its cause chain on stderr, and end with an exit code from one table (README, "Exit
+//! codes"):
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | success |
+//! | 1 | bad input or configuration: the message says which file, column or row, and what to do |
+//! | 2 | usage: an unknown flag or a value clap refuses |
+//! | 70 | internal error (a bug): please report it |
+//! | 128 + N | stopped by signal N (130 for Ctrl-C, 143 for SIGTERM) |
+//!
+//! A signal or a panic removes the unfinished output (see `atomic_file`) before the process
+//! exits, so an interrupted run leaves nothing behind.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use crate::atomic_file::remove_live_temporaries;
+
+/// Bad input or configuration.
+pub const EXIT_BAD_INPUT: u8 = 1;
+/// An internal error: a panic, which is a bug.
+pub const EXIT_INTERNAL: u8 = 70;
+
+/// Runs a program's work under the exit-code table. The program sets up its own logging first.
+pub fn run_main(work: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
+    install_panic_hook();
+    if let Err(error) = clean_up_on_signals() {
+        tracing::warn!("cannot handle interrupt signals ({error}); an interrupted run may leave a .partial file");
+    }
+    match work() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+/// A panic is a bug: say so, with where it happened, remove the unfinished output and exit
+/// with [`EXIT_INTERNAL`] at once, whichever thread panicked.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        // A decoder's panic on a corrupt file becomes an error (see `panic_guard`).
+        if crate::panic_guard::is_guarded() {
+            return;
+        }
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".to_owned());
+        let location = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        let thread = std::thread::current();
+        let thread = thread.name().unwrap_or("unnamed");
+        eprintln!(
+            "internal error, please report: {message}{location} (thread {thread}, version {}).\n\
+             Run with RUST_BACKTRACE=1 for a backtrace to include in the report.",
+            env!("CARGO_PKG_VERSION")
+        );
+        if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
+            eprintln!("{}", std::backtrace::Backtrace::force_capture());
+        }
+        remove_live_temporaries();
+        let _ = std::io::stderr().flush();
+        std::process::exit(i32::from(EXIT_INTERNAL));
+    }));
+}
+
+/// On SIGINT, SIGTERM or SIGHUP: remove the unfinished output and exit with 128 + the
+/// signal's number, as a shell reports it.
+fn clean_up_on_signals() -> std::io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    std::thread::Builder::new().name("signals".to_owned()).spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            remove_live_temporaries();
+            eprintln!("stopped by signal {signal}");
+            std::process::exit(128 + signal);
+        }
+    })?;
+    Ok(())
+}
+
+/// Writes a report to stdout. A closed pipe (`pipeline inspect | head`) ends the output
+/// quietly instead of panicking as `println!` would.
+pub fn print_report(text: &str) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        result => Ok(result?),
+    }
+}

@@ -1,0 +1,18 @@
+//! The edges of every program in the workspace: where its data comes from and how its results
+//! leave, under the batch-job contract (README, "The batch-job contract").
+//!
+//! `locations` resolves input files (and refuses an output that an input would read) →
+//! `source` decodes them into Arrow record batches, under `panic_guard` so a corrupt file is an
+//! error rather than a crash → … the program's work … → `atomic_file` publishes each output
+//! whole or not at all. `command_line` is what both programs do around their work: exit codes,
+//! and removing unfinished output on a signal or a panic.
+
+// This crate reads what users hand us; a panic on it would break the batch-job contract, so it
+// neither unwraps nor indexes unchecked (tests may: clippy.toml).
+#![warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+
+pub mod atomic_file;
+pub mod command_line;
+pub mod locations;
+pub mod panic_guard;
+pub mod source;

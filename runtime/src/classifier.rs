@@ -1,0 +1,217 @@
+//! A model package opened for inference: texts in, per-document predictions out.
+//!
+//! Shared by `pipeline run` (one window of a file at a time) and SQL's `classify()` (one
+//! Arrow array at a time), so both tokenize, batch and read the graph's outputs identically.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use rayon::prelude::*;
+
+use crate::contract;
+use crate::inference::{BackendOptions, InferenceBackend, ModelInputs, OutputTensor, open_backend};
+use crate::output_table::{DocumentPrediction, OptionalColumns, SentenceAttention};
+use crate::package::{InputLayout, ModelPackage};
+use crate::text::{DEFAULT_SENTENCE_WORDS, EncodedText, TextEncoder, sentence_lengths};
+
+pub struct Classifier {
+    package: ModelPackage,
+    encoder: TextEncoder,
+    backend: Arc<dyn InferenceBackend>,
+    has_attention: bool,
+    /// `Some(max words per sentence)` for hierarchical models, fed `[batch, sentences, words]`.
+    sentence_words: Option<usize>,
+}
+
+/// What happened to the texts of one [`Classifier::predict`] call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TextCounts {
+    pub predicted: usize,
+    pub null_texts: usize,
+    /// Texts with no token the tokenizer knows how to produce (their prediction is null).
+    pub empty_texts: usize,
+    pub truncated: usize,
+    pub tokens: usize,
+}
+
+impl Classifier {
+    /// Loads the tokenizer and the graph, and checks the package contract (see [`contract`]).
+    /// `max_tokens` overrides the package's token limit.
+    pub fn open(package: ModelPackage, backend: &BackendOptions, max_tokens: Option<usize>) -> anyhow::Result<Self> {
+        let backend = open_backend(&package.graph_path(), backend)?;
+        Self::with_backend(package, Arc::from(backend), max_tokens)
+    }
+
+    /// Like [`Classifier::open`], on a backend already loaded from the package's graph.
+    pub fn with_backend(
+        package: ModelPackage,
+        backend: Arc<dyn InferenceBackend>,
+        max_tokens: Option<usize>,
+    ) -> anyhow::Result<Self> {
+        let max_tokens = max_tokens.unwrap_or(package.manifest.max_tokens);
+        anyhow::ensure!(max_tokens > 0, "the token limit must be at least 1");
+        let encoder = TextEncoder::from_file(&package.tokenizer_path(), max_tokens)?;
+        contract::check_vocabulary(&package, encoder.tokenizer())?;
+        let has_attention = contract::check_outputs(&package, backend.as_ref())?;
+        let sentence_words = match package.manifest.input_layout {
+            InputLayout::Tokens => None,
+            InputLayout::SentencesWords => Some(package.manifest.max_sentence_words.unwrap_or(DEFAULT_SENTENCE_WORDS)),
+        };
+        Ok(Self { package, encoder, backend, has_attention, sentence_words })
+    }
+
+    pub fn backend(&self) -> &dyn InferenceBackend {
+        self.backend.as_ref()
+    }
+
+    /// The backend, to share with another classifier on the same graph.
+    pub fn shared_backend(&self) -> Arc<dyn InferenceBackend> {
+        self.backend.clone()
+    }
+
+    pub fn labels(&self) -> &[String] {
+        &self.package.manifest.labels
+    }
+
+    pub fn max_tokens(&self) -> usize {
+        self.encoder.max_tokens()
+    }
+
+    /// The optional output columns this model fills.
+    pub fn optional_columns(&self, with_embedding: bool) -> OptionalColumns {
+        OptionalColumns {
+            attention: self.has_attention,
+            sentences: self.sentence_words.is_some(),
+            embedding_dim: with_embedding.then_some(self.package.manifest.embedding_dim),
+        }
+    }
+
+    /// Tokenizes `texts` in parallel, runs them in shape-sorted batches of `batch_size`
+    /// (less padding) on all cores, and returns the predictions in input order: `None` for
+    /// null texts and texts without tokens.
+    pub fn predict(
+        &self,
+        texts: &[Option<&str>],
+        batch_size: usize,
+    ) -> anyhow::Result<(Vec<Option<DocumentPrediction>>, TextCounts)> {
+        anyhow::ensure!(batch_size > 0, "the batch size must be at least 1");
+        let mut counts = TextCounts::default();
+        let present: Vec<(usize, &str)> = texts.iter().enumerate().filter_map(|(i, t)| t.map(|t| (i, t))).collect();
+        counts.null_texts = texts.len() - present.len();
+        let strings: Vec<&str> = present.iter().map(|(_, t)| *t).collect();
+        let encoded = self.encoder.encode_batch(&strings)?;
+        let mut documents: Vec<Document> = Vec::with_capacity(encoded.len());
+        for ((row, _), encoding) in present.iter().zip(encoded) {
+            counts.truncated += usize::from(encoding.truncated);
+            if encoding.ids.is_empty() {
+                counts.empty_texts += 1;
+            } else {
+                counts.tokens += encoding.ids.len();
+                let sentence_lengths =
+                    self.sentence_words.map(|max_words| sentence_lengths(&encoding.tokens, max_words));
+                documents.push(Document { row: *row, encoding, sentence_lengths });
+            }
+        }
+        counts.predicted = documents.len();
+        documents.sort_by_key(Document::padded_shape);
+        let batches: Vec<anyhow::Result<Vec<(usize, DocumentPrediction)>>> =
+            documents.par_chunks(batch_size).map(|chunk| self.predict_batch(chunk)).collect();
+        let mut rows: Vec<Option<DocumentPrediction>> = vec![None; texts.len()];
+        for batch in batches {
+            for (row, doc) in batch? {
+                // `row` came from enumerating `texts`, which `rows` mirrors.
+                if let Some(slot) = rows.get_mut(row) {
+                    *slot = Some(doc);
+                }
+            }
+        }
+        Ok((rows, counts))
+    }
+
+    fn predict_batch(&self, chunk: &[Document]) -> anyhow::Result<Vec<(usize, DocumentPrediction)>> {
+        let pad = self.package.manifest.padding_id;
+        let inputs = if self.sentence_words.is_some() {
+            let documents: Vec<(&[i64], &[usize])> =
+                chunk.iter().map(|d| (d.encoding.ids.as_slice(), d.sentences())).collect();
+            ModelInputs::sentences_padded(&documents, pad)
+        } else {
+            let sequences: Vec<&[i64]> = chunk.iter().map(|d| d.encoding.ids.as_slice()).collect();
+            ModelInputs::right_padded(&sequences, pad)
+        };
+        let outputs = self.backend.run(&inputs)?;
+        let output = |name: &str| outputs.get(name).with_context(|| format!("the graph returned no `{name}` output"));
+        let probs = output("probs")?;
+        let attention = outputs.get("attention");
+        let embedding = outputs.get("embedding");
+        let hierarchical = match self.sentence_words {
+            Some(_) => Some((output("word_attention")?, output("sentence_attention")?)),
+            None => None,
+        };
+        let mut predictions = Vec::with_capacity(chunk.len());
+        for (i, document) in chunk.iter().enumerate() {
+            let len = document.encoding.ids.len();
+            let mut doc = DocumentPrediction {
+                probabilities: probs.row(i)?.to_vec(),
+                tokens: document.encoding.tokens.clone(),
+                attention: attention.map(|a| a.heads(i, len)).transpose()?,
+                embedding: embedding.map(|e| e.row(i).map(<[f32]>::to_vec)).transpose()?,
+                sentences: None,
+            };
+            if let Some((words, sentences)) = &hierarchical {
+                let (attention, sentences) = document_attention(document.sentences(), words, sentences, i)?;
+                doc.attention = Some(vec![attention]);
+                doc.sentences = Some(sentences);
+            }
+            predictions.push((document.row, doc));
+        }
+        Ok(predictions)
+    }
+}
+
+/// One tokenized text waiting for its batch.
+struct Document {
+    /// Its row in the `texts` given to [`Classifier::predict`].
+    row: usize,
+    encoding: EncodedText,
+    /// Words per sentence, for hierarchical models.
+    sentence_lengths: Option<Vec<usize>>,
+}
+
+impl Document {
+    fn sentences(&self) -> &[usize] {
+        self.sentence_lengths.as_deref().unwrap_or_default()
+    }
+
+    /// What a batch pads to, most costly first: a flat model pads every document to the
+    /// longest one; a hierarchical model pads every sentence to the batch's longest sentence
+    /// (its word-level recurrence runs over all of them), then to the most sentences.
+    fn padded_shape(&self) -> (usize, usize) {
+        match &self.sentence_lengths {
+            Some(lengths) => (lengths.iter().copied().max().unwrap_or(0), lengths.len()),
+            None => (self.encoding.ids.len(), 0),
+        }
+    }
+}
+
+/// A hierarchical model's attention for document `row`: each word's weight within its
+/// sentence times its sentence's weight, one row over the document's tokens (it sums to 1,
+/// like a flat model's hop), and the sentence weights with their lengths.
+fn document_attention(
+    lengths: &[usize],
+    words: &OutputTensor,
+    sentences: &OutputTensor,
+    row: usize,
+) -> anyhow::Result<(Vec<f32>, SentenceAttention)> {
+    let width = words.shape.get(2).copied().unwrap_or(0);
+    let (words, sentence_weights) = (words.row(row)?, sentences.row(row)?);
+    let short = || anyhow::anyhow!("the graph's sentence attention is smaller than the batch it was given");
+    let mut attention = Vec::with_capacity(lengths.iter().sum());
+    let mut sentence_starts = (0..).step_by(width.max(1));
+    for (&len, &weight) in lengths.iter().zip(sentence_weights) {
+        let start = sentence_starts.next().ok_or_else(short)?;
+        let sentence = words.get(start..start + len).ok_or_else(short)?;
+        attention.extend(sentence.iter().map(|w| w * weight));
+    }
+    let weights = sentence_weights.get(..lengths.len()).ok_or_else(short)?.to_vec();
+    Ok((attention, SentenceAttention { lengths: lengths.to_vec(), weights }))
+}

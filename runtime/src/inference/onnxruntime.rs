@@ -1,0 +1,439 @@
+//! The ONNX Runtime backend, through `ort` with the shared library loaded at run time.
+//!
+//! No ONNX Runtime is linked into the binary: [`OrtLibrary::locate`] finds `libonnxruntime.so`
+//! (explicit path, `ORT_DYLIB_PATH`, or the copy that `scripts/install-onnxruntime.sh` puts under
+//! `target/onnxruntime`; a Python `onnxruntime` install only when asked for with
+//! [`FROM_PYTHON`]), and the first [`OrtBackend::open`] loads it for the whole process.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use anyhow::{Context, bail, ensure};
+use ort::environment::Environment;
+use ort::ep::{self, ExecutionProvider};
+use ort::session::{Session, SessionInputValue};
+use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
+
+use super::{BackendOptions, Device, InferenceBackend, ModelInputs, ModelOutputs, OutputTensor};
+use batch_io::locations::same_location;
+
+/// The ONNX Runtime release this project is tested with (and that the install script fetches).
+pub const ORT_VERSION: &str = "1.32.0";
+/// Where `scripts/install-onnxruntime.sh` installs the library, relative to the repository root.
+pub const INSTALL_DIR: &str = "target/onnxruntime";
+/// The file name of that release's shared library on Linux.
+pub const LIBRARY_FILE: &str = "libonnxruntime.so.1.32.0";
+/// The library "path" that means: ask the `python3` on `PATH` where its `onnxruntime` package is.
+/// Running Python is explicit, never a side effect of opening a backend.
+pub const FROM_PYTHON: &str = "python";
+
+/// Finding the ONNX Runtime shared library.
+#[derive(Debug, Clone, Copy)]
+pub struct OrtLibrary;
+
+impl OrtLibrary {
+    /// Finds the ONNX Runtime shared library, in this order:
+    ///
+    /// 1. `explicit` (a file, a directory holding `libonnxruntime.so*`, or [`FROM_PYTHON`]: the
+    ///    `onnxruntime` package of the `python3` on `PATH`, `onnxruntime/capi/libonnxruntime.so*`;
+    ///    `onnxruntime-gpu` installs the same package, with CUDA);
+    /// 2. the `ORT_DYLIB_PATH` environment variable (same forms);
+    /// 3. `target/onnxruntime/libonnxruntime.so.1.32.0` under the current directory, then under the
+    ///    target directory holding the running executable (what `scripts/install-onnxruntime.sh` installs).
+    ///
+    /// An explicit or `ORT_DYLIB_PATH` path that does not exist is an error rather than a reason to
+    /// look further. Returns an absolute path.
+    pub fn locate(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+        if let Some(path) = explicit {
+            return library_at(path).with_context(|| {
+                format!("the ONNX Runtime library given explicitly ({}) cannot be used", path.display())
+            });
+        }
+        if let Some(value) = std::env::var_os("ORT_DYLIB_PATH").filter(|value| !value.is_empty()) {
+            let path = PathBuf::from(value);
+            return library_at(&path).with_context(|| {
+                format!("ORT_DYLIB_PATH={} cannot be used as the ONNX Runtime library", path.display())
+            });
+        }
+        let mut candidates = vec![PathBuf::from(INSTALL_DIR).join(LIBRARY_FILE)];
+        if let Ok(exe) = std::env::current_exe() {
+            // target/release/<bin> and target/release/deps/<test binary>
+            candidates.extend(exe.ancestors().skip(1).take(3).map(|dir| dir.join("onnxruntime").join(LIBRARY_FILE)));
+        }
+        for candidate in candidates {
+            if candidate.is_file() {
+                return absolute(&candidate);
+            }
+        }
+        bail!(
+            "the ONNX Runtime shared library ({LIBRARY_FILE}) was not found. Fix it with one of:\n\
+             \x20 - set ORT_DYLIB_PATH=/path/to/{LIBRARY_FILE} (or pass the library path explicitly);\n\
+             \x20 - `pip install onnxruntime=={ORT_VERSION}` (or `onnxruntime-gpu=={ORT_VERSION}` for CUDA) \
+             for the python3 on PATH, and pass `--ort-library {FROM_PYTHON}` (or set ORT_DYLIB_PATH={FROM_PYTHON});\n\
+             \x20 - run `scripts/install-onnxruntime.sh` (CPU only; installs {INSTALL_DIR}/{LIBRARY_FILE}, \
+             found when running from the repository root or a binary under target/)."
+        )
+    }
+}
+
+/// A path given explicitly or through `ORT_DYLIB_PATH`: the library itself, a directory with it,
+/// or [`FROM_PYTHON`].
+fn library_at(path: &Path) -> anyhow::Result<PathBuf> {
+    if path == Path::new(FROM_PYTHON) && !path.exists() {
+        return python_library()
+            .with_context(|| format!("the python3 on PATH has no usable onnxruntime package (install one with `pip install onnxruntime=={ORT_VERSION}`)"));
+    }
+    if path.is_file() {
+        return absolute(path);
+    }
+    if path.is_dir() {
+        return library_in_dir(path)
+            .with_context(|| format!("the directory {} holds no libonnxruntime.so* library", path.display()));
+    }
+    bail!("{} does not exist", path.display())
+}
+
+/// `libonnxruntime.so*` in `dir` (the most specific name when there are several, e.g. symlinks).
+fn library_in_dir(dir: &Path) -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name().and_then(OsStr::to_str).is_some_and(|name| name.starts_with("libonnxruntime.so"))
+                && path.is_file()
+        })
+        .collect();
+    found.sort_by_key(|path| std::cmp::Reverse(path.as_os_str().len()));
+    found.into_iter().next().and_then(|path| absolute(&path).ok())
+}
+
+/// The `onnxruntime/capi` library of the `python3` on `PATH`. Uses `find_spec`, so the package
+/// (and numpy) is not imported.
+fn python_library() -> anyhow::Result<PathBuf> {
+    const SCRIPT: &str = "import importlib.util, os\n\
+        spec = importlib.util.find_spec('onnxruntime')\n\
+        locations = list(spec.submodule_search_locations or []) if spec else []\n\
+        print(os.path.join(locations[0], 'capi') if locations else '')\n";
+    let output = Command::new("python3")
+        .args(["-c", SCRIPT])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .context("cannot run python3")?;
+    ensure!(output.status.success(), "python3 failed ({}) when asked where onnxruntime is", output.status);
+    let capi = String::from_utf8_lossy(&output.stdout);
+    let capi = capi.trim();
+    ensure!(!capi.is_empty(), "the python3 on PATH has no onnxruntime package");
+    library_in_dir(Path::new(capi)).with_context(|| format!("{capi} holds no libonnxruntime.so*"))
+}
+
+fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
+    std::path::absolute(path).with_context(|| format!("cannot make {} absolute", path.display()))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The process-wide ONNX Runtime: one library, one environment.
+struct Runtime {
+    library: PathBuf,
+    environment: Environment,
+}
+
+/// Loads `library` and creates the environment on first use; later calls must name the same library.
+fn runtime(library: &Path) -> anyhow::Result<&'static Runtime> {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    static INIT: Mutex<()> = Mutex::new(());
+
+    let _guard = lock(&INIT);
+    if let Some(runtime) = RUNTIME.get() {
+        ensure!(
+            same_location(&runtime.library, library),
+            "ONNX Runtime is already loaded from {} in this process and cannot also be loaded from {}; \
+             use one library per process",
+            runtime.library.display(),
+            library.display()
+        );
+        return Ok(runtime);
+    }
+    let environment = ort::init_from(library)
+        .with_context(|| format!("could not load the ONNX Runtime library {}", library.display()))?
+        .with_name("pipeline")
+        .with_telemetry(false)
+        .build()
+        .with_context(|| format!("could not create an ONNX Runtime environment from {}", library.display()))?;
+    Ok(RUNTIME.get_or_init(|| Runtime { library: library.to_path_buf(), environment }))
+}
+
+/// Which [`ModelInputs`] buffer feeds a graph input.
+#[derive(Debug, Clone, Copy)]
+enum Feed {
+    InputIds,
+    AttentionMask,
+}
+
+/// Everything needed to create one more session on the graph.
+struct SessionRecipe {
+    graph: PathBuf,
+    runtime: &'static Runtime,
+    device: Device,
+    intra_op_threads: usize,
+}
+
+impl SessionRecipe {
+    fn build(&self) -> anyhow::Result<Session> {
+        let library = &self.runtime.library;
+        let mut builder = Session::builder(&self.runtime.environment)?
+            .with_intra_threads(self.intra_op_threads)
+            .map_err(ort::Error::<()>::from)?
+            .with_inter_threads(1)
+            .map_err(ort::Error::<()>::from)?;
+        if self.device == Device::Cuda {
+            let available = ep::CUDA::is_available()
+                .with_context(|| format!("could not list the execution providers of {}", library.display()))?;
+            ensure!(
+                available,
+                "the CUDA execution provider is not available in {}: install onnxruntime-gpu \
+                 (`pip install onnxruntime-gpu=={ORT_VERSION}`, plus the CUDA and cuDNN libraries it needs) and \
+                 point ORT_DYLIB_PATH at its onnxruntime/capi/libonnxruntime.so.{ORT_VERSION}",
+                library.display()
+            );
+            builder = builder
+                .with_execution_providers([ep::CUDA::default().build().error_on_failure()])
+                .map_err(ort::Error::<()>::from)
+                .with_context(|| {
+                    format!(
+                        "could not enable the CUDA execution provider of {} (are the CUDA and cuDNN libraries \
+                         it needs on LD_LIBRARY_PATH, and is a GPU visible?)",
+                        library.display()
+                    )
+                })?;
+        }
+        let session = builder.commit_from_file(&self.graph).with_context(|| {
+            let device = match self.device {
+                Device::Cpu => "CPU",
+                Device::Cuda => "CUDA",
+            };
+            format!(
+                "ONNX Runtime ({}) could not load the graph {} on {device}",
+                library.display(),
+                self.graph.display()
+            )
+        })?;
+        Ok(session)
+    }
+}
+
+/// Idle sessions; `ort` runs need `&mut Session`, so concurrent runs each take their own.
+struct SessionPool {
+    state: Mutex<PoolState>,
+    returned: Condvar,
+    capacity: usize,
+}
+
+struct PoolState {
+    idle: Vec<Session>,
+    /// Sessions in existence (idle or checked out).
+    total: usize,
+}
+
+/// A session checked out of the pool; returned on drop.
+struct PooledSession<'p> {
+    pool: &'p SessionPool,
+    session: Option<Session>,
+}
+
+impl PooledSession<'_> {
+    fn session(&mut self) -> anyhow::Result<&mut Session> {
+        self.session.as_mut().context("internal error: pooled ONNX Runtime session already returned")
+    }
+}
+
+impl Drop for PooledSession<'_> {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.take() {
+            lock(&self.pool.state).idle.push(session);
+            self.pool.returned.notify_one();
+        }
+    }
+}
+
+/// Runs graphs with ONNX Runtime, on the CPU or through the CUDA execution provider.
+///
+/// One session is created at open; concurrent [`InferenceBackend::run`] calls create more, lazily,
+/// up to one per `available cores / intra_op_threads` on the CPU (one in all on CUDA), and wait
+/// for a free one beyond that.
+pub struct OrtBackend {
+    recipe: SessionRecipe,
+    feeds: Vec<(String, Feed)>,
+    output_names: Vec<String>,
+    pool: SessionPool,
+}
+
+impl OrtBackend {
+    /// Loads ONNX Runtime (see [`OrtLibrary::locate`]) and opens `graph` with it. The graph's inputs
+    /// must be `input_ids` and optionally `attention_mask`, both int64. With [`Device::Cuda`] this
+    /// fails unless the library has a working CUDA execution provider; it never falls back to the CPU.
+    pub fn open(graph: &Path, options: &BackendOptions) -> anyhow::Result<Self> {
+        let library = OrtLibrary::locate(options.ort_library.as_deref())
+            .with_context(|| format!("cannot open {} with ONNX Runtime", graph.display()))?;
+        let runtime =
+            runtime(&library).with_context(|| format!("cannot open {} with ONNX Runtime", graph.display()))?;
+        let recipe = SessionRecipe {
+            graph: graph.to_path_buf(),
+            runtime,
+            device: options.device,
+            intra_op_threads: options.intra_op_threads,
+        };
+        let session = recipe.build()?;
+
+        let mut feeds = Vec::with_capacity(session.inputs().len());
+        for input in session.inputs() {
+            let feed = match input.name() {
+                "input_ids" => Feed::InputIds,
+                "attention_mask" => Feed::AttentionMask,
+                other => bail!(
+                    "the graph {} has an input `{other}`; only `input_ids` and `attention_mask` can be fed",
+                    graph.display()
+                ),
+            };
+            if let ValueType::Tensor { ty, .. } = input.dtype()
+                && *ty != TensorElementType::Int64
+            {
+                bail!("the input `{}` of the graph {} is {ty}, expected int64", input.name(), graph.display());
+            }
+            feeds.push((input.name().to_owned(), feed));
+        }
+        ensure!(
+            feeds.iter().any(|(_, feed)| matches!(feed, Feed::InputIds)),
+            "the graph {} has no `input_ids` input",
+            graph.display()
+        );
+        let output_names: Vec<String> = session.outputs().iter().map(|output| output.name().to_owned()).collect();
+
+        let capacity = match options.device {
+            Device::Cuda => 1,
+            Device::Cpu => {
+                let cores = std::thread::available_parallelism().map_or(1, usize::from);
+                match options.intra_op_threads {
+                    0 => 1,
+                    threads => (cores / threads).max(1),
+                }
+            }
+        };
+        let pool = SessionPool {
+            state: Mutex::new(PoolState { idle: vec![session], total: 1 }),
+            returned: Condvar::new(),
+            capacity,
+        };
+        Ok(Self { recipe, feeds, output_names, pool })
+    }
+
+    fn checkout(&self) -> anyhow::Result<PooledSession<'_>> {
+        let mut state = lock(&self.pool.state);
+        loop {
+            if let Some(session) = state.idle.pop() {
+                return Ok(PooledSession { pool: &self.pool, session: Some(session) });
+            }
+            if state.total < self.pool.capacity {
+                state.total += 1;
+                drop(state);
+                return match self.recipe.build() {
+                    Ok(session) => Ok(PooledSession { pool: &self.pool, session: Some(session) }),
+                    Err(error) => {
+                        lock(&self.pool.state).total -= 1;
+                        self.pool.returned.notify_one();
+                        Err(error)
+                    }
+                };
+            }
+            state = self.pool.returned.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+impl InferenceBackend for OrtBackend {
+    fn run(&self, inputs: &ModelInputs) -> anyhow::Result<ModelOutputs> {
+        let graph = self.recipe.graph.display();
+        let elements: usize = inputs.shape.iter().product();
+        ensure!(
+            inputs.input_ids.len() == elements && inputs.attention_mask.len() == elements,
+            "batch shape {:?} needs {elements} ids and mask values, got {} and {}",
+            inputs.shape,
+            inputs.input_ids.len(),
+            inputs.attention_mask.len()
+        );
+
+        let mut values: Vec<(&str, SessionInputValue<'_>)> = Vec::with_capacity(self.feeds.len());
+        for (name, feed) in &self.feeds {
+            let data = match feed {
+                Feed::InputIds => &inputs.input_ids,
+                Feed::AttentionMask => &inputs.attention_mask,
+            };
+            let tensor = TensorRef::from_array_view((inputs.shape.as_slice(), data.as_slice()))
+                .with_context(|| format!("could not make the `{name}` tensor of shape {:?}", inputs.shape))?;
+            values.push((name.as_str(), tensor.into()));
+        }
+
+        let mut pooled = self.checkout()?;
+        let outputs = pooled
+            .session()?
+            .run(values)
+            .with_context(|| format!("ONNX Runtime failed to run {graph} on a batch of shape {:?}", inputs.shape))?;
+        let mut named = ModelOutputs::new();
+        for name in &self.output_names {
+            let value =
+                outputs.get(name).with_context(|| format!("ONNX Runtime returned no `{name}` output for {graph}"))?;
+            let tensor = output_tensor(value).with_context(|| format!("cannot read the output `{name}` of {graph}"))?;
+            named.insert(name.clone(), tensor);
+        }
+        Ok(named)
+    }
+
+    fn output_names(&self) -> &[String] {
+        &self.output_names
+    }
+
+    fn describe(&self) -> String {
+        match self.recipe.device {
+            Device::Cpu => "ort-cpu",
+            Device::Cuda => "ort-cuda",
+        }
+        .to_owned()
+    }
+}
+
+/// Copies a CPU-side output tensor out as f32 (other numeric types are converted, like tract does).
+fn output_tensor(value: &DynValue) -> anyhow::Result<OutputTensor> {
+    let ValueType::Tensor { ty, .. } = value.dtype() else {
+        bail!("it is not a tensor but {}", value.dtype());
+    };
+    let (shape, data) = match ty {
+        TensorElementType::Float32 => {
+            let (shape, data) = value.try_extract_tensor::<f32>()?;
+            (shape, data.to_vec())
+        }
+        TensorElementType::Float64 => {
+            let (shape, data) = value.try_extract_tensor::<f64>()?;
+            (shape, data.iter().map(|&x| x as f32).collect())
+        }
+        TensorElementType::Int64 => {
+            let (shape, data) = value.try_extract_tensor::<i64>()?;
+            (shape, data.iter().map(|&x| x as f32).collect())
+        }
+        TensorElementType::Int32 => {
+            let (shape, data) = value.try_extract_tensor::<i32>()?;
+            (shape, data.iter().map(|&x| x as f32).collect())
+        }
+        other => bail!("its element type {other} cannot be converted to float32"),
+    };
+    let shape = shape
+        .iter()
+        .map(|&dim| usize::try_from(dim).with_context(|| format!("negative dimension {dim} in its shape")))
+        .collect::<anyhow::Result<Vec<usize>>>()?;
+    Ok(OutputTensor { shape, data })
+}

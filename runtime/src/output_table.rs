@@ -1,0 +1,389 @@
+//! Per-document results and the Arrow columns they become: the output table (README, "Output
+//! table"), defined once for `pipeline run`, `classify()` and the report.
+
+use std::sync::Arc;
+
+use anyhow::bail;
+use arrow::array::{ArrayRef, FixedSizeListBuilder, Float32Builder, Int32Builder, ListBuilder, StringBuilder};
+use arrow::datatypes::{DataType, Field, FieldRef};
+
+pub const PREDICTION: &str = "prediction";
+pub const PREDICTION_INDEX: &str = "prediction_index";
+pub const CONFIDENCE: &str = "confidence";
+pub const PROBABILITIES: &str = "probabilities";
+pub const TOKENS: &str = "tokens";
+pub const ATTENTION: &str = "attention";
+pub const ATTENTION_SUMMARY: &str = "attention_summary";
+pub const EMBEDDING: &str = "embedding";
+pub const SENTENCE_LENGTHS: &str = "sentence_lengths";
+pub const SENTENCE_ATTENTION: &str = "sentence_attention";
+
+/// Which optional columns a model's output table has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionalColumns {
+    /// `attention` and `attention_summary`.
+    pub attention: bool,
+    /// `sentence_lengths` and `sentence_attention` (hierarchical models).
+    pub sentences: bool,
+    /// `embedding`, of this width.
+    pub embedding_dim: Option<usize>,
+}
+
+/// What the model said about one document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocumentPrediction {
+    pub probabilities: Vec<f32>,
+    pub tokens: Vec<String>,
+    /// `heads × tokens`, padding removed; absent for models without attention.
+    pub attention: Option<Vec<Vec<f32>>>,
+    pub embedding: Option<Vec<f32>>,
+    /// Hierarchical models: the attention each sentence got, and its length in tokens.
+    pub sentences: Option<SentenceAttention>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SentenceAttention {
+    /// Tokens per sentence, in order; they sum to the number of tokens.
+    pub lengths: Vec<usize>,
+    pub weights: Vec<f32>,
+}
+
+impl DocumentPrediction {
+    /// The most probable class (the first of equals); 0 for an empty list.
+    pub fn predicted_index(&self) -> usize {
+        let mut best = 0;
+        let Some(mut best_probability) = self.probabilities.first().copied() else { return 0 };
+        for (i, &p) in self.probabilities.iter().enumerate().skip(1) {
+            if p > best_probability {
+                (best, best_probability) = (i, p);
+            }
+        }
+        best
+    }
+
+    /// Heads summed per token and renormalised to sum to one (Lin et al. §2.3).
+    pub fn attention_summary(&self) -> Option<Vec<f32>> {
+        let heads = self.attention.as_ref()?;
+        let mut summary = vec![0.0f32; self.tokens.len()];
+        for head in heads {
+            for (total, weight) in summary.iter_mut().zip(head) {
+                *total += weight;
+            }
+        }
+        let mass: f32 = summary.iter().sum();
+        if mass > 0.0 {
+            summary.iter_mut().for_each(|w| *w /= mass);
+        }
+        Some(summary)
+    }
+}
+
+/// One column of the output table (README, "Output table").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputColumn {
+    Prediction,
+    PredictionIndex,
+    Confidence,
+    Probabilities,
+    Tokens,
+    Attention,
+    AttentionSummary,
+    SentenceLengths,
+    SentenceAttention,
+    Embedding,
+}
+
+impl OutputColumn {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Prediction => PREDICTION,
+            Self::PredictionIndex => PREDICTION_INDEX,
+            Self::Confidence => CONFIDENCE,
+            Self::Probabilities => PROBABILITIES,
+            Self::Tokens => TOKENS,
+            Self::Attention => ATTENTION,
+            Self::AttentionSummary => ATTENTION_SUMMARY,
+            Self::SentenceLengths => SENTENCE_LENGTHS,
+            Self::SentenceAttention => SENTENCE_ATTENTION,
+            Self::Embedding => EMBEDDING,
+        }
+    }
+}
+
+/// The output table's columns: the one place that says which columns there are, what type each
+/// has and how a prediction fills it, so the schema and the arrays cannot disagree. `pipeline
+/// run` writes [`OutputTable::for_model`]; `classify()` returns a selection of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputTable {
+    columns: Vec<OutputColumn>,
+    /// The width of `embedding`, when it is one of the columns.
+    embedding_dim: usize,
+}
+
+impl OutputTable {
+    /// Every column a model with these optional outputs produces, in the documented order.
+    pub fn for_model(optional: OptionalColumns) -> Self {
+        use OutputColumn::*;
+        let mut columns = vec![Prediction, PredictionIndex, Confidence, Probabilities, Tokens];
+        if optional.attention {
+            columns.extend([Attention, AttentionSummary]);
+        }
+        if optional.sentences {
+            columns.extend([SentenceLengths, SentenceAttention]);
+        }
+        if optional.embedding_dim.is_some() {
+            columns.push(Embedding);
+        }
+        Self { columns, embedding_dim: optional.embedding_dim.unwrap_or(0) }
+    }
+
+    /// Just these columns (none of which may be `embedding`, whose width only a model knows).
+    pub fn of(columns: &[OutputColumn]) -> Self {
+        Self { columns: columns.iter().copied().filter(|&c| c != OutputColumn::Embedding).collect(), embedding_dim: 0 }
+    }
+
+    pub fn fields(&self) -> Vec<FieldRef> {
+        self.columns.iter().map(|&column| Arc::new(Field::new(column.name(), self.data_type(column), true))).collect()
+    }
+
+    fn data_type(&self, column: OutputColumn) -> DataType {
+        use OutputColumn::*;
+        let list = |item: DataType| DataType::List(Arc::new(Field::new_list_field(item, true)));
+        match column {
+            Prediction => DataType::Utf8,
+            PredictionIndex => DataType::Int32,
+            Confidence => DataType::Float32,
+            Probabilities | AttentionSummary | SentenceAttention => list(DataType::Float32),
+            Tokens => list(DataType::Utf8),
+            Attention => list(list(DataType::Float32)),
+            SentenceLengths => list(DataType::Int32),
+            // The contract checks the width against the graph; no real embedding nears i32::MAX.
+            Embedding => DataType::FixedSizeList(
+                Arc::new(Field::new_list_field(DataType::Float32, true)),
+                i32::try_from(self.embedding_dim).unwrap_or(i32::MAX),
+            ),
+        }
+    }
+
+    /// Builds the columns for rows in input order; `None` rows (null or empty text) get nulls
+    /// everywhere. Fails if a prediction does not fit the labels or the embedding width (which
+    /// the package contract rules out when the model is opened).
+    pub fn build(&self, rows: &[Option<DocumentPrediction>], labels: &[String]) -> anyhow::Result<Vec<ArrayRef>> {
+        let mut builders: Vec<ColumnBuilder> = self
+            .columns
+            .iter()
+            .map(|&column| ColumnBuilder::new(column, self.embedding_dim))
+            .collect::<Result<_, _>>()?;
+        for row in rows {
+            let Some(doc) = row else {
+                builders.iter_mut().for_each(ColumnBuilder::append_null);
+                continue;
+            };
+            let best = doc.predicted_index();
+            let (Some(label), Some(&confidence)) = (labels.get(best), doc.probabilities.get(best)) else {
+                bail!(
+                    "the model returned {} probabilities for {} labels ({})",
+                    doc.probabilities.len(),
+                    labels.len(),
+                    labels.join(", ")
+                );
+            };
+            let best = Best { index: i32::try_from(best)?, label, confidence };
+            for builder in &mut builders {
+                builder.append(doc, &best)?;
+            }
+        }
+        Ok(builders.into_iter().map(ColumnBuilder::finish).collect())
+    }
+}
+
+/// The most probable class of one document.
+struct Best<'a> {
+    index: i32,
+    label: &'a str,
+    confidence: f32,
+}
+
+/// The Arrow builder behind one [`OutputColumn`].
+enum ColumnBuilder {
+    Prediction(StringBuilder),
+    PredictionIndex(Int32Builder),
+    Confidence(Float32Builder),
+    Probabilities(ListBuilder<Float32Builder>),
+    Tokens(ListBuilder<StringBuilder>),
+    Attention(ListBuilder<ListBuilder<Float32Builder>>),
+    AttentionSummary(ListBuilder<Float32Builder>),
+    SentenceLengths(ListBuilder<Int32Builder>),
+    SentenceAttention(ListBuilder<Float32Builder>),
+    Embedding(FixedSizeListBuilder<Float32Builder>, usize),
+}
+
+impl ColumnBuilder {
+    fn new(column: OutputColumn, embedding_dim: usize) -> anyhow::Result<Self> {
+        let floats = || ListBuilder::new(Float32Builder::new());
+        Ok(match column {
+            OutputColumn::Prediction => Self::Prediction(StringBuilder::new()),
+            OutputColumn::PredictionIndex => Self::PredictionIndex(Int32Builder::new()),
+            OutputColumn::Confidence => Self::Confidence(Float32Builder::new()),
+            OutputColumn::Probabilities => Self::Probabilities(floats()),
+            OutputColumn::Tokens => Self::Tokens(ListBuilder::new(StringBuilder::new())),
+            OutputColumn::Attention => Self::Attention(ListBuilder::new(floats())),
+            OutputColumn::AttentionSummary => Self::AttentionSummary(floats()),
+            OutputColumn::SentenceLengths => Self::SentenceLengths(ListBuilder::new(Int32Builder::new())),
+            OutputColumn::SentenceAttention => Self::SentenceAttention(floats()),
+            OutputColumn::Embedding => Self::Embedding(
+                FixedSizeListBuilder::new(Float32Builder::new(), i32::try_from(embedding_dim)?),
+                embedding_dim,
+            ),
+        })
+    }
+
+    fn append(&mut self, doc: &DocumentPrediction, best: &Best<'_>) -> anyhow::Result<()> {
+        match self {
+            Self::Prediction(b) => b.append_value(best.label),
+            Self::PredictionIndex(b) => b.append_value(best.index),
+            Self::Confidence(b) => b.append_value(best.confidence),
+            Self::Probabilities(b) => append_floats(b, Some(&doc.probabilities)),
+            Self::Tokens(b) => {
+                doc.tokens.iter().for_each(|token| b.values().append_value(token));
+                b.append(true);
+            }
+            Self::Attention(b) => {
+                for head in doc.attention.iter().flatten() {
+                    append_floats(b.values(), Some(head));
+                }
+                b.append(doc.attention.is_some());
+            }
+            Self::AttentionSummary(b) => append_floats(b, doc.attention_summary().as_deref()),
+            Self::SentenceLengths(b) => match &doc.sentences {
+                Some(sentences) => {
+                    for &length in &sentences.lengths {
+                        b.values().append_value(i32::try_from(length)?);
+                    }
+                    b.append(true);
+                }
+                None => b.append_null(),
+            },
+            Self::SentenceAttention(b) => append_floats(b, doc.sentences.as_ref().map(|s| s.weights.as_slice())),
+            Self::Embedding(b, dim) => match &doc.embedding {
+                Some(values) if values.len() == *dim => {
+                    b.values().append_slice(values);
+                    b.append(true);
+                }
+                Some(values) => bail!("the model returned an embedding of {} values, not {dim}", values.len()),
+                None => {
+                    b.values().append_nulls(*dim);
+                    b.append(false);
+                }
+            },
+        }
+        Ok(())
+    }
+
+    fn append_null(&mut self) {
+        match self {
+            Self::Prediction(b) => b.append_null(),
+            Self::PredictionIndex(b) => b.append_null(),
+            Self::Confidence(b) => b.append_null(),
+            Self::Probabilities(b) | Self::AttentionSummary(b) | Self::SentenceAttention(b) => b.append_null(),
+            Self::Tokens(b) => b.append_null(),
+            Self::Attention(b) => b.append_null(),
+            Self::SentenceLengths(b) => b.append_null(),
+            Self::Embedding(b, dim) => {
+                b.values().append_nulls(*dim);
+                b.append(false);
+            }
+        }
+    }
+
+    fn finish(self) -> ArrayRef {
+        match self {
+            Self::Prediction(mut b) => Arc::new(b.finish()),
+            Self::PredictionIndex(mut b) => Arc::new(b.finish()),
+            Self::Confidence(mut b) => Arc::new(b.finish()),
+            Self::Probabilities(mut b) | Self::AttentionSummary(mut b) | Self::SentenceAttention(mut b) => {
+                Arc::new(b.finish())
+            }
+            Self::Tokens(mut b) => Arc::new(b.finish()),
+            Self::Attention(mut b) => Arc::new(b.finish()),
+            Self::SentenceLengths(mut b) => Arc::new(b.finish()),
+            Self::Embedding(mut b, _) => Arc::new(b.finish()),
+        }
+    }
+}
+
+/// Appends one list of floats, or a null list.
+fn append_floats(builder: &mut ListBuilder<Float32Builder>, values: Option<&[f32]>) {
+    match values {
+        Some(values) => {
+            builder.values().append_slice(values);
+            builder.append(true);
+        }
+        None => builder.append_null(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_sums_heads_and_renormalises() {
+        let doc = DocumentPrediction {
+            probabilities: vec![0.3, 0.7],
+            tokens: vec!["a".into(), "b".into()],
+            attention: Some(vec![vec![1.0, 0.0], vec![0.5, 0.5]]),
+            embedding: None,
+            sentences: None,
+        };
+        assert_eq!(doc.attention_summary(), Some(vec![0.75, 0.25]));
+        assert_eq!(doc.predicted_index(), 1);
+    }
+
+    /// The schema and the arrays come from one list of columns, so they agree for every mix of
+    /// optional columns, with null rows among the documents.
+    #[test]
+    fn fields_describe_the_built_arrays() {
+        let doc = DocumentPrediction {
+            probabilities: vec![0.3, 0.7],
+            tokens: vec!["a".into(), "b".into(), "c".into()],
+            attention: Some(vec![vec![0.2, 0.3, 0.5]]),
+            embedding: Some(vec![1.0, 2.0]),
+            sentences: Some(SentenceAttention { lengths: vec![2, 1], weights: vec![0.4, 0.6] }),
+        };
+        let labels = ["neg".to_owned(), "pos".to_owned()];
+        for attention in [false, true] {
+            for sentences in [false, true] {
+                for embedding_dim in [None, Some(2)] {
+                    let table = OutputTable::for_model(OptionalColumns { attention, sentences, embedding_dim });
+                    let arrays = table.build(&[Some(doc.clone()), None], &labels).expect("rows fit the labels");
+                    let schema = Arc::new(arrow::datatypes::Schema::new(table.fields()));
+                    let batch = arrow::record_batch::RecordBatch::try_new(schema, arrays).expect("schema fits arrays");
+                    assert_eq!(batch.num_rows(), 2);
+                    assert_eq!(
+                        batch.num_columns(),
+                        5 + 2 * usize::from(attention)
+                            + 2 * usize::from(sentences)
+                            + usize::from(embedding_dim.is_some())
+                    );
+                    assert!(batch.columns().iter().all(|column| column.is_null(1)), "a None row is null everywhere");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_prediction_that_does_not_fit_the_labels_is_an_error() {
+        let doc = DocumentPrediction {
+            probabilities: vec![0.1, 0.2, 0.7],
+            tokens: vec![],
+            attention: None,
+            embedding: None,
+            sentences: None,
+        };
+        let table = OutputTable::of(&[OutputColumn::Prediction, OutputColumn::Confidence]);
+        let error =
+            table.build(&[Some(doc)], &["neg".to_owned(), "pos".to_owned()]).expect_err("3 probabilities, 2 labels");
+        assert!(error.to_string().contains("3 probabilities for 2 labels"), "{error}");
+    }
+}

@@ -1,0 +1,148 @@
+//! The model-package contract: one directory holding `model.onnx`, `tokenizer.json` and
+//! `manifest.json`. `export` writes it; the pipeline, `export eval` and the SQL functions read it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+
+use batch_io::locations::{InputLocation, LocationKind};
+
+pub const GRAPH_FILE: &str = "model.onnx";
+pub const TOKENIZER_FILE: &str = "tokenizer.json";
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// Bumped when the manifest or graph contract changes incompatibly.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// How token ids are laid out in the graph inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputLayout {
+    /// `[batch, seq]`
+    Tokens,
+    /// `[batch, sentences, words]` (hierarchical models)
+    SentencesWords,
+}
+
+/// Where the training data came from, so a package can be traced back to its corpus.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorpusFingerprint {
+    pub path: String,
+    pub rows: usize,
+    /// SHA-256 over the file bytes.
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainingSummary {
+    pub corpus: CorpusFingerprint,
+    pub train_rows: usize,
+    pub validation_rows: usize,
+    pub epochs_run: usize,
+    pub best_epoch: usize,
+    pub seconds: f64,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format_version: u32,
+    /// The model family, e.g. `san`.
+    pub variant: String,
+    /// Class labels in the order of the `probs` output.
+    pub labels: Vec<String>,
+    pub input_layout: InputLayout,
+    /// Documents are truncated to this many tokens.
+    pub max_tokens: usize,
+    /// Hierarchical layout only: sentences longer than this are cut into pieces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sentence_words: Option<usize>,
+    pub padding_id: i64,
+    /// Number of attention rows in the `attention` output, if the graph has one.
+    pub attention_heads: Option<usize>,
+    /// Width of the `embedding` output.
+    pub embedding_dim: usize,
+    pub parameter_count: u64,
+    /// The variant's hyper-parameters, as given to `export train`.
+    pub hyper_parameters: BTreeMap<String, serde_json::Value>,
+    pub training: TrainingSummary,
+    /// Named metrics, e.g. `validation_accuracy`.
+    pub metrics: BTreeMap<String, f64>,
+    /// Version of the software that wrote the package.
+    pub package_version: String,
+}
+
+/// A model package found on disk and checked for completeness.
+#[derive(Debug, Clone)]
+pub struct ModelPackage {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+}
+
+impl ModelPackage {
+    pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        if !dir.is_dir() {
+            bail!("model package {} is not a directory", dir.display());
+        }
+        let missing: Vec<&str> =
+            [GRAPH_FILE, TOKENIZER_FILE, MANIFEST_FILE].into_iter().filter(|f| !dir.join(f).is_file()).collect();
+        if !missing.is_empty() {
+            bail!(
+                "model package {} is incomplete: missing {} (a package holds {GRAPH_FILE}, {TOKENIZER_FILE} and {MANIFEST_FILE}, as written by `export train`)",
+                dir.display(),
+                missing.join(", ")
+            );
+        }
+        let manifest_path = dir.join(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&manifest_path)
+            .with_context(|| format!("cannot read {}", manifest_path.display()))?;
+        let manifest: Manifest = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a valid model manifest", manifest_path.display()))?;
+        if manifest.format_version != FORMAT_VERSION {
+            bail!(
+                "{} has format version {}, this build reads version {FORMAT_VERSION}; re-export the model",
+                manifest_path.display(),
+                manifest.format_version
+            );
+        }
+        if manifest.labels.len() < 2 {
+            bail!(
+                "{} lists {} label(s); a classifier needs at least two",
+                manifest_path.display(),
+                manifest.labels.len()
+            );
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(twice) = manifest.labels.iter().find(|label| !seen.insert(label.as_str())) {
+            bail!(
+                "{} lists the label `{twice}` twice; each label names one column of the graph's `probs`",
+                manifest_path.display()
+            );
+        }
+        if manifest.max_tokens == 0 {
+            bail!("{} has max_tokens 0; a document needs at least one token", manifest_path.display());
+        }
+        if manifest.max_sentence_words == Some(0) {
+            bail!("{} has max_sentence_words 0; a sentence needs at least one word", manifest_path.display());
+        }
+        Ok(Self { dir: dir.to_path_buf(), manifest })
+    }
+
+    pub fn graph_path(&self) -> PathBuf {
+        self.dir.join(GRAPH_FILE)
+    }
+
+    pub fn tokenizer_path(&self) -> PathBuf {
+        self.dir.join(TOKENIZER_FILE)
+    }
+
+    /// The package's files as an input location, so that no output is written over them.
+    pub fn as_input(&self) -> InputLocation {
+        InputLocation {
+            location: format!("model package {}", self.dir.display()),
+            kind: LocationKind::File,
+            files: [GRAPH_FILE, TOKENIZER_FILE, MANIFEST_FILE].iter().map(|f| self.dir.join(f)).collect(),
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! What the workspace's tests share: where the repository is, and the ONNX Runtime library
+//! they run against. A dev-dependency only, so installing software never happens in a binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, PoisonError};
+
+use anyhow::{Context, ensure};
+use runtime::inference::{INSTALL_DIR, LIBRARY_FILE};
+
+/// The repository root (this crate sits one level below it).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `target/onnxruntime/libonnxruntime.so.1.32.0` under the repository root, running
+/// `scripts/install-onnxruntime.sh` first when it is missing. Parallel callers install once.
+pub fn onnxruntime_library() -> anyhow::Result<PathBuf> {
+    static INSTALL: Mutex<()> = Mutex::new(());
+    let _guard = INSTALL.lock().unwrap_or_else(PoisonError::into_inner);
+
+    let root = repo_root();
+    let dir = root.join(INSTALL_DIR);
+    let library = dir.join(LIBRARY_FILE);
+    if !library.is_file() {
+        let script = root.join("scripts").join("install-onnxruntime.sh");
+        let output = Command::new("bash")
+            .arg(&script)
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("could not run `bash {}`", script.display()))?;
+        ensure!(
+            output.status.success(),
+            "`bash {}` failed ({}); see its messages above",
+            script.display(),
+            output.status
+        );
+        ensure!(
+            library.is_file(),
+            "`bash {}` succeeded but {} does not exist (it printed: {})",
+            script.display(),
+            library.display(),
+            String::from_utf8_lossy(&output.stdout).trim()
+        );
+    }
+    std::path::absolute(&library).with_context(|| format!("cannot make {} absolute", library.display()))
+}

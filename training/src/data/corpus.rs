@@ -1,0 +1,119 @@
+//! Labelled corpora: a Parquet file with a text column and a label column.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use batch_io::source::{column, column_list, is_string_type, label_values, open_parquet, string_values};
+use runtime::package::CorpusFingerprint;
+use sha2::{Digest, Sha256};
+
+/// Column names to read.
+#[derive(Debug, Clone)]
+pub struct Columns {
+    pub text: String,
+    pub label: String,
+}
+
+/// Texts with their label strings, rows with a null text or label left out.
+#[derive(Debug, Clone)]
+pub struct LabelledCorpus {
+    pub texts: Vec<String>,
+    pub labels: Vec<String>,
+    /// Rows skipped because their text or label was null.
+    pub skipped_null: usize,
+    pub fingerprint: CorpusFingerprint,
+}
+
+/// The non-null texts of an unlabelled Parquet corpus (e.g. for word vectors).
+pub fn read_texts(path: &Path, text_column: &str) -> anyhow::Result<Vec<String>> {
+    let source = open_parquet(path, &[text_column], 4096)?;
+    check_text_column(path, &source.schema, text_column)?;
+    let mut texts = Vec::new();
+    for batch in source.batches {
+        let batch = batch?;
+        let values = string_values(column(&batch, text_column)?).context("text column is not a string column")?;
+        texts.extend(values.into_iter().flatten().map(str::to_owned));
+    }
+    if texts.is_empty() {
+        bail!("{} has no non-null texts in column `{text_column}`", path.display());
+    }
+    Ok(texts)
+}
+
+fn check_text_column(path: &Path, schema: &arrow::datatypes::SchemaRef, text_column: &str) -> anyhow::Result<()> {
+    let text_type = schema.field_with_name(text_column)?.data_type().clone();
+    if !is_string_type(&text_type) {
+        bail!(
+            "{}: text column `{text_column}` has type {text_type}, expected a string column; its columns are: {} (choose one with --text-column)",
+            path.display(),
+            column_list(schema)
+        );
+    }
+    Ok(())
+}
+
+impl LabelledCorpus {
+    pub fn read(path: &Path, columns: &Columns) -> anyhow::Result<Self> {
+        let source = open_parquet(path, &[&columns.text, &columns.label], 4096)?;
+        check_text_column(path, &source.schema, &columns.text)?;
+        let (mut texts, mut labels, mut skipped_null) = (Vec::new(), Vec::new(), 0);
+        for batch in source.batches {
+            let batch = batch?;
+            let text_column = column(&batch, &columns.text)?;
+            let batch_texts = string_values(text_column).context("text column is not a string column")?;
+            let batch_labels = label_values(column(&batch, &columns.label)?).with_context(|| {
+                format!("{}: label column `{}` cannot be read as text", path.display(), columns.label)
+            })?;
+            for (text, label) in batch_texts.into_iter().zip(batch_labels) {
+                match (text, label) {
+                    (Some(text), Some(label)) => {
+                        texts.push(text.to_owned());
+                        labels.push(label);
+                    }
+                    _ => skipped_null += 1,
+                }
+            }
+        }
+        if skipped_null > 0 {
+            tracing::warn!("{}: skipped {skipped_null} row(s) with a null text or label", path.display());
+        }
+        if texts.is_empty() {
+            bail!("{} has no usable rows (rows with null text or label: {skipped_null})", path.display());
+        }
+        let fingerprint = CorpusFingerprint {
+            path: path.display().to_string(),
+            rows: texts.len() + skipped_null,
+            sha256: file_sha256(path)?,
+        };
+        Ok(Self { texts, labels, skipped_null, fingerprint })
+    }
+
+    /// The distinct labels in a fixed (sorted) order: the order of the model's outputs.
+    pub fn classes(&self) -> Vec<String> {
+        self.labels.iter().cloned().collect::<BTreeSet<_>>().into_iter().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.texts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.texts.is_empty()
+    }
+}
+
+fn file_sha256(path: &Path) -> anyhow::Result<String> {
+    let mut file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let read = file.read(&mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+    }
+    Ok(format!("{:x}", hasher.finalize()))
+}

@@ -1,0 +1,152 @@
+//! `export eval`: scores a package on a labelled corpus by running its exported ONNX graph
+//! through the pipeline's backends (not the burn model), so the figures are production's.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::bail;
+use runtime::classifier::Classifier;
+use runtime::inference::BackendOptions;
+use runtime::package::ModelPackage;
+use serde::Serialize;
+
+use crate::data::corpus::{Columns, LabelledCorpus};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Evaluation {
+    pub labels: Vec<String>,
+    pub rows: usize,
+    /// Rows skipped: null text/label, or no tokens at all.
+    pub skipped: usize,
+    pub accuracy: f64,
+    pub macro_f1: f64,
+    /// `confusion[true][predicted]`.
+    pub confusion: Vec<Vec<usize>>,
+    pub backend: String,
+    pub seconds: f64,
+    pub docs_per_second: f64,
+}
+
+pub fn evaluate(
+    package_dir: &Path,
+    data: &Path,
+    columns: &Columns,
+    backend: &BackendOptions,
+    batch_size: usize,
+) -> anyhow::Result<Evaluation> {
+    let package = ModelPackage::open(package_dir)?;
+    let labels = package.manifest.labels.clone();
+    let corpus = LabelledCorpus::read(data, columns)?;
+    let unknown: Vec<String> = corpus.classes().into_iter().filter(|c| !labels.contains(c)).collect();
+    if !unknown.is_empty() {
+        bail!(
+            "{} has label(s) the model does not know: {}; the model's labels are: {}",
+            data.display(),
+            unknown.join(", "),
+            labels.join(", ")
+        );
+    }
+    // The classifier `pipeline run` uses: same tokenization, layout and batching.
+    let classifier = Classifier::open(package, backend, None)?;
+    let started = Instant::now();
+    let texts: Vec<Option<&str>> = corpus.texts.iter().map(|t| Some(t.as_str())).collect();
+    let (predictions, counts) = classifier.predict(&texts, batch_size.max(1))?;
+    let skipped = corpus.skipped_null + counts.empty_texts;
+    if counts.predicted == 0 {
+        bail!(
+            "no document of {} has a token the model knows ({} rows skipped); there is nothing to score",
+            data.display(),
+            skipped
+        );
+    }
+    let mut confusion = vec![vec![0usize; labels.len()]; labels.len()];
+    for (prediction, label) in predictions.iter().zip(&corpus.labels) {
+        if let Some(prediction) = prediction {
+            let truth = labels.iter().position(|l| l == label).unwrap_or_default();
+            confusion[truth][prediction.predicted_index()] += 1;
+        }
+    }
+    let rows = counts.predicted;
+    let seconds = started.elapsed().as_secs_f64();
+    let correct: usize = (0..labels.len()).map(|i| confusion[i][i]).sum();
+    Ok(Evaluation {
+        macro_f1: macro_f1(&confusion),
+        accuracy: correct as f64 / rows.max(1) as f64,
+        labels,
+        rows,
+        skipped,
+        confusion,
+        backend: classifier.backend().describe(),
+        seconds,
+        docs_per_second: rows as f64 / seconds,
+    })
+}
+
+/// Records `evaluation` in the package's manifest as `{prefix}_accuracy` and
+/// `{prefix}_macro_f1` (written to a temporary file and renamed, so the manifest is never
+/// half-written).
+pub fn record_in_manifest(package_dir: &Path, prefix: &str, evaluation: &Evaluation) -> anyhow::Result<()> {
+    let mut package = ModelPackage::open(package_dir)?;
+    let metrics = &mut package.manifest.metrics;
+    metrics.insert(format!("{prefix}_accuracy"), evaluation.accuracy);
+    metrics.insert(format!("{prefix}_macro_f1"), evaluation.macro_f1);
+    let path = package_dir.join(runtime::package::MANIFEST_FILE);
+    let mut staged = batch_io::atomic_file::temp_beside(&path)?;
+    std::io::Write::write_all(&mut staged, serde_json::to_string_pretty(&package.manifest)?.as_bytes())
+        .map_err(|e| batch_io::atomic_file::write_failed(&path, &e))?;
+    staged.publish(&path)
+}
+
+/// Unweighted mean of per-class F1 (a class never predicted nor present scores 0).
+pub fn macro_f1(confusion: &[Vec<usize>]) -> f64 {
+    let classes = confusion.len();
+    let total: f64 = (0..classes)
+        .map(|c| {
+            let tp = confusion[c][c] as f64;
+            let predicted: usize = (0..classes).map(|t| confusion[t][c]).sum();
+            let actual: usize = confusion[c].iter().sum();
+            if predicted + actual == 0 { 0.0 } else { 2.0 * tp / (predicted + actual) as f64 }
+        })
+        .sum();
+    total / classes.max(1) as f64
+}
+
+impl std::fmt::Display for Evaluation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "rows: {} (skipped {})  backend: {}  {:.0} docs/s",
+            self.rows, self.skipped, self.backend, self.docs_per_second
+        )?;
+        writeln!(f, "accuracy: {:.4}", self.accuracy)?;
+        writeln!(f, "macro-F1: {:.4}", self.macro_f1)?;
+        writeln!(f, "confusion matrix (rows: true label, columns: predicted):")?;
+        let width = self.labels.iter().map(String::len).max().unwrap_or(4).max(8);
+        write!(f, "{:>width$}", "")?;
+        for label in &self.labels {
+            write!(f, " {label:>width$}")?;
+        }
+        writeln!(f)?;
+        for (label, row) in self.labels.iter().zip(&self.confusion) {
+            write!(f, "{label:>width$}")?;
+            for count in row {
+                write!(f, " {count:>width$}")?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macro_f1_of_a_known_matrix() {
+        // class 0: tp 8, fp 1, fn 2 -> F1 16/19; class 1: tp 9, fp 2, fn 1 -> F1 18/21
+        let confusion = vec![vec![8, 2], vec![1, 9]];
+        let expected = (16.0 / 19.0 + 18.0 / 21.0) / 2.0;
+        assert!((macro_f1(&confusion) - expected).abs() < 1e-12);
+    }
+}

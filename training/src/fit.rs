@@ -1,0 +1,249 @@
+//! The training loop shared by every variant: length-bucketed shuffled mini-batches, Adam with
+//! gradient-norm clipping, validation each epoch, early stopping on validation accuracy.
+
+use std::io::IsTerminal;
+use std::time::Instant;
+
+use burn::grad_clipping::GradientClippingConfig;
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::optim::{AdamConfig, GradientsParams};
+use burn::prelude::*;
+use burn::tensor::activation::softmax;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use runtime::inference::ModelInputs;
+
+use crate::data::vocabulary::PAD_ID;
+use crate::layers::TokenBatch;
+use crate::models::Network;
+
+/// One tokenized document and its class index.
+#[derive(Debug, Clone)]
+pub struct Example {
+    pub ids: Vec<i64>,
+    pub label: usize,
+    /// For hierarchical models: tokens per sentence (they sum to `ids.len()`).
+    pub sentence_lengths: Option<Vec<usize>>,
+}
+
+#[derive(Debug, Clone, clap::Args, serde::Serialize)]
+pub struct TrainConfig {
+    /// Most passes over the training set.
+    #[arg(long, default_value_t = 10)]
+    pub epochs: usize,
+    /// Stop after this many epochs without a better validation accuracy.
+    #[arg(long, default_value_t = 2)]
+    pub patience: usize,
+    #[arg(long, default_value_t = 64)]
+    pub batch_size: usize,
+    /// Adam learning rate.
+    #[arg(long, default_value_t = 1e-3)]
+    pub learning_rate: f64,
+    /// Gradients are rescaled to at most this L2 norm (the paper clips at 0.5).
+    #[arg(long, default_value_t = 0.5)]
+    pub clip_norm: f32,
+    /// Seeds weight initialisation, dropout, the split and the batch order.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+impl TrainConfig {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.epochs > 0, "--epochs must be at least 1");
+        anyhow::ensure!(self.batch_size > 0, "--batch-size must be at least 1");
+        // `x > 0.0` is false for NaN; finiteness rules out inf, which trains a NaN model.
+        anyhow::ensure!(
+            self.learning_rate > 0.0 && self.learning_rate.is_finite(),
+            "--learning-rate must be a positive number"
+        );
+        anyhow::ensure!(self.clip_norm > 0.0 && self.clip_norm.is_finite(), "--clip-norm must be a positive number");
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EpochStats {
+    pub epoch: usize,
+    pub loss: f64,
+    pub penalty: f64,
+    pub train_accuracy: f64,
+    pub validation_accuracy: f64,
+    pub seconds: f64,
+    pub docs_per_second: f64,
+}
+
+pub struct TrainedModel<M> {
+    /// The weights of the best validation epoch, on the plain (non-autodiff) device.
+    pub model: M,
+    pub history: Vec<EpochStats>,
+    pub best_epoch: usize,
+}
+
+impl<M> TrainedModel<M> {
+    pub fn best(&self) -> Option<&EpochStats> {
+        self.history.iter().find(|e| e.epoch == self.best_epoch)
+    }
+}
+
+/// Groups examples into batches of similar length (less padding), in a random order.
+fn length_bucketed_batches(examples: &[Example], batch_size: usize, rng: &mut StdRng) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..examples.len()).collect();
+    order.shuffle(rng);
+    let mut batches = Vec::new();
+    for window in order.chunks(batch_size * 32) {
+        let mut window = window.to_vec();
+        window.sort_by_key(|&i| examples[i].ids.len());
+        batches.extend(window.chunks(batch_size).map(<[usize]>::to_vec));
+    }
+    batches.shuffle(rng);
+    batches
+}
+
+/// The batch in the layout the examples carry: `[batch, seq]`, or `[batch, sentences, words]`
+/// when they were cut into sentences.
+pub fn padded(examples: &[Example], indices: &[usize]) -> ModelInputs {
+    let hierarchical: Option<Vec<(&[i64], &[usize])>> = indices
+        .iter()
+        .map(|&i| examples[i].sentence_lengths.as_deref().map(|lengths| (examples[i].ids.as_slice(), lengths)))
+        .collect();
+    match hierarchical {
+        Some(documents) => ModelInputs::sentences_padded(&documents, PAD_ID),
+        None => {
+            let sequences: Vec<&[i64]> = indices.iter().map(|&i| examples[i].ids.as_slice()).collect();
+            ModelInputs::right_padded(&sequences, PAD_ID)
+        }
+    }
+}
+
+fn targets(examples: &[Example], indices: &[usize], device: &Device) -> Tensor<1, Int> {
+    let labels: Vec<i64> = indices.iter().map(|&i| examples[i].label as i64).collect();
+    Tensor::from_data(TensorData::new(labels, [indices.len()]), device)
+}
+
+fn progress_bar(len: usize, epoch: usize) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    if !std::io::stderr().is_terminal() {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    let style = ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} docs {per_sec} eta {eta} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style.progress_chars("=> "));
+    bar.set_prefix(epoch.to_string());
+    bar
+}
+
+/// Trains `model` (created on an autodiff device) and returns the best epoch's weights.
+pub fn train<M: Network>(
+    mut model: M,
+    train_set: &[Example],
+    validation_set: &[Example],
+    config: &TrainConfig,
+) -> anyhow::Result<TrainedModel<M>> {
+    config.validate()?;
+    anyhow::ensure!(!train_set.is_empty(), "no training examples left after tokenization");
+    anyhow::ensure!(!validation_set.is_empty(), "no validation examples left after tokenization");
+    let device = model.devices().into_iter().next().ok_or_else(|| anyhow::anyhow!("model has no device"))?;
+    let mut rng = StdRng::seed_from_u64(config.seed);
+    let mut optimizer =
+        AdamConfig::new().with_grad_clipping(Some(GradientClippingConfig::Norm(config.clip_norm))).init();
+    let loss_fn = CrossEntropyLossConfig::new().init(&device);
+
+    let mut history = Vec::new();
+    let mut best: Option<(usize, f64, M)> = None;
+    for epoch in 1..=config.epochs {
+        let started = Instant::now();
+        let batches = length_bucketed_batches(train_set, config.batch_size, &mut rng);
+        let bar = progress_bar(train_set.len(), epoch);
+        let (mut loss_sum, mut penalty_sum, mut correct) = (0.0, 0.0, 0usize);
+        for indices in &batches {
+            let batch = TokenBatch::new(&padded(train_set, indices), &device);
+            let expected = targets(train_set, indices, &device);
+            let output = model.forward(&batch);
+            correct += count_correct(output.logits.clone(), expected.clone());
+            let mut loss = loss_fn.forward(output.logits, expected);
+            if let Some(regularizer) = output.regularizer {
+                penalty_sum += scalar(regularizer.clone()) * indices.len() as f64;
+                loss = loss + regularizer;
+            }
+            loss_sum += scalar(loss.clone()) * indices.len() as f64;
+            let gradients = GradientsParams::from_grads(loss.backward(), &model);
+            model = optimizer.step(config.learning_rate, model, gradients);
+            bar.inc(indices.len() as u64);
+        }
+        bar.finish_and_clear();
+        let seconds = started.elapsed().as_secs_f64();
+        let evaluated = model.valid();
+        let validation_accuracy = accuracy(&evaluated, validation_set, config.batch_size)?;
+        let n = train_set.len() as f64;
+        let stats = EpochStats {
+            epoch,
+            loss: loss_sum / n,
+            penalty: penalty_sum / n,
+            train_accuracy: correct as f64 / n,
+            validation_accuracy,
+            seconds,
+            docs_per_second: n / seconds,
+        };
+        tracing::info!(
+            "epoch {epoch}: loss {:.4}  penalty {:.4}  train acc {:.4}  valid acc {:.4}  {:.0} docs/s  {:.0} s",
+            stats.loss,
+            stats.penalty,
+            stats.train_accuracy,
+            stats.validation_accuracy,
+            stats.docs_per_second,
+            stats.seconds
+        );
+        history.push(stats);
+        let improved = best.as_ref().is_none_or(|(_, accuracy, _)| validation_accuracy > *accuracy);
+        if improved {
+            best = Some((epoch, validation_accuracy, evaluated));
+        } else if best.as_ref().is_some_and(|(best_epoch, _, _)| epoch - best_epoch >= config.patience) {
+            tracing::info!("no better validation accuracy for {} epoch(s): stopping early", config.patience);
+            break;
+        }
+    }
+    let (best_epoch, _, model) = best.ok_or_else(|| anyhow::anyhow!("training ran no epoch"))?;
+    Ok(TrainedModel { model, history, best_epoch })
+}
+
+fn scalar(tensor: Tensor<1>) -> f64 {
+    tensor.into_data().convert::<f64>().try_to_vec::<f64>().ok().and_then(|v| v.first().copied()).unwrap_or(f64::NAN)
+}
+
+fn count_correct(logits: Tensor<2>, expected: Tensor<1, Int>) -> usize {
+    let predicted = logits.argmax(1).flatten::<1>(0, 1);
+    predicted.equal(expected).int().sum().into_scalar::<i64>() as usize
+}
+
+/// Accuracy of a model in inference mode (dropout off) on `examples`.
+pub fn accuracy<M: Network>(model: &M, examples: &[Example], batch_size: usize) -> anyhow::Result<f64> {
+    let device = model.devices().into_iter().next().ok_or_else(|| anyhow::anyhow!("model has no device"))?;
+    let mut order: Vec<usize> = (0..examples.len()).collect();
+    order.sort_by_key(|&i| examples[i].ids.len());
+    let mut correct = 0;
+    for indices in order.chunks(batch_size.max(1)) {
+        let batch = TokenBatch::new(&padded(examples, indices), &device);
+        correct += count_correct(model.forward(&batch).logits, targets(examples, indices, &device));
+    }
+    Ok(correct as f64 / examples.len().max(1) as f64)
+}
+
+/// The burn model's outputs for a padded batch, row-major, for parity checks.
+pub struct BurnOutputs {
+    pub probs: Vec<f32>,
+    pub attention: Option<Vec<f32>>,
+    pub sentence_attention: Option<Vec<f32>>,
+}
+
+pub fn forward_probs<M: Network>(model: &M, inputs: &ModelInputs) -> BurnOutputs {
+    let device = model.devices().into_iter().next().unwrap_or_default();
+    let output = model.forward(&TokenBatch::new(inputs, &device));
+    let to_vec = |data: TensorData| data.convert::<f32>().try_to_vec::<f32>().unwrap_or_default();
+    BurnOutputs {
+        probs: to_vec(softmax(output.logits, 1).into_data()),
+        attention: output.attention.map(|a| to_vec(a.into_data())),
+        sentence_attention: output.sentence_attention.map(|a| to_vec(a.into_data())),
+    }
+}

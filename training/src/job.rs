@@ -1,0 +1,323 @@
+//! `export train` from corpus to verified package: the steps in order.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use burn::prelude::*;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use runtime::inference::{InferenceBackend, ModelInputs, TractBackend};
+use runtime::package::{FORMAT_VERSION, GRAPH_FILE, InputLayout, Manifest, TrainingSummary};
+use runtime::text::{TextEncoder, sentence_lengths};
+use tokenizers::Tokenizer;
+
+use crate::data::corpus::{Columns, LabelledCorpus};
+use crate::data::split::stratified_split;
+use crate::data::vocabulary::{PAD_ID, VocabularyConfig, build_tokenizer};
+use crate::data::word_vectors::WordVectors;
+use crate::fit::{Example, TrainConfig, TrainedModel, forward_probs, padded, train};
+use crate::layers::embedding::InitialWords;
+use crate::models::{ModelConfig, ModelFlags, Network, Variant, VariantVisitor};
+use crate::onnx::GraphBuilder;
+use crate::package_writer::{PackageFiles, check_destination, write_package};
+
+/// Largest |burn − tract| allowed on `probs` when verifying an exported graph.
+pub const VERIFY_TOLERANCE: f32 = 1e-4;
+
+#[derive(Debug, Clone)]
+pub struct TrainRequest {
+    pub variant: Variant,
+    pub train: PathBuf,
+    pub valid: Option<PathBuf>,
+    pub columns: Columns,
+    pub out: PathBuf,
+    pub force: bool,
+    pub valid_fraction: f64,
+    pub max_tokens: usize,
+    pub vocabulary: VocabularyConfig,
+    pub training: TrainConfig,
+    pub model: ModelFlags,
+    /// Pre-trained word vectors (word2vec text format) to start the word embedding from.
+    pub word_vectors: Option<PathBuf>,
+    /// Train everything but the embedding started from `word_vectors`.
+    pub freeze_word_vectors: bool,
+}
+
+pub struct TrainReport {
+    pub package: PathBuf,
+    pub manifest: Manifest,
+}
+
+/// Labelled, tokenized examples ready for training.
+struct PreparedData {
+    classes: Vec<String>,
+    tokenizer: Tokenizer,
+    train: Vec<Example>,
+    valid: Vec<Example>,
+    corpus: LabelledCorpus,
+}
+
+/// A trained variant with its written package.
+pub struct TrainOutcome<M> {
+    pub report: TrainReport,
+    /// The best epoch's weights, as exported.
+    pub model: M,
+}
+
+pub fn run(request: &TrainRequest) -> anyhow::Result<TrainReport> {
+    request.variant.visit(Train(request))
+}
+
+/// Trains the variant it visits, checking its configuration before any data is read.
+struct Train<'a>(&'a TrainRequest);
+
+impl VariantVisitor for Train<'_> {
+    type Output = anyhow::Result<TrainReport>;
+
+    fn visit<C: ModelConfig>(self, _variant: Variant) -> Self::Output {
+        let config = C::from(&self.0.model);
+        config.validate()?;
+        Ok(run_variant(self.0, &config)?.report)
+    }
+}
+
+/// Trains the model `config` describes and writes its verified package.
+pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow::Result<TrainOutcome<C::Model>> {
+    check_destination(&request.out, request.force)?;
+    request.training.validate()?;
+    anyhow::ensure!(request.max_tokens > 0, "--max-tokens must be at least 1");
+    anyhow::ensure!(
+        request.valid.is_some() || (request.valid_fraction > 0.0 && request.valid_fraction < 1.0),
+        "--valid-fraction must be between 0 and 1"
+    );
+    let started = Instant::now();
+    let vectors = request.word_vectors.as_deref().map(|path| load_word_vectors(path, request)).transpose()?;
+    let data = prepare(request, config.sentence_words())?;
+    tracing::info!(
+        "{} training and {} validation documents, {} classes ({}), vocabulary {} tokens",
+        data.train.len(),
+        data.valid.len(),
+        data.classes.len(),
+        data.classes.join(", "),
+        data.tokenizer.get_vocab_size(true)
+    );
+    let device = Device::flex().autodiff();
+    device.seed(request.training.seed);
+    let mut words = InitialWords::random(data.tokenizer.get_vocab_size(true));
+    let mut vector_summary = None;
+    if let Some(vectors) = &vectors {
+        let (table, found) = vectors.embedding_table(&data.tokenizer, request.training.seed);
+        tracing::info!("word vectors: {found} of {} vocabulary words found", words.vocab_size);
+        words.vectors = Some(table);
+        words.frozen = request.freeze_word_vectors;
+        vector_summary = Some(serde_json::json!({
+            "path": request.word_vectors.as_ref().map(|p| p.display().to_string()),
+            "words_in_file": vectors.words.len(),
+            "vocabulary_words_found": found,
+            "frozen": request.freeze_word_vectors,
+        }));
+    }
+    let model = config.init(&words, data.classes.len(), &device);
+    let trained = train(model, &data.train, &data.valid, &request.training)?;
+    finish(request, &data, trained, config, vector_summary, started)
+}
+
+/// Reads `--word-vectors` and checks their width against `--embedding-dim`.
+fn load_word_vectors(path: &Path, request: &TrainRequest) -> anyhow::Result<WordVectors> {
+    let vectors = WordVectors::read(path)?;
+    anyhow::ensure!(
+        vectors.dim == request.model.embedding_dim,
+        "{} holds {}-dimensional word vectors but --embedding-dim is {}; pass --embedding-dim {}",
+        path.display(),
+        vectors.dim,
+        request.model.embedding_dim,
+        vectors.dim
+    );
+    tracing::info!("read {} word vectors of width {} from {}", vectors.words.len(), vectors.dim, path.display());
+    Ok(vectors)
+}
+
+/// `sentence_words`: cut documents into sentences of at most this many tokens (hierarchical
+/// variants), as the pipeline will.
+fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Result<PreparedData> {
+    let corpus = LabelledCorpus::read(&request.train, &request.columns)?;
+    let classes = corpus.classes();
+    if classes.len() < 2 {
+        bail!(
+            "{} has a single class (`{}`) in column `{}`; a classifier needs at least two",
+            request.train.display(),
+            classes.join(""),
+            request.columns.label
+        );
+    }
+    let class_of = |label: &str| classes.iter().position(|c| c == label);
+    let labels: Vec<usize> = corpus.labels.iter().map(|l| class_of(l).unwrap_or_default()).collect();
+
+    let mut rng = StdRng::seed_from_u64(request.training.seed);
+    let (train_texts, train_labels, valid_texts, valid_labels) = match &request.valid {
+        Some(path) => {
+            let valid = LabelledCorpus::read(path, &request.columns)?;
+            let mut valid_labels = Vec::with_capacity(valid.len());
+            for label in &valid.labels {
+                match class_of(label) {
+                    Some(class) => valid_labels.push(class),
+                    None => bail!(
+                        "{} has label `{label}`, which the training set {} does not have (its labels: {})",
+                        path.display(),
+                        request.train.display(),
+                        classes.join(", ")
+                    ),
+                }
+            }
+            (corpus.texts.clone(), labels, valid.texts, valid_labels)
+        }
+        None => {
+            let (train_idx, valid_idx) = stratified_split(&labels, request.valid_fraction, &mut rng);
+            let pick = |idx: &[usize]| -> (Vec<String>, Vec<usize>) {
+                (idx.iter().map(|&i| corpus.texts[i].clone()).collect(), idx.iter().map(|&i| labels[i]).collect())
+            };
+            let (tt, tl) = pick(&train_idx);
+            let (vt, vl) = pick(&valid_idx);
+            (tt, tl, vt, vl)
+        }
+    };
+    if train_texts.is_empty() || valid_texts.is_empty() {
+        let (empty, other) =
+            if train_texts.is_empty() { ("training", "validation") } else { ("validation", "training") };
+        bail!(
+            "{} has {} usable rows; split into training and validation, the {empty} part is empty (all {} rows \
+             went to {other}). Each class needs at least 2 rows to be split (--valid-fraction), or give a separate \
+             --valid corpus",
+            request.train.display(),
+            corpus.len(),
+            corpus.len()
+        );
+    }
+    // The vocabulary comes from the training part only, so validation stays unseen.
+    let tokenizer = build_tokenizer(&train_texts, &request.vocabulary)?;
+    let encoder = TextEncoder::new(tokenizer.clone(), request.max_tokens);
+    let train = encode(&encoder, &train_texts, &train_labels, sentence_words, "training")?;
+    let valid = encode(&encoder, &valid_texts, &valid_labels, sentence_words, "validation")?;
+    Ok(PreparedData { classes, tokenizer, train, valid, corpus })
+}
+
+fn encode(
+    encoder: &TextEncoder,
+    texts: &[String],
+    labels: &[usize],
+    sentence_words: Option<usize>,
+    part: &str,
+) -> anyhow::Result<Vec<Example>> {
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let encoded = encoder.encode_batch(&refs)?;
+    let (mut examples, mut empty, mut truncated) = (Vec::with_capacity(texts.len()), 0, 0);
+    for (encoding, &label) in encoded.into_iter().zip(labels) {
+        truncated += usize::from(encoding.truncated);
+        if encoding.ids.is_empty() {
+            empty += 1;
+        } else {
+            let sentence_lengths = sentence_words.map(|max_words| sentence_lengths(&encoding.tokens, max_words));
+            examples.push(Example { ids: encoding.ids, label, sentence_lengths });
+        }
+    }
+    if empty > 0 {
+        tracing::warn!("{part}: skipped {empty} document(s) with no tokens");
+    }
+    if truncated > 0 {
+        tracing::info!("{part}: {truncated} document(s) truncated to {} tokens", encoder.max_tokens());
+    }
+    Ok(examples)
+}
+
+fn finish<C: ModelConfig>(
+    request: &TrainRequest,
+    data: &PreparedData,
+    trained: TrainedModel<C::Model>,
+    config: &C,
+    word_vectors: Option<serde_json::Value>,
+    started: Instant,
+) -> anyhow::Result<TrainOutcome<C::Model>> {
+    let model = trained.model.valid();
+    let best = trained.best().context("no best epoch recorded")?;
+    let shape = model.graph_shape();
+    let mut metrics = BTreeMap::new();
+    metrics.insert("validation_accuracy".to_owned(), best.validation_accuracy);
+    metrics.insert("train_accuracy".to_owned(), best.train_accuracy);
+    metrics.insert("seconds_per_epoch".to_owned(), mean(trained.history.iter().map(|e| e.seconds)));
+    metrics.insert("train_docs_per_second".to_owned(), mean(trained.history.iter().map(|e| e.docs_per_second)));
+    let mut hyper_parameters = config.hyper_parameters();
+    if let Some(word_vectors) = word_vectors {
+        hyper_parameters.insert("word_vectors".to_owned(), word_vectors);
+    }
+    hyper_parameters.insert("training".to_owned(), serde_json::to_value(&request.training)?);
+    hyper_parameters.insert("min_count".to_owned(), request.vocabulary.min_count.into());
+    hyper_parameters.insert("max_vocab".to_owned(), request.vocabulary.max_vocab.into());
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        variant: request.variant.name().to_owned(),
+        labels: data.classes.clone(),
+        input_layout: match config.sentence_words() {
+            None => InputLayout::Tokens,
+            Some(_) => InputLayout::SentencesWords,
+        },
+        max_tokens: request.max_tokens,
+        max_sentence_words: config.sentence_words(),
+        padding_id: PAD_ID,
+        attention_heads: shape.attention_heads,
+        embedding_dim: shape.embedding_dim,
+        parameter_count: model.num_params() as u64,
+        hyper_parameters,
+        training: TrainingSummary {
+            corpus: data.corpus.fingerprint.clone(),
+            train_rows: data.train.len(),
+            validation_rows: data.valid.len(),
+            epochs_run: trained.history.len(),
+            best_epoch: trained.best_epoch,
+            seconds: started.elapsed().as_secs_f64(),
+            seed: request.training.seed,
+        },
+        metrics,
+        package_version: env!("CARGO_PKG_VERSION").to_owned(),
+    };
+    let mut graph = GraphBuilder::new(request.variant.name());
+    model.emit(&mut graph);
+    let graph = graph.into_model(&[
+        ("variant", manifest.variant.clone()),
+        ("labels", serde_json::to_string(&manifest.labels)?),
+        ("package_version", manifest.package_version.clone()),
+    ]);
+    let sample = padded(&data.valid, &(0..data.valid.len().min(32)).collect::<Vec<_>>());
+    let package = write_package(
+        &request.out,
+        request.force,
+        PackageFiles { graph: &graph, tokenizer: &data.tokenizer, manifest: &manifest },
+        |dir| verify_graph(&model, &dir.join(GRAPH_FILE), &sample),
+    )?;
+    Ok(TrainOutcome { report: TrainReport { package, manifest }, model })
+}
+
+/// Runs the written graph with tract on a padded batch and compares it with burn.
+pub fn verify_graph<M: Network>(model: &M, graph: &Path, inputs: &ModelInputs) -> anyhow::Result<()> {
+    let expected = forward_probs(model, inputs).probs;
+    let outputs = TractBackend::open(graph)?.run(inputs)?;
+    let actual = &outputs.get("probs").context("graph has no `probs` output")?.data;
+    // NaN on both sides would pass the comparison below (f32::max ignores NaN).
+    anyhow::ensure!(
+        expected.iter().chain(actual).all(|p| p.is_finite()),
+        "training diverged: the model's probabilities are not finite (NaN); lower --learning-rate or --clip-norm"
+    );
+    let worst = expected.iter().zip(actual).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    anyhow::ensure!(
+        expected.len() == actual.len() && worst <= VERIFY_TOLERANCE,
+        "tract's probabilities differ from burn's by {worst} (tolerance {VERIFY_TOLERANCE})"
+    );
+    tracing::info!("verified the graph with tract: max |Δprobs| = {worst:.2e} on {} documents", inputs.batch_size());
+    Ok(())
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    if n == 0 { 0.0 } else { sum / n as f64 }
+}

@@ -1,0 +1,176 @@
+//! Building blocks shared by the model variants. Each layer holds its burn parameters,
+//! runs in burn for training, and emits the same computation as ONNX nodes, so that a
+//! variant is trained and exported from one definition.
+
+pub mod attention;
+pub mod dense;
+pub mod embedding;
+pub mod encoder;
+pub mod head;
+pub mod norm;
+pub mod pooling;
+pub mod positions;
+pub mod recurrent;
+
+use burn::prelude::*;
+use runtime::inference::ModelInputs;
+
+use crate::onnx::{Attr, Dim, ElemType, GraphBuilder, Value};
+
+/// A right-padded batch of token ids as the burn models consume it.
+pub struct TokenBatch {
+    /// `[batch, seq]` token ids.
+    pub ids: Tensor<2, Int>,
+    /// `[batch, seq]`, 1.0 on tokens and 0.0 on padding.
+    pub mask: Tensor<2>,
+    /// `[batch * seq]` row indices that reverse each example within its own length, leaving
+    /// padding in place (an involution: applying it twice restores the order).
+    pub reversal: Tensor<1, Int>,
+    pub batch: usize,
+    pub seq: usize,
+    /// For `[documents, sentences, words]` inputs, the rows above are the real (non-padding)
+    /// sentences and this says where they go in the document-level batch.
+    pub documents: Option<Box<DocumentBatch>>,
+}
+
+/// The document level of a `[documents, sentences, words]` batch.
+pub struct DocumentBatch {
+    /// One row per document, one position per sentence (its ids are unused zeros).
+    pub sentences: TokenBatch,
+    /// `[real sentences]`: each real sentence's row in the flattened `[documents · sentences]`.
+    pub rows: Tensor<1, Int>,
+}
+
+impl TokenBatch {
+    /// From `[batch, seq]` or `[documents, sentences, words]` model inputs.
+    pub fn new(inputs: &ModelInputs, device: &Device) -> Self {
+        match inputs.shape[..] {
+            [documents, sentences, words] => {
+                // Only real sentences go through the word level: padding sentences would
+                // cost as much as real ones and change nothing.
+                let sentence_mask: Vec<i64> = inputs
+                    .attention_mask
+                    .chunks(words)
+                    .map(|sentence| i64::from(sentence.iter().any(|&m| m != 0)))
+                    .collect();
+                let rows: Vec<i64> =
+                    (0..documents * sentences).filter(|&r| sentence_mask[r] != 0).map(|r| r as i64).collect();
+                let gather = |values: &[i64]| -> Vec<i64> {
+                    rows.iter()
+                        .flat_map(|&r| values[r as usize * words..(r as usize + 1) * words].iter().copied())
+                        .collect()
+                };
+                let (ids, mask) = (gather(&inputs.input_ids), gather(&inputs.attention_mask));
+                let mut batch = Self::from_rows(&ids, &mask, rows.len(), words, device);
+                let document_ids = vec![0; documents * sentences];
+                let document_level = Self::from_rows(&document_ids, &sentence_mask, documents, sentences, device);
+                let real = rows.len();
+                batch.documents = Some(Box::new(DocumentBatch {
+                    sentences: document_level,
+                    rows: Tensor::from_data(TensorData::new(rows, [real]), device),
+                }));
+                batch
+            }
+            _ => Self::from_rows(&inputs.input_ids, &inputs.attention_mask, inputs.shape[0], inputs.shape[1], device),
+        }
+    }
+
+    fn from_rows(ids: &[i64], mask: &[i64], batch: usize, seq: usize, device: &Device) -> Self {
+        let mut reversal = Vec::with_capacity(batch * seq);
+        for row in 0..batch {
+            let length = mask[row * seq..(row + 1) * seq].iter().filter(|&&m| m != 0).count();
+            let base = (row * seq) as i64;
+            reversal.extend((0..seq).map(|t| base + if t < length { (length - 1 - t) as i64 } else { t as i64 }));
+        }
+        let mask: Vec<f32> = mask.iter().map(|&m| m as f32).collect();
+        Self {
+            ids: Tensor::from_data(TensorData::new(ids.to_vec(), [batch, seq]), device),
+            mask: Tensor::from_data(TensorData::new(mask, [batch, seq]), device),
+            reversal: Tensor::from_data(TensorData::new(reversal, [batch * seq]), device),
+            batch,
+            seq,
+            documents: None,
+        }
+    }
+
+    /// Reverses every example of `x` (`[batch, seq, features]`) within its own length.
+    pub fn reverse_within_lengths(&self, x: Tensor<3>) -> Tensor<3> {
+        let features = x.dims()[2];
+        x.reshape([self.batch * self.seq, features])
+            .select(0, self.reversal.clone())
+            .reshape([self.batch, self.seq, features])
+    }
+}
+
+/// The graph-side twin of [`TokenBatch`]: the declared inputs and the values derived from them.
+pub struct GraphBatch {
+    pub ids: Value,
+    /// `[batch, seq]` int64 mask as given.
+    pub mask: Value,
+    /// `[batch, seq]` float mask.
+    pub mask_f32: Value,
+    /// `[batch, seq, 1]` int64 positions that reverse each example within its own length
+    /// (see [`TokenBatch::reversal`]), for `GatherElements` along the sequence axis.
+    pub reversal: Value,
+    /// `[1]` int64: the batch size, for building state shapes.
+    pub batch_size: Value,
+}
+
+impl GraphBatch {
+    /// Declares `input_ids` and `attention_mask` (`[batch, seq]`, int64) and derives the rest.
+    pub fn declare(g: &mut GraphBuilder) -> Self {
+        let dims = [Dim::Named("batch"), Dim::Named("seq")];
+        let ids = g.input("input_ids", ElemType::Int64, &dims);
+        let mask = g.input("attention_mask", ElemType::Int64, &dims);
+        Self::from_mask(g, ids, mask)
+    }
+
+    /// The float mask and reversal indices of an int64 `[rows, seq]` mask, derived with
+    /// Range/Less/Where, which both runtimes support. `ids` is carried along as given.
+    pub fn from_mask(g: &mut GraphBuilder, ids: Value, mask: Value) -> Self {
+        let mask_f32 = g.op("Cast", &[&mask], vec![("to", Attr::Int(1))]);
+
+        let shape = g.op("Shape", &[&mask], vec![]);
+        let zero = g.ints("zero", &[], &[0]);
+        let one = g.ints("one", &[], &[1]);
+        let seq = g.op("Gather", &[&shape, &one], vec![("axis", Attr::Int(0))]);
+
+        let axis1 = g.ints("axis1", &[1], &[1]);
+        let lengths = g.op("ReduceSum", &[&mask, &axis1], vec![("keepdims", Attr::Int(1))]); // [B,1]
+        let positions = g.op("Range", &[&zero, &seq, &one], vec![]); // [T]
+        let axis0 = g.ints("axis0", &[1], &[0]);
+        let positions = g.op("Unsqueeze", &[&positions, &axis0], vec![]); // [1,T]
+        let last = g.op("Sub", &[&lengths, &one], vec![]);
+        let reversed = g.op("Sub", &[&last, &positions], vec![]); // [B,T]
+        let inside = g.op("Less", &[&positions, &lengths], vec![]);
+        let within_row = g.op("Where", &[&inside, &reversed, &positions], vec![]);
+        let axis2 = g.ints("axis2", &[1], &[2]);
+        let reversal = g.op("Unsqueeze", &[&within_row, &axis2], vec![]); // [B,T,1]
+        let first = g.ints("first", &[1], &[0]);
+        let batch_size = g.op("Gather", &[&shape, &first], vec![("axis", Attr::Int(0))]);
+        Self { ids, mask, mask_f32, reversal, batch_size }
+    }
+
+    /// A float zero tensor `[1, batch, width]`: the initial state of a recurrent layer
+    /// (tract needs it explicit when the batch size is dynamic).
+    pub fn zero_state(&self, g: &mut GraphBuilder, width: usize) -> Value {
+        let one = g.ints("one_1d", &[1], &[1]);
+        let width = g.ints("state_width", &[1], &[width as i64]);
+        let shape = g.op("Concat", &[&one, &self.batch_size, &width], vec![("axis", Attr::Int(0))]);
+        g.op("ConstantOfShape", &[&shape], vec![("value", Attr::FloatTensor(0.0))])
+    }
+
+    /// Graph twin of [`TokenBatch::reverse_within_lengths`] for `[batch, seq, features]`.
+    pub fn reverse_within_lengths(&self, g: &mut GraphBuilder, x: &Value) -> Value {
+        let shape = g.op("Shape", &[x], vec![]);
+        let index = g.op("Expand", &[&self.reversal, &shape], vec![]);
+        g.op("GatherElements", &[x, &index], vec![("axis", Attr::Int(1))])
+    }
+}
+
+/// Copies a tensor's values out for the graph writer.
+// `convert::<f32>()` makes the data f32, so reading it as f32 cannot fail.
+#[allow(clippy::expect_used)]
+pub fn values<const D: usize>(tensor: Tensor<D>) -> Vec<f32> {
+    tensor.into_data().convert::<f32>().try_to_vec::<f32>().expect("float tensor data converts to f32")
+}

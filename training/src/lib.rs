@@ -1,0 +1,22 @@
+//! Training, the crate behind the `export` command: trains the attention classifiers in burn
+//! and writes model packages (ONNX graph + tokenizer + manifest) that the runtime runs.
+//!
+//! Data flow: `data` (corpus → vocabulary → split, word vectors) → `fit` (burn's training
+//! loop over a `models` variant built from `layers`) → `onnx` (graph emission) →
+//! `package_writer` (verified with tract, published whole). `job` runs that flow for
+//! `export train`; `eval` scores a written package through the runtime.
+
+// No unwrap/expect/panic on what users hand us (corpora, word vectors, packages); tests may
+// (clippy.toml). Unchecked indexing stays allowed here, unlike in the runtime and `sql`: it
+// is in the numeric kernels (skip-gram updates, recurrent cells), on buffers this crate sized
+// itself, where a checked access per element would cost speed and hide the arithmetic.
+#![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod data;
+pub mod eval;
+pub mod fit;
+pub mod job;
+pub mod layers;
+pub mod models;
+pub mod onnx;
+pub mod package_writer;

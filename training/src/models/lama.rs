@@ -1,0 +1,231 @@
+//! LAMA (Mehta et al.): low-rank multi-head attention over a biGRU.
+//!
+//! biGRU states `h_t` → annotations `u_t = tanh(W_w h_t + b_w)` → for m heads at once,
+//! `f_t = l2norm(tanh(P̃ᵀc ∘ Q̃ᵀu_t))` ∈ ℝᵐ (the bilinear form `cᵀ W_i u_t` of each head
+//! factored to rank one, `P̃` and `Q̃` holding one column per head) → per head, softmax over
+//! the words (padding masked) → `S = A·H`, flattened → MLP → softmax.
+//!
+//! The context `c` is what the two variants differ in:
+//! - `lama`: one learned global vector in the word-embedding space, initialised to the mean
+//!   word embedding as the paper says;
+//! - `lama-ctx`: our reading of the paper's "+ctx": each document brings its own context, the
+//!   masked mean of its biGRU annotations `mean_t h_t`, so the heads ask "which words
+//!   matter for *this* review" instead of for the corpus.
+
+use burn::module::Param;
+use burn::nn::{Embedding, Linear};
+use burn::prelude::*;
+use serde::Serialize;
+
+use super::{GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes, declare_outputs};
+use crate::layers::attention::{emit_masked_softmax, masked_softmax};
+use crate::layers::dense::{dense, emit_dense};
+use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
+use crate::layers::head::MlpHead;
+use crate::layers::pooling::{emit_masked_mean, masked_mean};
+use crate::layers::recurrent::BiGru;
+use crate::layers::{GraphBatch, TokenBatch, values};
+use crate::onnx::{Attr, GraphBuilder, Value};
+
+/// Keeps the l2 normalisation finite when every head scores exactly zero.
+const NORM_EPSILON: f32 = 1e-12;
+
+/// Where the context vector `c` comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Context {
+    /// One learned vector for the whole corpus (`lama`).
+    Global,
+    /// The document's masked mean biGRU annotation (`lama-ctx`).
+    DocumentMean,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LamaConfig {
+    pub embedding_dim: usize,
+    pub gru_hidden: usize,
+    pub attention_dim: usize,
+    pub heads: usize,
+    pub mlp_hidden: usize,
+    pub dropout: f64,
+    pub context: Context,
+}
+
+impl From<&ModelFlags> for LamaConfig {
+    fn from(flags: &ModelFlags) -> Self {
+        Self {
+            embedding_dim: flags.embedding_dim,
+            gru_hidden: flags.gru_hidden,
+            attention_dim: flags.attention_dim,
+            heads: flags.heads,
+            mlp_hidden: flags.mlp_hidden,
+            dropout: flags.dropout,
+            context: Context::Global,
+        }
+    }
+}
+
+impl ModelConfig for LamaConfig {
+    type Model = Lama;
+
+    fn validate(&self) -> anyhow::Result<()> {
+        check_sizes(
+            &[
+                ("--embedding-dim", self.embedding_dim),
+                ("--gru-hidden", self.gru_hidden),
+                ("--attention-dim", self.attention_dim),
+                ("--heads", self.heads),
+                ("--mlp-hidden", self.mlp_hidden),
+            ],
+            self.dropout,
+        )
+    }
+
+    fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Lama {
+        let states = 2 * self.gru_hidden;
+        let embedding = embedding(words, self.embedding_dim, device);
+        let (global_context, context_dim) = match self.context {
+            Context::Global => {
+                let mean_word = embedding.weight.val().mean_dim(0).reshape([self.embedding_dim]);
+                (Some(Param::from_tensor(mean_word.detach())), self.embedding_dim)
+            }
+            Context::DocumentMean => (None, states),
+        };
+        Lama {
+            embedding,
+            encoder: BiGru::new(self.embedding_dim, self.gru_hidden, device),
+            annotation: dense(states, self.attention_dim, true, device),
+            context_projection: dense(context_dim, self.heads, false, device),
+            annotation_projection: dense(self.attention_dim, self.heads, false, device),
+            global_context,
+            head: MlpHead::new(self.heads * states, self.mlp_hidden, classes, self.dropout, device),
+        }
+    }
+}
+
+/// `lama-ctx`: the same model and flags with a per-document context.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct LamaCtxConfig(pub LamaConfig);
+
+impl From<&ModelFlags> for LamaCtxConfig {
+    fn from(flags: &ModelFlags) -> Self {
+        Self(LamaConfig { context: Context::DocumentMean, ..LamaConfig::from(flags) })
+    }
+}
+
+impl ModelConfig for LamaCtxConfig {
+    type Model = Lama;
+
+    fn validate(&self) -> anyhow::Result<()> {
+        self.0.validate()
+    }
+
+    fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Lama {
+        self.0.init(words, classes, device)
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct Lama {
+    embedding: Embedding,
+    encoder: BiGru,
+    /// `W_w`, `b_w`.
+    annotation: Linear,
+    /// `P̃`: context → one score factor per head.
+    context_projection: Linear,
+    /// `Q̃`: annotation → one score factor per head.
+    annotation_projection: Linear,
+    /// `c` for `lama`; absent for `lama-ctx`, whose context is computed per document.
+    global_context: Option<Param<Tensor<1>>>,
+    head: MlpHead,
+}
+
+impl Lama {
+    fn heads(&self) -> usize {
+        self.annotation_projection.weight.dims()[1]
+    }
+
+    fn sentence_dim(&self) -> usize {
+        self.heads() * 2 * self.encoder.hidden()
+    }
+
+    fn emit_context_factors(&self, g: &mut GraphBuilder, batch: &GraphBatch, states: &Value) -> Value {
+        let axis1 = g.ints("axis1", &[1], &[1]);
+        let factors = match &self.global_context {
+            Some(context) => {
+                // A constant of the trained model: computed once here, as burn computes it.
+                let factors = values(self.context_projection.forward(context.val().unsqueeze_dim::<2>(0)));
+                g.weight("global_context_factors", &[1, self.heads()], &factors)
+            }
+            None => {
+                let mean = emit_masked_mean(g, states, &batch.mask_f32);
+                emit_dense(g, &self.context_projection, &mean, "context_projection")
+            }
+        };
+        g.op("Unsqueeze", &[&factors, &axis1], vec![])
+    }
+
+    /// `P̃ᵀc`: `[1, heads]` for the global context, `[batch, heads]` per document.
+    fn context_factors(&self, states: Tensor<3>, batch: &TokenBatch) -> Tensor<2> {
+        match &self.global_context {
+            Some(context) => self.context_projection.forward(context.val().unsqueeze_dim::<2>(0)),
+            None => self.context_projection.forward(masked_mean(states, batch.mask.clone())),
+        }
+    }
+}
+
+impl Network for Lama {
+    fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
+        let words = self.embedding.forward(batch.ids.clone());
+        let states = self.encoder.forward(words, batch); // [B, T, 2h]
+        let annotations = self.annotation.forward(states.clone()).tanh(); // [B, T, d_u]
+        let context = self.context_factors(states.clone(), batch).unsqueeze_dim::<3>(1); // [B|1, 1, m]
+        let scores = (self.annotation_projection.forward(annotations) * context).tanh(); // [B, T, m]
+        let norms = (scores.clone() * scores.clone()).sum_dim(2).add_scalar(NORM_EPSILON).sqrt();
+        let scores = (scores / norms).swap_dims(1, 2); // [B, m, T]
+        let attention = masked_softmax(scores, batch.mask.clone());
+        let sentence = attention.clone().matmul(states).reshape([batch.batch, self.sentence_dim()]);
+        NetworkOutput {
+            logits: self.head.forward(sentence),
+            attention: Some(attention),
+            regularizer: None,
+            sentence_attention: None,
+        }
+    }
+
+    fn emit(&self, g: &mut GraphBuilder) {
+        let batch = GraphBatch::declare(g);
+        let words = emit_embedding(g, &self.embedding, &batch.ids);
+        let states = self.encoder.emit(g, &batch, &words);
+        let annotations = emit_dense(g, &self.annotation, &states, "annotation");
+        let annotations = g.op("Tanh", &[&annotations], vec![]);
+        let context = self.emit_context_factors(g, &batch, &states); // [B|1, 1, m]
+        let factors = emit_dense(g, &self.annotation_projection, &annotations, "annotation_projection");
+        let scores = g.op("Mul", &[&factors, &context], vec![]);
+        let scores = g.op("Tanh", &[&scores], vec![]);
+        let squares = g.op("Mul", &[&scores, &scores], vec![]);
+        let axis2 = g.ints("axis2", &[1], &[2]);
+        let norms = g.op("ReduceSum", &[&squares, &axis2], vec![("keepdims", Attr::Int(1))]);
+        let epsilon = g.scalar_f32("norm_epsilon", NORM_EPSILON);
+        let norms = g.op("Add", &[&norms, &epsilon], vec![]);
+        let norms = g.op("Sqrt", &[&norms], vec![]);
+        let scores = g.op("Div", &[&scores, &norms], vec![]);
+        let scores = g.op("Transpose", &[&scores], vec![("perm", Attr::Ints(vec![0, 2, 1]))]);
+        let attention = emit_masked_softmax(g, &scores, &batch.mask_f32);
+        let sentence = g.op("MatMul", &[&attention, &states], vec![]);
+        let flat = g.ints("flatten_shape", &[2], &[0, -1]);
+        let sentence = g.op("Reshape", &[&sentence, &flat], vec![]);
+        let probs = self.head.emit(g, &sentence);
+        declare_outputs(
+            g,
+            (&probs, self.head.classes()),
+            Some((&attention, self.heads())),
+            (&sentence, self.sentence_dim()),
+        );
+    }
+
+    fn graph_shape(&self) -> GraphShape {
+        GraphShape { attention_heads: Some(self.heads()), embedding_dim: self.sentence_dim() }
+    }
+}

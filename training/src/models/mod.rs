@@ -1,0 +1,247 @@
+//! The model variants. Each is one module implementing [`Network`] plus one entry in the
+//! table of [`for_each_variant!`]; training, export, evaluation and the parity tests work on
+//! any of them.
+
+pub mod avg;
+pub mod bigru;
+pub mod cnn;
+pub mod han;
+pub mod lama;
+pub mod nal;
+pub mod san;
+pub mod transformer;
+
+use std::collections::BTreeMap;
+
+use burn::module::Module;
+use burn::prelude::*;
+use serde::Serialize;
+
+use crate::layers::TokenBatch;
+use crate::layers::embedding::InitialWords;
+use crate::onnx::{Dim, ElemType, GraphBuilder, Value};
+
+/// What a forward pass returns to the training loop.
+pub struct NetworkOutput {
+    /// `[batch, classes]` unnormalised scores.
+    pub logits: Tensor<2>,
+    /// `[batch, heads, seq]`, for variants that attend over tokens.
+    pub attention: Option<Tensor<3>>,
+    /// A regularisation term added to the loss (already weighted), e.g. SAN's penalty.
+    pub regularizer: Option<Tensor<1>>,
+    /// Hierarchical variants: `[batch, sentences]` (`attention` is then `[batch, sentences, words]`).
+    pub sentence_attention: Option<Tensor<2>>,
+}
+
+/// Shapes a variant's graph declares, recorded in the manifest.
+pub struct GraphShape {
+    pub attention_heads: Option<usize>,
+    pub embedding_dim: usize,
+}
+
+pub trait Network: Module + Clone {
+    fn forward(&self, batch: &TokenBatch) -> NetworkOutput;
+    /// Emits the full graph (inputs `input_ids`, `attention_mask`; outputs `probs`,
+    /// `embedding` and, if any, `attention`).
+    fn emit(&self, g: &mut GraphBuilder);
+    fn graph_shape(&self) -> GraphShape;
+}
+
+/// Declares a classifier graph's outputs in the contract's order: `probs`, then `attention`
+/// (`[batch, heads, seq]`) if the variant has one, then `embedding`.
+pub fn declare_outputs(
+    g: &mut GraphBuilder,
+    probs: (&Value, usize),
+    attention: Option<(&Value, usize)>,
+    embedding: (&Value, usize),
+) {
+    g.output(probs.0, "probs", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(probs.1)]);
+    if let Some((attention, heads)) = attention {
+        let dims = [Dim::Named("batch"), Dim::Fixed(heads), Dim::Named("seq")];
+        g.output(attention, "attention", ElemType::Float, &dims);
+    }
+    g.output(embedding.0, "embedding", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(embedding.1)]);
+}
+
+/// A variant's configuration: read from the shared [`ModelFlags`], checked before any data
+/// is read, recorded in the manifest, and turned into an untrained model.
+pub trait ModelConfig: Serialize + for<'a> From<&'a ModelFlags> {
+    type Model: Network;
+    /// Refuses sizes that cannot work.
+    fn validate(&self) -> anyhow::Result<()>;
+    fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Self::Model;
+    /// The manifest's hyper-parameters: exactly the flags this variant uses.
+    fn hyper_parameters(&self) -> HyperParameters {
+        hyper_parameters_of(self)
+    }
+    /// `Some(max words per sentence)` for hierarchical variants, which take
+    /// `[batch, sentences, words]` inputs.
+    fn sentence_words(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// The one table of variants. Adding a variant means its module plus one entry here: the entry
+/// gives the `--variant` value and its help, the module whose configuration trains it, and, through
+/// [`for_each_variant!`], its parity tests. The manifest records the `--variant` value.
+///
+/// Each entry: doc comment (the `--variant` help), `Enum = "cli-name", test_module: Config`.
+#[macro_export]
+macro_rules! for_each_variant {
+    ($callback:ident) => {
+        $callback! {
+            /// Structured self-attention over a biLSTM (Lin et al. 2017).
+            San = "san", san: $crate::models::san::SanConfig;
+            /// Baseline: masked mean of the word embeddings, then an MLP (AVG in Mehta et al.).
+            Avg = "avg", avg: $crate::models::avg::AvgConfig;
+            /// Baseline: convolutions of several widths, max over time (Kim 2014).
+            Cnn = "cnn", cnn: $crate::models::cnn::CnnConfig;
+            /// Baseline: biGRU, max-pooled over time (Mehta et al. Table 3).
+            Bigru = "bigru", bigru: $crate::models::bigru::BiGruConfig;
+            /// Low-rank multi-head attention over a biGRU against a learned global context (Mehta et al.).
+            Lama = "lama", lama: $crate::models::lama::LamaConfig;
+            /// LAMA with a per-document context vector, the document's mean annotation.
+            LamaCtx = "lama-ctx", lama_ctx: $crate::models::lama::LamaCtxConfig;
+            /// Sinusoidal positions, SAN attention, neural averaging layer (Shetty et al.).
+            Nal = "nal", nal: $crate::models::nal::NalConfig;
+            /// Transformer encoder with a [CLS]-style read-out.
+            Te = "te", te: $crate::models::transformer::TransformerConfig;
+            /// Hierarchical attention network: words → sentences → document (Yang et al. 2016).
+            Han = "han", han: $crate::models::han::HanConfig;
+        }
+    };
+}
+
+/// Something to do with a variant's configuration type, chosen at run time by [`Variant::visit`].
+pub trait VariantVisitor {
+    type Output;
+    fn visit<C: ModelConfig>(self, variant: Variant) -> Self::Output;
+}
+
+macro_rules! define_variants {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal, $module:ident: $config:ty;)*) => {
+        /// The variants `export train --variant` accepts.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+        pub enum Variant {
+            $($(#[$doc])* #[value(name = $name)] $variant,)*
+        }
+
+        impl Variant {
+            /// The `--variant` value, as the manifest records it.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                }
+            }
+
+            /// Runs `visitor` with this variant's configuration type.
+            pub fn visit<V: VariantVisitor>(self, visitor: V) -> V::Output {
+                match self {
+                    $(Self::$variant => visitor.visit::<$config>(self),)*
+                }
+            }
+        }
+    };
+}
+
+for_each_variant!(define_variants);
+
+/// Hyper-parameters as recorded in the manifest.
+pub type HyperParameters = BTreeMap<String, serde_json::Value>;
+
+/// A variant's configuration as manifest hyper-parameters.
+pub fn hyper_parameters_of(config: &impl Serialize) -> HyperParameters {
+    match serde_json::to_value(config) {
+        Ok(serde_json::Value::Object(map)) => map.into_iter().collect(),
+        _ => HyperParameters::new(),
+    }
+}
+
+/// The model flags of `export train`, shared by the variants: each reads the ones it uses
+/// (named in brackets). Defaults are the papers' values where they fit a 2-core machine
+/// (Lin et al. use u = 300, d_a = 350, r = 30 and a 3000-unit MLP on Yelp).
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct ModelFlags {
+    /// Word embedding width [all].
+    #[arg(long, default_value_t = 100)]
+    pub embedding_dim: usize,
+    /// LSTM units per direction, u [san].
+    #[arg(long, default_value_t = 64)]
+    pub lstm_hidden: usize,
+    /// GRU units per direction, h [bigru, lama, lama-ctx, han (both levels)].
+    #[arg(long, default_value_t = 64)]
+    pub gru_hidden: usize,
+    /// Attention hidden width: d_a [san, nal], the annotation u_t [lama, lama-ctx, han].
+    #[arg(long, default_value_t = 64)]
+    pub attention_dim: usize,
+    /// Attention hops, r [san, nal].
+    #[arg(long, default_value_t = 8)]
+    pub hops: usize,
+    /// Attention heads, m [lama, lama-ctx, te].
+    #[arg(long, default_value_t = 4)]
+    pub heads: usize,
+    /// Width of each head's projection in the neural averaging layer [nal].
+    #[arg(long, default_value_t = 32)]
+    pub averaging_dim: usize,
+    /// Encoder layers [te].
+    #[arg(long, default_value_t = 2)]
+    pub layers: usize,
+    /// Feed-forward width inside each encoder layer [te].
+    #[arg(long, default_value_t = 256)]
+    pub feed_forward_dim: usize,
+    /// Sentences longer than this many tokens are cut into pieces [han].
+    #[arg(long, default_value_t = runtime::text::DEFAULT_SENTENCE_WORDS)]
+    pub sentence_words: usize,
+    /// Convolution filters per kernel width [cnn].
+    #[arg(long, default_value_t = 100)]
+    pub filters: usize,
+    /// Convolution kernel widths, comma-separated [cnn].
+    #[arg(long, value_delimiter = ',', default_values_t = [3, 4, 5])]
+    pub kernel_widths: Vec<usize>,
+    /// Hidden units of the classifier MLP [san, avg, bigru, lama, lama-ctx, nal].
+    #[arg(long, default_value_t = 256)]
+    pub mlp_hidden: usize,
+    /// Dropout before the classifier layers [all].
+    #[arg(long, default_value_t = 0.5)]
+    pub dropout: f64,
+    /// Weight of the penalty ‖A·Aᵀ − I‖²_F in the loss; the paper uses 1.0 [san, nal].
+    #[arg(long, default_value_t = 1.0)]
+    pub penalty: f32,
+}
+
+/// Refuses sizes of zero and a dropout outside [0, 1) before any training starts.
+pub fn check_sizes(sizes: &[(&str, usize)], dropout: f64) -> anyhow::Result<()> {
+    for (name, value) in sizes {
+        anyhow::ensure!(*value > 0, "{name} must be at least 1");
+    }
+    anyhow::ensure!((0.0..1.0).contains(&dropout), "--dropout must be in [0, 1)");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum;
+
+    use super::*;
+
+    /// The README's table of variants is the one place outside the registry that lists them; it
+    /// must not fall behind.
+    #[test]
+    fn readme_describes_every_variant() {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).expect("README.md");
+        for variant in Variant::value_variants() {
+            let row = format!("\n| `{}` |", variant.name());
+            assert!(readme.contains(&row), "README.md has no table row for the variant `{}`", variant.name());
+        }
+    }
+
+    /// The `--variant` value clap accepts is the name the manifest records.
+    #[test]
+    fn cli_values_are_the_manifest_names() {
+        for variant in Variant::value_variants() {
+            let value = variant.to_possible_value().expect("every variant is a value");
+            assert_eq!(value.get_name(), variant.name());
+            assert_eq!(Variant::from_str(variant.name(), false), Ok(*variant));
+        }
+    }
+}

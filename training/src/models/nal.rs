@@ -1,0 +1,146 @@
+//! NAL (Shetty et al.): self-attention without a recurrent encoder, then a neural averaging
+//! layer over the heads.
+//!
+//! word embedding + sinusoidal positions = `X` → SAN attention `A = softmax(W_s2 tanh(W_s1 Xᵀ))`
+//! with r hops (padding masked, penalty ‖A·Aᵀ − I‖²_F) → `M = A·X` → neural averaging: each
+//! head's row `m_i` times its own `W_ni`, concatenated, times `W_av` (with ReLU) into a
+//! single vector → softmax layer. `W_av` and the softmax layer are the [`MlpHead`].
+
+use burn::module::Param;
+use burn::nn::Embedding;
+use burn::prelude::*;
+use burn::tensor::Distribution;
+use serde::Serialize;
+
+use super::{GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes, declare_outputs};
+use crate::layers::attention::{StructuredAttention, redundancy_penalty};
+use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
+use crate::layers::head::MlpHead;
+use crate::layers::positions::{add_positions, emit_add_positions};
+use crate::layers::{GraphBatch, TokenBatch, values};
+use crate::onnx::{Attr, GraphBuilder};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NalConfig {
+    pub embedding_dim: usize,
+    pub attention_dim: usize,
+    pub hops: usize,
+    pub averaging_dim: usize,
+    pub mlp_hidden: usize,
+    pub dropout: f64,
+    pub penalty: f32,
+}
+
+impl From<&ModelFlags> for NalConfig {
+    fn from(flags: &ModelFlags) -> Self {
+        Self {
+            embedding_dim: flags.embedding_dim,
+            attention_dim: flags.attention_dim,
+            hops: flags.hops,
+            averaging_dim: flags.averaging_dim,
+            mlp_hidden: flags.mlp_hidden,
+            dropout: flags.dropout,
+            penalty: flags.penalty,
+        }
+    }
+}
+
+impl ModelConfig for NalConfig {
+    type Model = Nal;
+
+    fn validate(&self) -> anyhow::Result<()> {
+        check_sizes(
+            &[
+                ("--embedding-dim", self.embedding_dim),
+                ("--attention-dim", self.attention_dim),
+                ("--hops", self.hops),
+                ("--averaging-dim", self.averaging_dim),
+                ("--mlp-hidden", self.mlp_hidden),
+            ],
+            self.dropout,
+        )?;
+        anyhow::ensure!(self.penalty >= 0.0, "--penalty must not be negative");
+        Ok(())
+    }
+
+    fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Nal {
+        let bound = 1.0 / (self.embedding_dim as f64).sqrt();
+        let per_head = Tensor::random(
+            [self.hops, self.embedding_dim, self.averaging_dim],
+            Distribution::Uniform(-bound, bound),
+            device,
+        );
+        Nal {
+            embedding: embedding(words, self.embedding_dim, device),
+            attention: StructuredAttention::new(self.embedding_dim, self.attention_dim, self.hops, device),
+            per_head: Param::from_tensor(per_head),
+            head: MlpHead::new(self.hops * self.averaging_dim, self.mlp_hidden, classes, self.dropout, device),
+            penalty: self.penalty,
+        }
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct Nal {
+    embedding: Embedding,
+    attention: StructuredAttention,
+    /// `W_ni` for each hop i: `[hops, embedding_dim, averaging_dim]`.
+    per_head: Param<Tensor<3>>,
+    head: MlpHead,
+    penalty: f32,
+}
+
+impl Nal {
+    fn averaged_dim(&self) -> usize {
+        let [hops, _, width] = self.per_head.dims();
+        hops * width
+    }
+
+    fn embedding_dim(&self) -> usize {
+        self.embedding.weight.dims()[1]
+    }
+}
+
+impl Network for Nal {
+    fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
+        let words = add_positions(self.embedding.forward(batch.ids.clone())); // [B, T, E]
+        let attention = self.attention.forward(words.clone(), batch); // [B, r, T]
+        let rows = attention.clone().matmul(words); // [B, r, E]
+        // Each head through its own W_ni: [r, B, E] · [r, E, d_n] → [r, B, d_n].
+        let projected = rows.swap_dims(0, 1).matmul(self.per_head.val()).swap_dims(0, 1);
+        let averaged = projected.reshape([batch.batch, self.averaged_dim()]);
+        let regularizer = (self.penalty > 0.0).then(|| redundancy_penalty(attention.clone()) * self.penalty);
+        NetworkOutput {
+            logits: self.head.forward(averaged),
+            attention: Some(attention),
+            regularizer,
+            sentence_attention: None,
+        }
+    }
+
+    fn emit(&self, g: &mut GraphBuilder) {
+        let batch = GraphBatch::declare(g);
+        let words = emit_embedding(g, &self.embedding, &batch.ids);
+        let words = emit_add_positions(g, &words, self.embedding_dim());
+        let attention = self.attention.emit(g, &batch, &words);
+        let rows = g.op("MatMul", &[&attention, &words], vec![]);
+        let head_major = g.op("Transpose", &[&rows], vec![("perm", Attr::Ints(vec![1, 0, 2]))]);
+        let [hops, dim, width] = self.per_head.dims();
+        let per_head = g.weight("averaging_per_head", &[hops, dim, width], &values(self.per_head.val()));
+        let projected = g.op("MatMul", &[&head_major, &per_head], vec![]);
+        let projected = g.op("Transpose", &[&projected], vec![("perm", Attr::Ints(vec![1, 0, 2]))]);
+        let flat = g.ints("flatten_shape", &[2], &[0, -1]);
+        let averaged = g.op("Reshape", &[&projected, &flat], vec![]);
+        let probs = self.head.emit(g, &averaged);
+        declare_outputs(
+            g,
+            (&probs, self.head.classes()),
+            Some((&attention, self.attention.hops())),
+            (&averaged, self.averaged_dim()),
+        );
+    }
+
+    fn graph_shape(&self) -> GraphShape {
+        GraphShape { attention_heads: Some(self.attention.hops()), embedding_dim: self.averaged_dim() }
+    }
+}

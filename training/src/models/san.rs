@@ -1,0 +1,119 @@
+//! SAN: structured self-attentive sentence embedding (Lin et al. 2017).
+//! embedding → biLSTM (u per direction) → r-hop attention A → M = A·H → ReLU MLP → softmax,
+//! trained with cross-entropy + coefficient · ‖A·Aᵀ − I‖²_F.
+
+use burn::nn::Embedding;
+use burn::prelude::*;
+use serde::Serialize;
+
+use super::{GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes, declare_outputs};
+use crate::layers::attention::{StructuredAttention, redundancy_penalty};
+use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
+use crate::layers::head::MlpHead;
+use crate::layers::recurrent::BiLstm;
+use crate::layers::{GraphBatch, TokenBatch};
+use crate::onnx::GraphBuilder;
+
+/// SAN hyper-parameters (see [`ModelFlags`] for their meaning and defaults).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SanConfig {
+    pub embedding_dim: usize,
+    pub lstm_hidden: usize,
+    pub attention_dim: usize,
+    pub hops: usize,
+    pub mlp_hidden: usize,
+    pub dropout: f64,
+    pub penalty: f32,
+}
+
+impl From<&ModelFlags> for SanConfig {
+    fn from(flags: &ModelFlags) -> Self {
+        Self {
+            embedding_dim: flags.embedding_dim,
+            lstm_hidden: flags.lstm_hidden,
+            attention_dim: flags.attention_dim,
+            hops: flags.hops,
+            mlp_hidden: flags.mlp_hidden,
+            dropout: flags.dropout,
+            penalty: flags.penalty,
+        }
+    }
+}
+
+impl ModelConfig for SanConfig {
+    type Model = San;
+
+    fn validate(&self) -> anyhow::Result<()> {
+        check_sizes(
+            &[
+                ("--embedding-dim", self.embedding_dim),
+                ("--lstm-hidden", self.lstm_hidden),
+                ("--attention-dim", self.attention_dim),
+                ("--hops", self.hops),
+                ("--mlp-hidden", self.mlp_hidden),
+            ],
+            self.dropout,
+        )?;
+        anyhow::ensure!(self.penalty >= 0.0, "--penalty must not be negative");
+        Ok(())
+    }
+
+    fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> San {
+        let states = 2 * self.lstm_hidden;
+        San {
+            embedding: embedding(words, self.embedding_dim, device),
+            encoder: BiLstm::new(self.embedding_dim, self.lstm_hidden, device),
+            attention: StructuredAttention::new(states, self.attention_dim, self.hops, device),
+            head: MlpHead::new(self.hops * states, self.mlp_hidden, classes, self.dropout, device),
+            penalty: self.penalty,
+        }
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct San {
+    embedding: Embedding,
+    encoder: BiLstm,
+    attention: StructuredAttention,
+    head: MlpHead,
+    penalty: f32,
+}
+
+impl San {
+    fn embedding_dim(&self) -> usize {
+        self.attention.hops() * 2 * self.encoder.hidden()
+    }
+}
+
+impl Network for San {
+    fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
+        let words = self.embedding.forward(batch.ids.clone());
+        let states = self.encoder.forward(words, batch);
+        let attention = self.attention.forward(states.clone(), batch);
+        let sentence = attention.clone().matmul(states).reshape([batch.batch, self.embedding_dim()]);
+        let logits = self.head.forward(sentence);
+        let regularizer = (self.penalty > 0.0).then(|| redundancy_penalty(attention.clone()) * self.penalty);
+        NetworkOutput { logits, attention: Some(attention), regularizer, sentence_attention: None }
+    }
+
+    fn emit(&self, g: &mut GraphBuilder) {
+        let batch = GraphBatch::declare(g);
+        let words = emit_embedding(g, &self.embedding, &batch.ids);
+        let states = self.encoder.emit(g, &batch, &words);
+        let attention = self.attention.emit(g, &batch, &states);
+        let sentence = g.op("MatMul", &[&attention, &states], vec![]);
+        let flat = g.ints("flatten_shape", &[2], &[0, -1]);
+        let sentence = g.op("Reshape", &[&sentence, &flat], vec![]);
+        let probs = self.head.emit(g, &sentence);
+        declare_outputs(
+            g,
+            (&probs, self.head.classes()),
+            Some((&attention, self.attention.hops())),
+            (&sentence, self.embedding_dim()),
+        );
+    }
+
+    fn graph_shape(&self) -> GraphShape {
+        GraphShape { attention_heads: Some(self.attention.hops()), embedding_dim: self.embedding_dim() }
+    }
+}
