@@ -1,6 +1,6 @@
-//! What both command-line programs (`pipeline`, `export`) do around their work: turn an error
-//! into its cause chain on stderr, and end with an exit code from one table (README, "Exit
-//! codes"):
+//! What both command-line programs (`pipeline`, `export`) do around their work: log to
+//! stderr, turn an error into its cause chain on stderr, and end with an exit code from one
+//! table (README, "Exit codes"):
 //!
 //! | code | meaning |
 //! |---|---|
@@ -23,7 +23,15 @@ pub const EXIT_BAD_INPUT: u8 = 1;
 /// An internal error: a panic, which is a bug.
 pub const EXIT_INTERNAL: u8 = 70;
 
-/// Runs a program's work under the exit-code table. The program sets up its own logging first.
+/// Sends logs to stderr, so that stdout carries only results and reports; the level comes from
+/// `RUST_LOG`, `info` by default. Each program calls it first thing in `main`.
+pub fn log_to_stderr() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+/// Runs a program's work under the exit-code table.
 pub fn run_main(work: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
     install_panic_hook();
     if let Err(error) = clean_up_on_signals() {

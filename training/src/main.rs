@@ -154,10 +154,7 @@ fn checked_output(output: &std::path::Path, inputs: &[&std::path::Path]) -> anyh
 }
 
 fn main() -> ExitCode {
-    // Logs go to stderr, so that stdout carries only reports; level from RUST_LOG, `info` by default.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    batch_io::command_line::log_to_stderr();
     batch_io::command_line::run_main(|| run(Cli::parse()))
 }
 

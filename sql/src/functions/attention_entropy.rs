@@ -4,26 +4,18 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, AsArray, Float64Builder};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Builder};
 use datafusion::arrow::datatypes::{DataType, Float32Type};
 use datafusion::common::Result;
-use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
 use super::args::{Parameters, Role, list_argument};
+use super::row_function::RowFunction;
 
 const NAME: &str = "attention_entropy";
 const PARAMETERS: Parameters = Parameters { function: NAME, names: &["weights"], roles: &[Role::Weights], optional: 0 };
 
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct AttentionEntropy {
-    signature: Signature,
-}
-
-impl AttentionEntropy {
-    pub fn new() -> Self {
-        Self { signature: Signature::user_defined(Volatility::Immutable) }
-    }
-}
+pub struct AttentionEntropy;
 
 /// Entropy of `weights` after renormalising; `None` when there is no positive mass.
 /// Null, negative and non-finite weights are left out.
@@ -42,32 +34,21 @@ pub fn entropy(weights: impl Iterator<Item = Option<f32>>) -> Option<f64> {
     })
 }
 
-impl ScalarUDFImpl for AttentionEntropy {
-    fn name(&self) -> &str {
-        NAME
+impl RowFunction for AttentionEntropy {
+    const PARAMETERS: Parameters = PARAMETERS;
+
+    fn return_type(&self) -> DataType {
+        DataType::Float64
     }
 
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        PARAMETERS.coerce(arg_types)
-    }
-
-    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Float64)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let weights = list_argument(NAME, &arrays, 0)?;
+    fn evaluate(&self, arrays: &[ArrayRef]) -> Result<ArrayRef> {
+        let weights = list_argument(NAME, arrays, 0)?;
         let mut out = Float64Builder::with_capacity(weights.len());
         for row in 0..weights.len() {
             let value = weights.is_valid(row).then(|| entropy(weights.value(row).as_primitive::<Float32Type>().iter()));
             out.append_option(value.flatten());
         }
-        Ok(ColumnarValue::Array(Arc::new(out.finish())))
+        Ok(Arc::new(out.finish()))
     }
 }
 

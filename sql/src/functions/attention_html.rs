@@ -5,12 +5,12 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, StringBuilder};
+use datafusion::arrow::array::{Array, ArrayRef, StringBuilder};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result;
-use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
 use super::args::{Parameters, Role, list_argument};
+use super::row_function::RowFunction;
 use super::token_weights::row_pairs;
 
 const NAME: &str = "attention_html";
@@ -18,15 +18,7 @@ const PARAMETERS: Parameters =
     Parameters { function: NAME, names: &["tokens", "weights"], roles: &[Role::Tokens, Role::Weights], optional: 0 };
 
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct AttentionHtml {
-    signature: Signature,
-}
-
-impl AttentionHtml {
-    pub fn new() -> Self {
-        Self { signature: Signature::user_defined(Volatility::Immutable) }
-    }
-}
+pub struct AttentionHtml;
 
 pub fn escape_html(text: &str, out: &mut String) {
     for c in text.chars() {
@@ -61,26 +53,15 @@ pub fn shade<'a>(tokens: impl Iterator<Item = Option<&'a str>>, weights: &[Optio
     html
 }
 
-impl ScalarUDFImpl for AttentionHtml {
-    fn name(&self) -> &str {
-        NAME
+impl RowFunction for AttentionHtml {
+    const PARAMETERS: Parameters = PARAMETERS;
+
+    fn return_type(&self) -> DataType {
+        DataType::Utf8
     }
 
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        PARAMETERS.coerce(arg_types)
-    }
-
-    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let (tokens, weights) = (list_argument(NAME, &arrays, 0)?, list_argument(NAME, &arrays, 1)?);
+    fn evaluate(&self, arrays: &[ArrayRef]) -> Result<ArrayRef> {
+        let (tokens, weights) = (list_argument(NAME, arrays, 0)?, list_argument(NAME, arrays, 1)?);
         let mut out = StringBuilder::new();
         for row in 0..tokens.len() {
             match row_pairs(NAME, tokens, weights, row)? {
@@ -91,7 +72,7 @@ impl ScalarUDFImpl for AttentionHtml {
                 None => out.append_null(),
             }
         }
-        Ok(ColumnarValue::Array(Arc::new(out.finish())))
+        Ok(Arc::new(out.finish()))
     }
 }
 

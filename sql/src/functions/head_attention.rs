@@ -3,49 +3,30 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, AsArray, Float32Builder, ListBuilder};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float32Builder, ListBuilder};
 use datafusion::arrow::datatypes::{DataType, Float32Type};
 use datafusion::common::Result;
-use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
 use super::args::{Parameters, Role, int_argument, list_argument, list_of, value_error};
+use super::row_function::RowFunction;
 
 const NAME: &str = "head_attention";
 const PARAMETERS: Parameters =
     Parameters { function: NAME, names: &["attention", "i"], roles: &[Role::HeadWeights, Role::Count], optional: 0 };
 
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct HeadAttention {
-    signature: Signature,
-}
+pub struct HeadAttention;
 
-impl HeadAttention {
-    pub fn new() -> Self {
-        Self { signature: Signature::user_defined(Volatility::Immutable) }
-    }
-}
+impl RowFunction for HeadAttention {
+    const PARAMETERS: Parameters = PARAMETERS;
 
-impl ScalarUDFImpl for HeadAttention {
-    fn name(&self) -> &str {
-        NAME
+    fn return_type(&self) -> DataType {
+        list_of(DataType::Float32)
     }
 
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        PARAMETERS.coerce(arg_types)
-    }
-
-    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(list_of(DataType::Float32))
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let attention = list_argument(NAME, &arrays, 0)?;
-        let index = int_argument(NAME, &arrays, 1)?;
+    fn evaluate(&self, arrays: &[ArrayRef]) -> Result<ArrayRef> {
+        let attention = list_argument(NAME, arrays, 0)?;
+        let index = int_argument(NAME, arrays, 1)?;
         let mut out = ListBuilder::new(Float32Builder::new());
         for row in 0..attention.len() {
             if attention.is_null(row) || index.is_null(row) {
@@ -68,6 +49,6 @@ impl ScalarUDFImpl for HeadAttention {
                 None => out.append_null(),
             }
         }
-        Ok(ColumnarValue::Array(Arc::new(out.finish())))
+        Ok(Arc::new(out.finish()))
     }
 }

@@ -5,6 +5,7 @@ mod attention_entropy;
 mod attention_html;
 mod classify;
 mod head_attention;
+mod row_function;
 mod token_weights;
 mod top_attended;
 mod top_tokens;
@@ -13,6 +14,7 @@ use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 use datafusion::prelude::SessionContext;
 
 pub use classify::ClassifyOptions;
+use row_function::scalar_udf;
 
 use crate::tables::ReadLocations;
 
@@ -29,10 +31,10 @@ pub const FUNCTION_HELP: &[(&str, &str)] = &[
 /// Registers the functions; `read` collects the model packages `classify` loads, so that an
 /// output is never written over one.
 pub fn register(ctx: &SessionContext, classify: ClassifyOptions, read: ReadLocations) {
-    ctx.register_udf(ScalarUDF::new_from_impl(top_tokens::TopTokens::new()));
-    ctx.register_udf(ScalarUDF::new_from_impl(head_attention::HeadAttention::new()));
-    ctx.register_udf(ScalarUDF::new_from_impl(attention_entropy::AttentionEntropy::new()));
-    ctx.register_udf(ScalarUDF::new_from_impl(attention_html::AttentionHtml::new()));
+    ctx.register_udf(scalar_udf(top_tokens::TopTokens));
+    ctx.register_udf(scalar_udf(head_attention::HeadAttention));
+    ctx.register_udf(scalar_udf(attention_entropy::AttentionEntropy));
+    ctx.register_udf(scalar_udf(attention_html::AttentionHtml));
     ctx.register_udf(ScalarUDF::new_from_impl(classify::Classify::new(classify, read)));
     ctx.register_udaf(AggregateUDF::new_from_impl(top_attended::TopAttended::new()));
 }

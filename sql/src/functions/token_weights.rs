@@ -6,7 +6,17 @@ use datafusion::arrow::array::{Array, AsArray, Float32Array, ListArray, StringAr
 use datafusion::arrow::datatypes::Float32Type;
 use datafusion::common::Result;
 
-use super::args::value_error;
+use super::args::{Parameters, Role, value_error};
+
+/// The arguments of the functions that rank tokens: `(tokens, weights, k)`.
+pub const fn tokens_weights_k(function: &'static str) -> Parameters {
+    Parameters {
+        function,
+        names: &["tokens", "weights", "k"],
+        roles: &[Role::Tokens, Role::Weights, Role::Count],
+        optional: 0,
+    }
+}
 
 /// Row `row` of a tokens column and a weights column (both canonical lists); `None` when
 /// either is null. Lists of different lengths are an error: the weights belong to other

@@ -10,16 +10,11 @@ use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
 
-use super::args::{Parameters, Role, int_argument, list_argument, list_of, value_error};
-use super::token_weights::{TokenMass, row_pairs, top_k};
+use super::args::{Parameters, int_argument, list_argument, list_of, value_error};
+use super::token_weights::{TokenMass, row_pairs, tokens_weights_k, top_k};
 
 const NAME: &str = "top_attended";
-const PARAMETERS: Parameters = Parameters {
-    function: NAME,
-    names: &["tokens", "weights", "k"],
-    roles: &[Role::Tokens, Role::Weights, Role::Count],
-    optional: 0,
-};
+const PARAMETERS: Parameters = tokens_weights_k(NAME);
 
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct TopAttended {

@@ -3,54 +3,30 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ListBuilder, StringBuilder};
+use datafusion::arrow::array::{Array, ArrayRef, ListBuilder, StringBuilder};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result;
-use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
-use super::args::{Parameters, Role, int_argument, list_argument, list_of};
-use super::token_weights::{TokenMass, row_pairs, top_k};
+use super::args::{Parameters, int_argument, list_argument, list_of};
+use super::row_function::RowFunction;
+use super::token_weights::{TokenMass, row_pairs, tokens_weights_k, top_k};
 
 const NAME: &str = "top_tokens";
-const PARAMETERS: Parameters = Parameters {
-    function: NAME,
-    names: &["tokens", "weights", "k"],
-    roles: &[Role::Tokens, Role::Weights, Role::Count],
-    optional: 0,
-};
+const PARAMETERS: Parameters = tokens_weights_k(NAME);
 
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct TopTokens {
-    signature: Signature,
-}
+pub struct TopTokens;
 
-impl TopTokens {
-    pub fn new() -> Self {
-        Self { signature: Signature::user_defined(Volatility::Immutable) }
-    }
-}
+impl RowFunction for TopTokens {
+    const PARAMETERS: Parameters = PARAMETERS;
 
-impl ScalarUDFImpl for TopTokens {
-    fn name(&self) -> &str {
-        NAME
+    fn return_type(&self) -> DataType {
+        list_of(DataType::Utf8)
     }
 
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        PARAMETERS.coerce(arg_types)
-    }
-
-    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(list_of(DataType::Utf8))
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let (tokens, weights) = (list_argument(NAME, &arrays, 0)?, list_argument(NAME, &arrays, 1)?);
-        let k = int_argument(NAME, &arrays, 2)?;
+    fn evaluate(&self, arrays: &[ArrayRef]) -> Result<ArrayRef> {
+        let (tokens, weights) = (list_argument(NAME, arrays, 0)?, list_argument(NAME, arrays, 1)?);
+        let k = int_argument(NAME, arrays, 2)?;
         let mut out = ListBuilder::new(StringBuilder::new());
         for row in 0..tokens.len() {
             let pairs = row_pairs(NAME, tokens, weights, row)?;
@@ -66,6 +42,6 @@ impl ScalarUDFImpl for TopTokens {
             }
             out.append(true);
         }
-        Ok(ColumnarValue::Array(Arc::new(out.finish())))
+        Ok(Arc::new(out.finish()))
     }
 }
