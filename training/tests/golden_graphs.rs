@@ -70,10 +70,8 @@ fn batch(sentence_words: Option<usize>) -> ModelInputs {
     match sentence_words {
         None => ModelInputs::right_padded(&documents, 0),
         Some(words) => {
-            let lengths: Vec<Vec<usize>> = documents
-                .iter()
-                .map(|ids| ids.chunks(words).map(<[i64]>::len).collect())
-                .collect();
+            let lengths: Vec<Vec<usize>> =
+                documents.iter().map(|ids| ids.chunks(words).map(<[i64]>::len).collect()).collect();
             let views: Vec<(&[i64], &[usize])> =
                 documents.iter().zip(&lengths).map(|(ids, l)| (ids.as_slice(), l.as_slice())).collect();
             ModelInputs::sentences_padded(&views, 0)

@@ -7,7 +7,7 @@ use burn::tensor::activation::softmax;
 
 use super::dense::{dense, emit_dense};
 use super::{GraphBatch, TokenBatch};
-use crate::onnx::{Attr, GraphBuilder, Value};
+use crate::onnx::{GraphBuilder, Value};
 
 /// Added to the scores of padding positions so that softmax gives them exactly zero weight.
 pub const MASKED_SCORE: f32 = -1e9;
@@ -37,9 +37,9 @@ impl StructuredAttention {
 
     pub fn emit(&self, g: &mut GraphBuilder, batch: &GraphBatch, h: &Value) -> Value {
         let hidden = emit_dense(g, &self.ws1, h, "ws1");
-        let hidden = g.op("Tanh", &[&hidden], vec![]);
+        let hidden = g.tanh(&hidden);
         let scores = emit_dense(g, &self.ws2, &hidden, "ws2");
-        let scores = g.op("Transpose", &[&scores], vec![("perm", Attr::Ints(vec![0, 2, 1]))]);
+        let scores = g.transpose(&scores, &[0, 2, 1]);
         emit_masked_softmax(g, &scores, &batch.mask_f32)
     }
 }
@@ -54,8 +54,8 @@ pub fn padding_offset<const D: usize>(mask: Tensor<D>) -> Tensor<D> {
 pub fn emit_padding_offset(g: &mut GraphBuilder, mask_f32: &Value) -> Value {
     let one = g.scalar_f32("one", 1.0);
     let scale = g.scalar_f32("masked_score", -MASKED_SCORE);
-    let offset = g.op("Sub", &[mask_f32, &one], vec![]);
-    g.op("Mul", &[&offset, &scale], vec![])
+    let offset = g.sub(mask_f32, &one);
+    g.mul(&offset, &scale)
 }
 
 /// Softmax over the last axis of `[batch, rows, seq]` scores, ignoring padded positions.
@@ -67,11 +67,11 @@ pub fn masked_softmax(scores: Tensor<3>, mask: Tensor<2>) -> Tensor<3> {
 
 pub fn emit_masked_softmax(g: &mut GraphBuilder, scores: &Value, mask_f32: &Value) -> Value {
     let axis1 = g.ints("axis1", &[1], &[1]);
-    let mask = g.op("Unsqueeze", &[mask_f32, &axis1], vec![]);
+    let mask = g.unsqueeze(mask_f32, &axis1);
     let offset = emit_padding_offset(g, &mask);
-    let kept = g.op("Mul", &[scores, &mask], vec![]);
-    let masked = g.op("Add", &[&kept, &offset], vec![]);
-    g.op("Softmax", &[&masked], vec![("axis", Attr::Int(-1))])
+    let kept = g.mul(scores, &mask);
+    let masked = g.add(&kept, &offset);
+    g.softmax(&masked, -1)
 }
 
 /// `‖A·Aᵀ − I‖²_F`, averaged over the batch.

@@ -14,11 +14,11 @@ pub fn dense(d_input: usize, d_output: usize, bias: bool, device: &Device) -> Li
 pub fn emit_dense(g: &mut GraphBuilder, layer: &Linear, x: &Value, hint: &str) -> Value {
     let [d_input, d_output] = layer.weight.dims();
     let weight = g.weight(&format!("{hint}_weight"), &[d_input, d_output], &values(layer.weight.val()));
-    let product = g.op("MatMul", &[x, &weight], vec![]);
+    let product = g.matmul(x, &weight);
     match &layer.bias {
         Some(bias) => {
             let bias = g.weight(&format!("{hint}_bias"), &[d_output], &values(bias.val()));
-            g.op("Add", &[&product, &bias], vec![])
+            g.add(&product, &bias)
         }
         None => product,
     }

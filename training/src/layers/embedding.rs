@@ -5,7 +5,7 @@ use burn::nn::{Embedding, EmbeddingConfig};
 use burn::prelude::*;
 
 use super::values;
-use crate::onnx::{Attr, GraphBuilder, Value};
+use crate::onnx::{GraphBuilder, Value};
 
 /// What a word embedding starts from.
 #[derive(Debug, Clone)]
@@ -38,7 +38,7 @@ pub fn embedding(words: &InitialWords, dim: usize, device: &Device) -> Embedding
 pub fn emit_embedding(g: &mut GraphBuilder, layer: &Embedding, ids: &Value) -> Value {
     let [vocab, dim] = layer.weight.dims();
     let table = g.weight("embedding", &[vocab, dim], &values(layer.weight.val()));
-    g.op("Gather", &[&table, ids], vec![("axis", Attr::Int(0))])
+    g.gather(&table, ids, 0)
 }
 
 #[cfg(test)]

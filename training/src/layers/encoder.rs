@@ -9,7 +9,7 @@ use burn::tensor::activation::{relu, softmax};
 use super::attention::padding_offset;
 use super::dense::{dense, emit_dense};
 use super::norm::LayerNorm;
-use crate::onnx::{Attr, GraphBuilder, Value};
+use crate::onnx::{GraphBuilder, Value};
 
 #[derive(Module, Debug)]
 pub struct EncoderLayer {
@@ -75,28 +75,28 @@ impl EncoderLayer {
         let normed = self.attention_norm.emit(g, x, &format!("{hint}_attention_norm"));
         let split = |g: &mut GraphBuilder, layer: &Linear, name: &str| {
             let projected = emit_dense(g, layer, &normed, &format!("{hint}_{name}"));
-            let projected = g.op("Reshape", &[&projected, &split_shape], vec![]);
-            g.op("Transpose", &[&projected], vec![("perm", Attr::Ints(vec![0, 2, 1, 3]))])
+            let projected = g.reshape(&projected, &split_shape);
+            g.transpose(&projected, &[0, 2, 1, 3])
         };
         let query = split(g, &self.query, "query");
         let key = split(g, &self.key, "key");
         let value = split(g, &self.value, "value");
-        let key_t = g.op("Transpose", &[&key], vec![("perm", Attr::Ints(vec![0, 1, 3, 2]))]);
-        let scores = g.op("MatMul", &[&query, &key_t], vec![]);
+        let key_t = g.transpose(&key, &[0, 1, 3, 2]);
+        let scores = g.matmul(&query, &key_t);
         let scale = g.scalar_f32("attention_scale", (head_dim as f32).sqrt());
-        let scores = g.op("Div", &[&scores, &scale], vec![]);
-        let scores = g.op("Add", &[&scores, key_offset], vec![]);
-        let attention = g.op("Softmax", &[&scores], vec![("axis", Attr::Int(-1))]);
-        let context = g.op("MatMul", &[&attention, &value], vec![]);
-        let context = g.op("Transpose", &[&context], vec![("perm", Attr::Ints(vec![0, 2, 1, 3]))]);
-        let context = g.op("Reshape", &[&context, &merge_shape], vec![]);
+        let scores = g.div(&scores, &scale);
+        let scores = g.add(&scores, key_offset);
+        let attention = g.softmax(&scores, -1);
+        let context = g.matmul(&attention, &value);
+        let context = g.transpose(&context, &[0, 2, 1, 3]);
+        let context = g.reshape(&context, &merge_shape);
         let attended = emit_dense(g, &self.out, &context, &format!("{hint}_out"));
-        let x = g.op("Add", &[x, &attended], vec![]);
+        let x = g.add(x, &attended);
         let normed = self.feed_forward_norm.emit(g, &x, &format!("{hint}_feed_forward_norm"));
         let expanded = emit_dense(g, &self.expand, &normed, &format!("{hint}_expand"));
-        let expanded = g.op("Relu", &[&expanded], vec![]);
+        let expanded = g.relu(&expanded);
         let contracted = emit_dense(g, &self.contract, &expanded, &format!("{hint}_contract"));
-        let states = g.op("Add", &[&x, &contracted], vec![]);
+        let states = g.add(&x, &contracted);
         (states, attention)
     }
 }

@@ -6,7 +6,7 @@ use burn::prelude::*;
 use burn::tensor::activation::relu;
 
 use super::dense::{dense, emit_dense};
-use crate::onnx::{Attr, GraphBuilder, Value};
+use crate::onnx::{GraphBuilder, Value};
 
 #[derive(Module, Debug)]
 pub struct MlpHead {
@@ -33,9 +33,9 @@ impl MlpHead {
     /// Emits the head (dropout is the identity at inference); returns `probs`.
     pub fn emit(&self, g: &mut GraphBuilder, x: &Value) -> Value {
         let hidden = emit_dense(g, &self.hidden, x, "mlp_hidden");
-        let hidden = g.op("Relu", &[&hidden], vec![]);
+        let hidden = g.relu(&hidden);
         let logits = emit_dense(g, &self.output, &hidden, "mlp_output");
-        g.op("Softmax", &[&logits], vec![("axis", Attr::Int(-1))])
+        g.softmax(&logits, -1)
     }
 
     pub fn classes(&self) -> usize {

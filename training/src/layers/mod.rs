@@ -15,7 +15,7 @@ pub mod recurrent;
 use burn::prelude::*;
 use runtime::inference::ModelInputs;
 
-use crate::onnx::{Attr, Dim, ElemType, GraphBuilder, Value};
+use crate::onnx::{Dim, ElemType, GraphBuilder, Value};
 
 /// A right-padded batch of token ids as the burn models consume it.
 pub struct TokenBatch {
@@ -128,26 +128,26 @@ impl GraphBatch {
     /// The float mask and reversal indices of an int64 `[rows, seq]` mask, derived with
     /// Range/Less/Where, which both runtimes support. `ids` is carried along as given.
     pub fn from_mask(g: &mut GraphBuilder, ids: Value, mask: Value) -> Self {
-        let mask_f32 = g.op("Cast", &[&mask], vec![("to", Attr::Int(1))]);
+        let mask_f32 = g.cast(&mask, ElemType::Float);
 
-        let shape = g.op("Shape", &[&mask], vec![]);
+        let shape = g.shape(&mask);
         let zero = g.ints("zero", &[], &[0]);
         let one = g.ints("one", &[], &[1]);
-        let seq = g.op("Gather", &[&shape, &one], vec![("axis", Attr::Int(0))]);
+        let seq = g.gather(&shape, &one, 0);
 
         let axis1 = g.ints("axis1", &[1], &[1]);
-        let lengths = g.op("ReduceSum", &[&mask, &axis1], vec![("keepdims", Attr::Int(1))]); // [B,1]
-        let positions = g.op("Range", &[&zero, &seq, &one], vec![]); // [T]
+        let lengths = g.reduce_sum(&mask, &axis1, true); // [B,1]
+        let positions = g.range(&zero, &seq, &one); // [T]
         let axis0 = g.ints("axis0", &[1], &[0]);
-        let positions = g.op("Unsqueeze", &[&positions, &axis0], vec![]); // [1,T]
-        let last = g.op("Sub", &[&lengths, &one], vec![]);
-        let reversed = g.op("Sub", &[&last, &positions], vec![]); // [B,T]
-        let inside = g.op("Less", &[&positions, &lengths], vec![]);
-        let within_row = g.op("Where", &[&inside, &reversed, &positions], vec![]);
+        let positions = g.unsqueeze(&positions, &axis0); // [1,T]
+        let last = g.sub(&lengths, &one);
+        let reversed = g.sub(&last, &positions); // [B,T]
+        let inside = g.less(&positions, &lengths);
+        let within_row = g.select(&inside, &reversed, &positions);
         let axis2 = g.ints("axis2", &[1], &[2]);
-        let reversal = g.op("Unsqueeze", &[&within_row, &axis2], vec![]); // [B,T,1]
+        let reversal = g.unsqueeze(&within_row, &axis2); // [B,T,1]
         let first = g.ints("first", &[1], &[0]);
-        let batch_size = g.op("Gather", &[&shape, &first], vec![("axis", Attr::Int(0))]);
+        let batch_size = g.gather(&shape, &first, 0);
         Self { ids, mask, mask_f32, reversal, batch_size }
     }
 
@@ -156,15 +156,15 @@ impl GraphBatch {
     pub fn zero_state(&self, g: &mut GraphBuilder, width: usize) -> Value {
         let one = g.ints("one_1d", &[1], &[1]);
         let width = g.ints("state_width", &[1], &[width as i64]);
-        let shape = g.op("Concat", &[&one, &self.batch_size, &width], vec![("axis", Attr::Int(0))]);
-        g.op("ConstantOfShape", &[&shape], vec![("value", Attr::FloatTensor(0.0))])
+        let shape = g.concat(&[&one, &self.batch_size, &width], 0);
+        g.constant_of_shape(&shape, 0.0)
     }
 
     /// Graph twin of [`TokenBatch::reverse_within_lengths`] for `[batch, seq, features]`.
     pub fn reverse_within_lengths(&self, g: &mut GraphBuilder, x: &Value) -> Value {
-        let shape = g.op("Shape", &[x], vec![]);
-        let index = g.op("Expand", &[&self.reversal, &shape], vec![]);
-        g.op("GatherElements", &[x, &index], vec![("axis", Attr::Int(1))])
+        let shape = g.shape(x);
+        let index = g.expand(&self.reversal, &shape);
+        g.gather_elements(x, &index, 1)
     }
 }
 

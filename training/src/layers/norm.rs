@@ -5,7 +5,7 @@ use burn::module::Param;
 use burn::prelude::*;
 
 use super::values;
-use crate::onnx::{Attr, GraphBuilder, Value};
+use crate::onnx::{GraphBuilder, Value};
 
 const EPSILON: f32 = 1e-5;
 
@@ -32,20 +32,18 @@ impl LayerNorm {
     }
 
     pub fn emit(&self, g: &mut GraphBuilder, x: &Value, hint: &str) -> Value {
-        let last = vec![("axes", Attr::Ints(vec![-1])), ("keepdims", Attr::Int(1))];
-        let mean = g.op("ReduceMean", &[x], last);
-        let centred = g.op("Sub", &[x, &mean], vec![]);
-        let squares = g.op("Mul", &[&centred, &centred], vec![]);
-        let last = vec![("axes", Attr::Ints(vec![-1])), ("keepdims", Attr::Int(1))];
-        let variance = g.op("ReduceMean", &[&squares], last);
+        let mean = g.reduce_mean(x, &[-1], true);
+        let centred = g.sub(x, &mean);
+        let squares = g.mul(&centred, &centred);
+        let variance = g.reduce_mean(&squares, &[-1], true);
         let epsilon = g.scalar_f32("layer_norm_epsilon", EPSILON);
-        let variance = g.op("Add", &[&variance, &epsilon], vec![]);
-        let deviation = g.op("Sqrt", &[&variance], vec![]);
-        let normalised = g.op("Div", &[&centred, &deviation], vec![]);
+        let variance = g.add(&variance, &epsilon);
+        let deviation = g.sqrt(&variance);
+        let normalised = g.div(&centred, &deviation);
         let dim = self.gamma.dims()[0];
         let gamma = g.weight(&format!("{hint}_gamma"), &[dim], &values(self.gamma.val()));
         let beta = g.weight(&format!("{hint}_beta"), &[dim], &values(self.beta.val()));
-        let scaled = g.op("Mul", &[&normalised, &gamma], vec![]);
-        g.op("Add", &[&scaled, &beta], vec![])
+        let scaled = g.mul(&normalised, &gamma);
+        g.add(&scaled, &beta)
     }
 }

@@ -4,7 +4,7 @@
 use burn::prelude::*;
 
 use super::attention::{emit_padding_offset, padding_offset};
-use crate::onnx::{Attr, GraphBuilder, Value};
+use crate::onnx::{ElemType, GraphBuilder, Value};
 
 /// Mean of `[batch, seq, d]` over the real tokens of each example → `[batch, d]`.
 /// Every document has at least one token (empty ones are never batched).
@@ -16,12 +16,12 @@ pub fn masked_mean(x: Tensor<3>, mask: Tensor<2>) -> Tensor<2> {
 
 pub fn emit_masked_mean(g: &mut GraphBuilder, x: &Value, mask_f32: &Value) -> Value {
     let axis2 = g.ints("axis2", &[1], &[2]);
-    let mask = g.op("Unsqueeze", &[mask_f32, &axis2], vec![]);
-    let masked = g.op("Mul", &[x, &mask], vec![]);
+    let mask = g.unsqueeze(mask_f32, &axis2);
+    let masked = g.mul(x, &mask);
     let axis1 = g.ints("axis1", &[1], &[1]);
-    let summed = g.op("ReduceSum", &[&masked, &axis1], vec![("keepdims", Attr::Int(0))]);
-    let lengths = g.op("ReduceSum", &[mask_f32, &axis1], vec![("keepdims", Attr::Int(1))]);
-    g.op("Div", &[&summed, &lengths], vec![])
+    let summed = g.reduce_sum(&masked, &axis1, false);
+    let lengths = g.reduce_sum(mask_f32, &axis1, true);
+    g.div(&summed, &lengths)
 }
 
 /// Max of `[batch, seq, d]` over the real tokens → (`[batch, d]`, and `[batch, 1, seq]`: the
@@ -40,16 +40,16 @@ pub fn masked_max(x: Tensor<3>, mask: Tensor<2>) -> (Tensor<2>, Tensor<3>) {
 /// Graph twin of [`masked_max`]: returns (pooled `[batch, d]`, share `[batch, 1, seq]`).
 pub fn emit_masked_max(g: &mut GraphBuilder, x: &Value, mask_f32: &Value) -> (Value, Value) {
     let axis2 = g.ints("axis2", &[1], &[2]);
-    let mask = g.op("Unsqueeze", &[mask_f32, &axis2], vec![]);
+    let mask = g.unsqueeze(mask_f32, &axis2);
     let offset = emit_padding_offset(g, &mask);
-    let masked = g.op("Add", &[x, &offset], vec![]);
+    let masked = g.add(x, &offset);
     // Opset 17: ReduceMax and ReduceMean still take their axes as an attribute.
-    let pooled = g.op("ReduceMax", &[&masked], vec![("axes", Attr::Ints(vec![1])), ("keepdims", Attr::Int(1))]);
-    let supplied = g.op("Equal", &[&masked, &pooled], vec![]);
-    let supplied = g.op("Cast", &[&supplied], vec![("to", Attr::Int(1))]);
-    let share = g.op("ReduceMean", &[&supplied], vec![("axes", Attr::Ints(vec![2])), ("keepdims", Attr::Int(0))]);
+    let pooled = g.reduce_max(&masked, &[1], true);
+    let supplied = g.equal(&masked, &pooled);
+    let supplied = g.cast(&supplied, ElemType::Float);
+    let share = g.reduce_mean(&supplied, &[2], false);
     let axis1 = g.ints("axis1", &[1], &[1]);
-    let share = g.op("Unsqueeze", &[&share, &axis1], vec![]);
-    let pooled = g.op("Squeeze", &[&pooled, &axis1], vec![]);
+    let share = g.unsqueeze(&share, &axis1);
+    let pooled = g.squeeze(&pooled, &axis1);
     (pooled, share)
 }

@@ -5,7 +5,7 @@
 
 use burn::prelude::*;
 
-use crate::onnx::{Attr, GraphBuilder, Value};
+use crate::onnx::{ElemType, GraphBuilder, Value};
 
 fn frequencies_and_phases(dim: usize) -> (Vec<f32>, Vec<f32>) {
     let frequency = |i: usize| 10000f32.powf(-((2 * (i / 2)) as f32) / dim as f32);
@@ -27,20 +27,20 @@ pub fn add_positions(x: Tensor<3>) -> Tensor<3> {
 /// Graph twin of [`add_positions`].
 pub fn emit_add_positions(g: &mut GraphBuilder, x: &Value, dim: usize) -> Value {
     let (frequencies, phases) = frequencies_and_phases(dim);
-    let shape = g.op("Shape", &[x], vec![]);
+    let shape = g.shape(x);
     let one = g.ints("one", &[], &[1]);
     let zero = g.ints("zero", &[], &[0]);
-    let seq = g.op("Gather", &[&shape, &one], vec![("axis", Attr::Int(0))]);
-    let positions = g.op("Range", &[&zero, &seq, &one], vec![]); // [T] int64
-    let positions = g.op("Cast", &[&positions], vec![("to", Attr::Int(1))]);
+    let seq = g.gather(&shape, &one, 0);
+    let positions = g.range(&zero, &seq, &one); // [T] int64
+    let positions = g.cast(&positions, ElemType::Float);
     let axes = g.ints("axes_0_2", &[2], &[0, 2]);
-    let positions = g.op("Unsqueeze", &[&positions, &axes], vec![]); // [1, T, 1]
+    let positions = g.unsqueeze(&positions, &axes); // [1, T, 1]
     let frequencies = g.weight("position_frequencies", &[dim], &frequencies);
     let phases = g.weight("position_phases", &[dim], &phases);
-    let angles = g.op("Mul", &[&positions, &frequencies], vec![]);
-    let angles = g.op("Add", &[&angles, &phases], vec![]);
-    let encoding = g.op("Sin", &[&angles], vec![]);
-    g.op("Add", &[x, &encoding], vec![])
+    let angles = g.mul(&positions, &frequencies);
+    let angles = g.add(&angles, &phases);
+    let encoding = g.sin(&angles);
+    g.add(x, &encoding)
 }
 
 #[cfg(test)]

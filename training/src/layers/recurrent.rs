@@ -14,7 +14,7 @@ use burn::tensor::activation::sigmoid;
 
 use super::dense::dense;
 use super::{GraphBatch, TokenBatch, values};
-use crate::onnx::{Attr, GraphBuilder, Value};
+use crate::onnx::{GraphBuilder, RecurrentCell, Value};
 
 /// LSTM with gates laid out in ONNX order: input, output, forget, cell.
 #[derive(Module, Debug)]
@@ -63,13 +63,13 @@ impl BiLstm {
 
     /// Emits the layer for a `[batch, seq, in]` value; returns `[batch, seq, 2H]`.
     pub fn emit(&self, g: &mut GraphBuilder, batch: &GraphBatch, x: &Value) -> Value {
-        let cell = OnnxCell { op: "LSTM", gates: 4, states: 2, attrs: vec![] };
+        let cell = RecurrentCell::Lstm;
         let no_recurrent_bias = vec![0.0; 2 * 4 * self.hidden()];
         emit_bidirectional(
             g,
             batch,
             x,
-            &cell,
+            cell,
             [&self.input_forward, &self.input_backward],
             &self.recurrent.val(),
             &no_recurrent_bias,
@@ -127,13 +127,13 @@ impl BiGru {
 
     /// Emits the layer for a `[batch, seq, in]` value; returns `[batch, seq, 2H]`.
     pub fn emit(&self, g: &mut GraphBuilder, batch: &GraphBatch, x: &Value) -> Value {
-        let cell = OnnxCell { op: "GRU", gates: 3, states: 1, attrs: vec![("linear_before_reset", 1)] };
+        let cell = RecurrentCell::Gru;
         let recurrent_bias = values(self.recurrent_bias.val());
         emit_bidirectional(
             g,
             batch,
             x,
-            &cell,
+            cell,
             [&self.input_forward, &self.input_backward],
             &self.recurrent.val(),
             &recurrent_bias,
@@ -191,53 +191,37 @@ fn join_directions(states: Tensor<4>, batch: &TokenBatch) -> Tensor<3> {
     Tensor::cat(vec![forward, backward], 2)
 }
 
-/// How one ONNX recurrent op is called.
-struct OnnxCell {
-    op: &'static str,
-    gates: usize,
-    /// Initial-state inputs after `sequence_lens`: `initial_h` (GRU), plus `initial_c` (LSTM).
-    states: usize,
-    attrs: Vec<(&'static str, i64)>,
-}
-
 /// Both directions as forward-running ONNX nodes, the backward one on reversed inputs.
 fn emit_bidirectional(
     g: &mut GraphBuilder,
     batch: &GraphBatch,
     x: &Value,
-    cell: &OnnxCell,
+    cell: RecurrentCell,
     inputs: [&Linear; 2],
     recurrent: &Tensor<3>,
     recurrent_bias: &[f32],
 ) -> Value {
     let hidden = recurrent.dims()[1];
-    let per_direction = hidden * cell.gates * hidden;
+    let per_direction = hidden * cell.gates() * hidden;
     let recurrent = values(recurrent.clone());
-    let bias_width = cell.gates * hidden;
-    let op = cell.op.to_lowercase();
-    let forward = emit_direction(
-        g,
-        batch,
-        x,
-        cell,
-        inputs[0],
-        &recurrent[..per_direction],
-        &recurrent_bias[..bias_width],
-        &format!("{op}_fw"),
-    );
+    let bias_width = cell.gates() * hidden;
+    let forward = g.scoped("forward", |g| {
+        emit_direction(g, batch, x, cell, inputs[0], &recurrent[..per_direction], &recurrent_bias[..bias_width])
+    });
     let reversed_input = batch.reverse_within_lengths(g, x);
-    let backward_reversed = emit_direction(
-        g,
-        batch,
-        &reversed_input,
-        cell,
-        inputs[1],
-        &recurrent[per_direction..],
-        &recurrent_bias[bias_width..],
-        &format!("{op}_bw"),
-    );
+    let backward_reversed = g.scoped("backward", |g| {
+        emit_direction(
+            g,
+            batch,
+            &reversed_input,
+            cell,
+            inputs[1],
+            &recurrent[per_direction..],
+            &recurrent_bias[bias_width..],
+        )
+    });
     let backward = batch.reverse_within_lengths(g, &backward_reversed);
-    g.op("Concat", &[&forward, &backward], vec![("axis", Attr::Int(2))])
+    g.concat(&[&forward, &backward], 2)
 }
 
 /// One forward-running ONNX recurrent node over `[batch, seq, in]`, returning
@@ -247,14 +231,13 @@ fn emit_direction(
     g: &mut GraphBuilder,
     batch: &GraphBatch,
     x: &Value,
-    cell: &OnnxCell,
+    cell: RecurrentCell,
     input: &Linear,
     recurrent: &[f32],
     recurrent_bias: &[f32],
-    hint: &str,
 ) -> Value {
     let [d_input, gates] = input.weight.dims();
-    let hidden = gates / cell.gates;
+    let hidden = gates / cell.gates();
     // ONNX wants W as [1, gates, in] and R as [1, gates, H]: transposes of burn's layout.
     let w = transpose(&values(input.weight.val()), d_input, gates);
     let r = transpose(recurrent, hidden, gates);
@@ -263,20 +246,15 @@ fn emit_direction(
         None => vec![0.0; gates],
     };
     b.extend_from_slice(recurrent_bias);
-    let w = g.weight(&format!("{hint}_W"), &[1, gates, d_input], &w);
-    let r = g.weight(&format!("{hint}_R"), &[1, gates, hidden], &r);
-    let b = g.weight(&format!("{hint}_B"), &[1, 2 * gates], &b);
-    let time_major = g.op("Transpose", &[x], vec![("perm", Attr::Ints(vec![1, 0, 2]))]);
+    let w = g.weight("W", &[1, gates, d_input], &w);
+    let r = g.weight("R", &[1, gates, hidden], &r);
+    let b = g.weight("B", &[1, 2 * gates], &b);
+    let time_major = g.transpose(x, &[1, 0, 2]);
     let zero_state = batch.zero_state(g, hidden);
-    let no_sequence_lens = String::new();
-    let mut node_inputs = vec![&time_major, &w, &r, &b, &no_sequence_lens];
-    node_inputs.extend(std::iter::repeat_n(&zero_state, cell.states));
-    let mut attrs = vec![("hidden_size", Attr::Int(hidden as i64)), ("direction", Attr::Str("forward".into()))];
-    attrs.extend(cell.attrs.iter().map(|&(name, value)| (name, Attr::Int(value))));
-    let y = g.op(cell.op, &node_inputs, attrs); // [T, 1, B, H]
+    let y = g.recurrent(cell, &time_major, &w, &r, &b, &zero_state, hidden); // [T, 1, B, H]
     let axis1 = g.ints("axis1", &[1], &[1]);
-    let y = g.op("Squeeze", &[&y, &axis1], vec![]);
-    g.op("Transpose", &[&y], vec![("perm", Attr::Ints(vec![1, 0, 2]))])
+    let y = g.squeeze(&y, &axis1);
+    g.transpose(&y, &[1, 0, 2])
 }
 
 /// Row-major `[rows, cols]` → `[cols, rows]`.

@@ -19,7 +19,7 @@ use super::{GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_s
 use crate::layers::dense::{dense, emit_dense};
 use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::{GraphBatch, TokenBatch, values};
-use crate::onnx::{Attr, Dim, ElemType, GraphBuilder};
+use crate::onnx::{Dim, ElemType, GraphBuilder, Value};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CnnConfig {
@@ -106,38 +106,26 @@ impl Network for Cnn {
         let batch = GraphBatch::declare(g);
         let words = emit_embedding(g, &self.embedding, &batch.ids);
         let axis2 = g.ints("cnn_axis2", &[1], &[2]);
-        let token_mask = g.op("Unsqueeze", &[&batch.mask_f32, &axis2], vec![]);
-        let words = g.op("Mul", &[&words, &token_mask], vec![]);
-        let channels = g.op("Transpose", &[&words], vec![("perm", Attr::Ints(vec![0, 2, 1]))]);
+        let token_mask = g.unsqueeze(&batch.mask_f32, &axis2);
+        let words = g.mul(&words, &token_mask);
+        let channels = g.transpose(&words, &[0, 2, 1]);
         let axis1 = g.ints("cnn_axis1", &[1], &[1]);
-        let positions = g.op("Unsqueeze", &[&batch.mask_f32, &axis1], vec![]);
+        let positions = g.unsqueeze(&batch.mask_f32, &axis1);
         let mut pooled = Vec::with_capacity(self.convolutions.len());
         for conv in &self.convolutions {
             let [filters, channels_in, width] = conv.weight.dims();
             let weight = g.weight("conv_weight", &[filters, channels_in, width], &values(conv.weight.val()));
-            let mut inputs = vec![channels.clone(), weight];
-            if let Some(bias) = &conv.bias {
-                inputs.push(g.weight("conv_bias", &[filters], &values(bias.val())));
-            }
-            let inputs: Vec<&String> = inputs.iter().collect();
-            let features = g.op(
-                "Conv",
-                &inputs,
-                vec![("kernel_shape", Attr::Ints(vec![width as i64])), ("pads", Attr::Ints(vec![0, width as i64 - 1]))],
-            );
-            let features = g.op("Relu", &[&features], vec![]);
-            let features = g.op("Mul", &[&features, &positions], vec![]);
+            let bias = conv.bias.as_ref().map(|bias| g.weight("conv_bias", &[filters], &values(bias.val())));
+            let features = g.conv1d_right_padded(&channels, &weight, bias.as_ref(), width);
+            let features = g.relu(&features);
+            let features = g.mul(&features, &positions);
             // Opset 17: ReduceMax still takes its axes as an attribute.
-            pooled.push(g.op(
-                "ReduceMax",
-                &[&features],
-                vec![("axes", Attr::Ints(vec![2])), ("keepdims", Attr::Int(0))],
-            ));
+            pooled.push(g.reduce_max(&features, &[2], false));
         }
-        let pooled: Vec<&String> = pooled.iter().collect();
-        let pooled = g.op("Concat", &pooled, vec![("axis", Attr::Int(1))]);
+        let pooled: Vec<&Value> = pooled.iter().collect();
+        let pooled = g.concat(&pooled, 1);
         let logits = emit_dense(g, &self.output, &pooled, "output");
-        let probs = g.op("Softmax", &[&logits], vec![("axis", Attr::Int(-1))]);
+        let probs = g.softmax(&logits, -1);
         let classes = self.output.weight.dims()[1];
         g.output(&probs, "probs", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(classes)]);
         g.output(&pooled, "embedding", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(self.features())]);

@@ -22,7 +22,7 @@ use crate::layers::dense::{dense, emit_dense};
 use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::recurrent::BiGru;
 use crate::layers::{GraphBatch, TokenBatch};
-use crate::onnx::{Attr, Dim, ElemType, GraphBuilder, Value};
+use crate::onnx::{Dim, ElemType, GraphBuilder, Value};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HanConfig {
@@ -129,52 +129,51 @@ impl Network for Han {
         let dims = [Dim::Named("batch"), Dim::Named("sentences"), Dim::Named("words")];
         let ids = g.input("input_ids", ElemType::Int64, &dims);
         let mask = g.input("attention_mask", ElemType::Int64, &dims);
-        let input_shape = g.op("Shape", &[&ids], vec![]);
+        let input_shape = g.shape(&ids);
 
         // Word level over the real sentences only, gathered into [N, W] rows. Gathering by
         // NonZero gives N its own symbol: flattening to [B·S, W] would leave recurrent nodes
         // a product of symbols, which tract cannot bind inside its loop.
-        let mask_f32 = g.op("Cast", &[&mask], vec![("to", Attr::Int(1))]);
-        let sentence_mask_f32 =
-            g.op("ReduceMax", &[&mask_f32], vec![("axes", Attr::Ints(vec![2])), ("keepdims", Attr::Int(0))]);
+        let mask_f32 = g.cast(&mask, ElemType::Float);
+        let sentence_mask_f32 = g.reduce_max(&mask_f32, &[2], false);
         let minus_one = g.ints("minus_one", &[1], &[-1]);
         let words_dim = g.ints("words_dim", &[1], &[2]);
-        let words_len = g.op("Gather", &[&input_shape, &words_dim], vec![("axis", Attr::Int(0))]);
-        let rows_shape = g.op("Concat", &[&minus_one, &words_len], vec![("axis", Attr::Int(0))]);
-        let all_ids = g.op("Reshape", &[&ids, &rows_shape], vec![]); // [B·S, W]
-        let all_mask = g.op("Reshape", &[&mask, &rows_shape], vec![]);
-        let flat_sentence_mask = g.op("Reshape", &[&sentence_mask_f32, &minus_one], vec![]); // [B·S]
-        let real = g.op("NonZero", &[&flat_sentence_mask], vec![]); // [1, N]
-        let real = g.op("Transpose", &[&real], vec![("perm", Attr::Ints(vec![1, 0]))]); // [N, 1]
-        let real_rows = g.op("Squeeze", &[&real, &minus_one], vec![]); // [N]
-        let real_ids = g.op("Gather", &[&all_ids, &real_rows], vec![("axis", Attr::Int(0))]);
-        let real_mask = g.op("Gather", &[&all_mask, &real_rows], vec![("axis", Attr::Int(0))]);
+        let words_len = g.gather(&input_shape, &words_dim, 0);
+        let rows_shape = g.concat(&[&minus_one, &words_len], 0);
+        let all_ids = g.reshape(&ids, &rows_shape); // [B·S, W]
+        let all_mask = g.reshape(&mask, &rows_shape);
+        let flat_sentence_mask = g.reshape(&sentence_mask_f32, &minus_one); // [B·S]
+        let real = g.non_zero(&flat_sentence_mask); // [1, N]
+        let real = g.transpose(&real, &[1, 0]); // [N, 1]
+        let real_rows = g.squeeze(&real, &minus_one); // [N]
+        let real_ids = g.gather(&all_ids, &real_rows, 0);
+        let real_mask = g.gather(&all_mask, &real_rows, 0);
         let word_batch = GraphBatch::from_mask(g, real_ids, real_mask);
         let words = emit_embedding(g, &self.embedding, &word_batch.ids);
         let word_states = self.word_encoder.emit(g, &word_batch, &words);
         let word_attention = self.word_attention.emit(g, &word_batch, &word_states); // [N, 1, W]
-        let sentences = g.op("MatMul", &[&word_attention, &word_states], vec![]); // [N, 1, 2h]
+        let sentences = g.matmul(&word_attention, &word_states); // [N, 1, 2h]
         let axis1 = g.ints("axis1", &[1], &[1]);
-        let sentences = g.op("Squeeze", &[&sentences, &axis1], vec![]);
+        let sentences = g.squeeze(&sentences, &axis1);
         let document_dims = g.ints("document_dims", &[2], &[0, 1]);
-        let batch_and_sentences = g.op("Gather", &[&input_shape, &document_dims], vec![("axis", Attr::Int(0))]);
+        let batch_and_sentences = g.gather(&input_shape, &document_dims, 0);
         let width = g.ints("state_width", &[1], &[states as i64]);
-        let sentences_shape = g.op("Concat", &[&batch_and_sentences, &width], vec![("axis", Attr::Int(0))]);
+        let sentences_shape = g.concat(&[&batch_and_sentences, &width], 0);
         let sentences = emit_scatter_rows(g, &sentences_shape, &real, &sentences); // [B, S, 2h]
 
         // Sentence level over [B, S]: a sentence is real if it has a word.
-        let sentence_mask = g.op("Cast", &[&sentence_mask_f32], vec![("to", Attr::Int(7))]);
+        let sentence_mask = g.cast(&sentence_mask_f32, ElemType::Int64);
         let sentence_batch = GraphBatch::from_mask(g, sentence_mask.clone(), sentence_mask);
         let sentence_states = self.sentence_encoder.emit(g, &sentence_batch, &sentences);
         let sentence_attention = self.sentence_attention.emit(g, &sentence_batch, &sentence_states); // [B, 1, S]
-        let document = g.op("MatMul", &[&sentence_attention, &sentence_states], vec![]); // [B, 1, 2h]
-        let document = g.op("Squeeze", &[&document, &axis1], vec![]);
+        let document = g.matmul(&sentence_attention, &sentence_states); // [B, 1, 2h]
+        let document = g.squeeze(&document, &axis1);
         let logits = emit_dense(g, &self.output, &document, "output");
-        let probs = g.op("Softmax", &[&logits], vec![("axis", Attr::Int(-1))]);
+        let probs = g.softmax(&logits, -1);
 
-        let word_attention = g.op("Squeeze", &[&word_attention, &axis1], vec![]); // [N, W]
+        let word_attention = g.squeeze(&word_attention, &axis1); // [N, W]
         let word_attention = emit_scatter_rows(g, &input_shape, &real, &word_attention); // [B, S, W]
-        let sentence_attention = g.op("Squeeze", &[&sentence_attention, &axis1], vec![]);
+        let sentence_attention = g.squeeze(&sentence_attention, &axis1);
         let classes = self.output.weight.dims()[1];
         let (b, s, w) = (Dim::Named("batch"), Dim::Named("sentences"), Dim::Named("words"));
         g.output(&probs, "probs", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(classes)]);
@@ -200,11 +199,11 @@ fn scatter_rows(rows: Tensor<2>, at: &Tensor<1, Int>, total: usize) -> Tensor<2>
 /// flattened `[B·S]`) of a zero tensor, reshaped to `shape` (`[B, S, width]`).
 fn emit_scatter_rows(g: &mut GraphBuilder, shape: &Value, real: &Value, rows: &Value) -> Value {
     let width_dim = g.ints("width_dim", &[1], &[2]);
-    let width = g.op("Gather", &[shape, &width_dim], vec![("axis", Attr::Int(0))]);
+    let width = g.gather(shape, &width_dim, 0);
     let minus_one = g.ints("minus_one", &[1], &[-1]);
-    let flat_shape = g.op("Concat", &[&minus_one, &width], vec![("axis", Attr::Int(0))]);
-    let zeros = g.op("ConstantOfShape", &[shape], vec![("value", Attr::FloatTensor(0.0))]);
-    let zeros = g.op("Reshape", &[&zeros, &flat_shape], vec![]);
-    let scattered = g.op("ScatterND", &[&zeros, real, rows], vec![]);
-    g.op("Reshape", &[&scattered, shape], vec![])
+    let flat_shape = g.concat(&[&minus_one, &width], 0);
+    let zeros = g.constant_of_shape(shape, 0.0);
+    let zeros = g.reshape(&zeros, &flat_shape);
+    let scattered = g.scatter_nd(&zeros, real, rows);
+    g.reshape(&scattered, shape)
 }

@@ -25,7 +25,7 @@ use crate::layers::head::MlpHead;
 use crate::layers::pooling::{emit_masked_mean, masked_mean};
 use crate::layers::recurrent::BiGru;
 use crate::layers::{GraphBatch, TokenBatch, values};
-use crate::onnx::{Attr, GraphBuilder, Value};
+use crate::onnx::{GraphBuilder, Value};
 
 /// Keeps the l2 normalisation finite when every head scores exactly zero.
 const NORM_EPSILON: f32 = 1e-12;
@@ -163,7 +163,7 @@ impl Lama {
                 emit_dense(g, &self.context_projection, &mean, "context_projection")
             }
         };
-        g.op("Unsqueeze", &[&factors, &axis1], vec![])
+        g.unsqueeze(&factors, &axis1)
     }
 
     /// `P̃ᵀc`: `[1, heads]` for the global context, `[batch, heads]` per document.
@@ -199,23 +199,23 @@ impl Network for Lama {
         let words = emit_embedding(g, &self.embedding, &batch.ids);
         let states = self.encoder.emit(g, &batch, &words);
         let annotations = emit_dense(g, &self.annotation, &states, "annotation");
-        let annotations = g.op("Tanh", &[&annotations], vec![]);
+        let annotations = g.tanh(&annotations);
         let context = self.emit_context_factors(g, &batch, &states); // [B|1, 1, m]
         let factors = emit_dense(g, &self.annotation_projection, &annotations, "annotation_projection");
-        let scores = g.op("Mul", &[&factors, &context], vec![]);
-        let scores = g.op("Tanh", &[&scores], vec![]);
-        let squares = g.op("Mul", &[&scores, &scores], vec![]);
+        let scores = g.mul(&factors, &context);
+        let scores = g.tanh(&scores);
+        let squares = g.mul(&scores, &scores);
         let axis2 = g.ints("axis2", &[1], &[2]);
-        let norms = g.op("ReduceSum", &[&squares, &axis2], vec![("keepdims", Attr::Int(1))]);
+        let norms = g.reduce_sum(&squares, &axis2, true);
         let epsilon = g.scalar_f32("norm_epsilon", NORM_EPSILON);
-        let norms = g.op("Add", &[&norms, &epsilon], vec![]);
-        let norms = g.op("Sqrt", &[&norms], vec![]);
-        let scores = g.op("Div", &[&scores, &norms], vec![]);
-        let scores = g.op("Transpose", &[&scores], vec![("perm", Attr::Ints(vec![0, 2, 1]))]);
+        let norms = g.add(&norms, &epsilon);
+        let norms = g.sqrt(&norms);
+        let scores = g.div(&scores, &norms);
+        let scores = g.transpose(&scores, &[0, 2, 1]);
         let attention = emit_masked_softmax(g, &scores, &batch.mask_f32);
-        let sentence = g.op("MatMul", &[&attention, &states], vec![]);
+        let sentence = g.matmul(&attention, &states);
         let flat = g.ints("flatten_shape", &[2], &[0, -1]);
-        let sentence = g.op("Reshape", &[&sentence, &flat], vec![]);
+        let sentence = g.reshape(&sentence, &flat);
         let probs = self.head.emit(g, &sentence);
         declare_outputs(
             g,

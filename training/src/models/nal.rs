@@ -18,7 +18,7 @@ use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::head::MlpHead;
 use crate::layers::positions::{add_positions, emit_add_positions};
 use crate::layers::{GraphBatch, TokenBatch, values};
-use crate::onnx::{Attr, GraphBuilder};
+use crate::onnx::GraphBuilder;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NalConfig {
@@ -123,14 +123,14 @@ impl Network for Nal {
         let words = emit_embedding(g, &self.embedding, &batch.ids);
         let words = emit_add_positions(g, &words, self.embedding_dim());
         let attention = self.attention.emit(g, &batch, &words);
-        let rows = g.op("MatMul", &[&attention, &words], vec![]);
-        let head_major = g.op("Transpose", &[&rows], vec![("perm", Attr::Ints(vec![1, 0, 2]))]);
+        let rows = g.matmul(&attention, &words);
+        let head_major = g.transpose(&rows, &[1, 0, 2]);
         let [hops, dim, width] = self.per_head.dims();
         let per_head = g.weight("averaging_per_head", &[hops, dim, width], &values(self.per_head.val()));
-        let projected = g.op("MatMul", &[&head_major, &per_head], vec![]);
-        let projected = g.op("Transpose", &[&projected], vec![("perm", Attr::Ints(vec![1, 0, 2]))]);
+        let projected = g.matmul(&head_major, &per_head);
+        let projected = g.transpose(&projected, &[1, 0, 2]);
         let flat = g.ints("flatten_shape", &[2], &[0, -1]);
-        let averaged = g.op("Reshape", &[&projected, &flat], vec![]);
+        let averaged = g.reshape(&projected, &flat);
         let probs = self.head.emit(g, &averaged);
         declare_outputs(
             g,

@@ -101,9 +101,9 @@ impl Network for San {
         let words = emit_embedding(g, &self.embedding, &batch.ids);
         let states = self.encoder.emit(g, &batch, &words);
         let attention = self.attention.emit(g, &batch, &states);
-        let sentence = g.op("MatMul", &[&attention, &states], vec![]);
+        let sentence = g.matmul(&attention, &states);
         let flat = g.ints("flatten_shape", &[2], &[0, -1]);
-        let sentence = g.op("Reshape", &[&sentence, &flat], vec![]);
+        let sentence = g.reshape(&sentence, &flat);
         let probs = self.head.emit(g, &sentence);
         declare_outputs(
             g,

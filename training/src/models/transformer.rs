@@ -20,7 +20,7 @@ use crate::layers::encoder::EncoderLayer;
 use crate::layers::norm::LayerNorm;
 use crate::layers::positions::{add_positions, emit_add_positions};
 use crate::layers::{GraphBatch, TokenBatch, values};
-use crate::onnx::{Attr, GraphBuilder, Value};
+use crate::onnx::{GraphBuilder, Value};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TransformerConfig {
@@ -129,9 +129,9 @@ impl Network for Transformer {
         let read_out = g.weight("read_out", &[1, 1, d], &values(self.read_out.val()));
         let one = g.ints("one_1d", &[1], &[1]);
         let width = g.ints("model_width", &[1], &[d as i64]);
-        let shape = g.op("Concat", &[&batch.batch_size, &one, &width], vec![("axis", Attr::Int(0))]);
-        let read_out = g.op("Expand", &[&read_out, &shape], vec![]);
-        let mut states = g.op("Concat", &[&read_out, &words], vec![("axis", Attr::Int(1))]);
+        let shape = g.concat(&[&batch.batch_size, &one, &width], 0);
+        let read_out = g.expand(&read_out, &shape);
+        let mut states = g.concat(&[&read_out, &words], 1);
         let key_offset = emit_key_offset(g, &batch);
         let mut last_attention = None;
         for (index, layer) in self.layers.iter().enumerate() {
@@ -140,10 +140,10 @@ impl Network for Transformer {
             last_attention = Some(attention);
         }
         let first = g.ints("read_out_index", &[], &[0]);
-        let read_out = g.op("Gather", &[&states, &first], vec![("axis", Attr::Int(1))]); // [B, d]
+        let read_out = g.gather(&states, &first, 1); // [B, d]
         let read_out = self.final_norm.emit(g, &read_out, "final_norm");
         let logits = emit_dense(g, &self.output, &read_out, "output");
-        let probs = g.op("Softmax", &[&logits], vec![("axis", Attr::Int(-1))]);
+        let probs = g.softmax(&logits, -1);
         let attention = last_attention.map(|a| emit_read_out_attention(g, &a));
         let heads = self.layers.first().map_or(0, EncoderLayer::heads);
         let classes = self.output.weight.dims()[1];
@@ -159,12 +159,12 @@ impl Network for Transformer {
 /// `[batch, 1, 1, 1 + seq]`: 0 for [CLS] and the real tokens, `MASKED_SCORE` on padding.
 fn emit_key_offset(g: &mut GraphBuilder, batch: &GraphBatch) -> Value {
     let one = g.ints("one_1d", &[1], &[1]);
-    let shape = g.op("Concat", &[&batch.batch_size, &one], vec![("axis", Attr::Int(0))]);
-    let read_out = g.op("ConstantOfShape", &[&shape], vec![("value", Attr::FloatTensor(1.0))]);
-    let mask = g.op("Concat", &[&read_out, &batch.mask_f32], vec![("axis", Attr::Int(1))]);
+    let shape = g.concat(&[&batch.batch_size, &one], 0);
+    let read_out = g.constant_of_shape(&shape, 1.0);
+    let mask = g.concat(&[&read_out, &batch.mask_f32], 1);
     let offset = emit_padding_offset(g, &mask);
     let axes = g.ints("axes_1_2", &[2], &[1, 2]);
-    g.op("Unsqueeze", &[&offset, &axes], vec![])
+    g.unsqueeze(&offset, &axes)
 }
 
 /// The [CLS] row of `[batch, heads, 1 + seq, 1 + seq]` over the tokens, renormalised.
@@ -172,9 +172,9 @@ fn emit_read_out_attention(g: &mut GraphBuilder, attention: &Value) -> Value {
     let starts = g.ints("slice_starts", &[2], &[0, 1]);
     let ends = g.ints("slice_ends", &[2], &[1, i64::MAX]);
     let axes = g.ints("slice_axes", &[2], &[2, 3]);
-    let row = g.op("Slice", &[attention, &starts, &ends, &axes], vec![]);
+    let row = g.slice(attention, &starts, &ends, &axes);
     let axis2 = g.ints("axis2", &[1], &[2]);
-    let row = g.op("Squeeze", &[&row, &axis2], vec![]);
-    let total = g.op("ReduceSum", &[&row, &axis2], vec![("keepdims", Attr::Int(1))]);
-    g.op("Div", &[&row, &total], vec![])
+    let row = g.squeeze(&row, &axis2);
+    let total = g.reduce_sum(&row, &axis2, true);
+    g.div(&row, &total)
 }

@@ -1,7 +1,11 @@
 //! A small ONNX graph builder over the protobuf types tract ships (`tract_onnx::pb`).
 //!
-//! Layers emit nodes through it; it hands out unique value names, stores weights as
-//! initializers and serialises the finished model.
+//! Layers emit nodes through its typed ops (`ops.rs`). Every node, value and weight is named
+//! by the layer it comes from (`san.attention.softmax`, `san.attention.ws1.weight`): layers
+//! open a scope with [`GraphBuilder::scoped`], so a parity failure or a profile points at a
+//! layer. It stores weights as initializers and serialises the finished model.
+
+use std::collections::HashMap;
 
 use tract_onnx::pb;
 
@@ -15,8 +19,8 @@ const INT64: i32 = pb::tensor_proto::DataType::Int64 as i32;
 /// A named value flowing through the graph.
 pub type Value = String;
 
-/// An attribute on a node.
-pub enum Attr {
+/// An attribute on a node; only the typed ops in `ops.rs` make them.
+pub(super) enum Attr {
     Int(i64),
     Ints(Vec<i64>),
     Str(String),
@@ -26,7 +30,10 @@ pub enum Attr {
 
 pub struct GraphBuilder {
     graph: pb::GraphProto,
-    counter: usize,
+    /// The layers we are inside, outermost first; the graph's name is the first.
+    scope: Vec<String>,
+    /// How often each full name was asked for, so that repeats get `_2`, `_3`, ….
+    names: HashMap<String, usize>,
 }
 
 /// Element type of a graph input or output.
@@ -37,7 +44,7 @@ pub enum ElemType {
 }
 
 impl ElemType {
-    fn code(self) -> i32 {
+    pub(super) fn code(self) -> i32 {
         match self {
             ElemType::Float => FLOAT,
             ElemType::Int64 => INT64,
@@ -53,12 +60,27 @@ pub enum Dim {
 
 impl GraphBuilder {
     pub fn new(name: &str) -> Self {
-        Self { graph: pb::GraphProto { name: name.to_owned(), ..Default::default() }, counter: 0 }
+        Self {
+            graph: pb::GraphProto { name: name.to_owned(), ..Default::default() },
+            scope: vec![name.to_owned()],
+            names: HashMap::new(),
+        }
     }
 
+    /// Runs `emit` with `layer` appended to the names of everything it adds.
+    pub fn scoped<R>(&mut self, layer: &str, emit: impl FnOnce(&mut Self) -> R) -> R {
+        self.scope.push(layer.to_owned());
+        let result = emit(self);
+        self.scope.pop();
+        result
+    }
+
+    /// `scope.hint`, made unique in the graph.
     fn fresh(&mut self, hint: &str) -> String {
-        self.counter += 1;
-        format!("{hint}_{}", self.counter)
+        let name = format!("{}.{hint}", self.scope.join("."));
+        let seen = self.names.entry(name.clone()).or_insert(0);
+        *seen += 1;
+        if *seen == 1 { name } else { format!("{name}_{seen}") }
     }
 
     pub fn input(&mut self, name: &str, elem: ElemType, dims: &[Dim]) -> Value {
@@ -106,13 +128,12 @@ impl GraphBuilder {
         name
     }
 
-    /// Adds a node with one output and returns that output.
-    pub fn op(&mut self, op_type: &str, inputs: &[&Value], attrs: Vec<(&str, Attr)>) -> Value {
-        let output = self.fresh(&op_type.to_lowercase());
-        let name = format!("{output}_node");
+    /// Adds a node with one output, named after the node, and returns that output.
+    pub(super) fn node(&mut self, op_type: &'static str, inputs: &[&Value], attrs: Vec<(&'static str, Attr)>) -> Value {
+        let name = self.fresh(&snake_case(op_type));
         let inputs = inputs.iter().map(|v| (*v).clone()).collect();
-        self.graph.node.push(node(op_type, inputs, vec![output.clone()], name, attrs));
-        output
+        self.graph.node.push(node(op_type, inputs, vec![name.clone()], name.clone(), attrs));
+        name
     }
 
     pub fn into_model(self, metadata: &[(&str, String)]) -> pb::ModelProto {
@@ -129,6 +150,20 @@ impl GraphBuilder {
             ..Default::default()
         }
     }
+}
+
+/// `MatMul` → `matmul`, `GatherElements` → `gather_elements`, `ScatterND` → `scatter_nd`.
+fn snake_case(op_type: &str) -> String {
+    let mut out = String::new();
+    let mut previous_lower = false;
+    for c in op_type.chars() {
+        if c.is_ascii_uppercase() && previous_lower {
+            out.push('_');
+        }
+        previous_lower = c.is_ascii_lowercase();
+        out.push(c.to_ascii_lowercase());
+    }
+    out.replace("mat_mul", "matmul")
 }
 
 fn node(
@@ -194,5 +229,26 @@ fn value_info(name: &str, elem: ElemType, dims: &[Dim]) -> pb::ValueInfoProto {
             ..Default::default()
         }),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_layers_and_repeats_are_numbered() {
+        let mut g = GraphBuilder::new("san");
+        let x = g.input("input_ids", ElemType::Int64, &[Dim::Named("batch")]);
+        let first = g.scoped("attention", |g| g.softmax(&x, -1));
+        let second = g.scoped("attention", |g| g.softmax(&x, -1));
+        let weight = g.scoped("head", |g| g.scoped("dense", |g| g.weight("weight", &[1], &[0.5])));
+        let gathered = g.gather_elements(&x, &x, 1);
+        assert_eq!(first, "san.attention.softmax");
+        assert_eq!(second, "san.attention.softmax_2");
+        assert_eq!(weight, "san.head.dense.weight");
+        assert_eq!(gathered, "san.gather_elements");
+        assert_eq!(snake_case("ScatterND"), "scatter_nd");
+        assert_eq!(snake_case("ConstantOfShape"), "constant_of_shape");
     }
 }
