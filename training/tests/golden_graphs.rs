@@ -95,6 +95,7 @@ impl VariantVisitor for Record {
         model.emit(&mut g);
         let proto: ModelProto = g.into_model(&[]);
         let graph = proto.graph.as_ref().expect("a graph");
+        check_names(variant, graph);
         let mut ops = BTreeMap::new();
         for node in &graph.node {
             *ops.entry(node.op_type.clone()).or_insert(0) += 1;
@@ -112,6 +113,22 @@ impl VariantVisitor for Record {
             .map(|name| (name.clone(), results[name].shape.clone(), results[name].data.clone()))
             .collect();
         Golden { ops, inputs, outputs }
+    }
+}
+
+/// Node names say which layer a node comes from (`san.attention.softmax`), and are unique.
+fn check_names(variant: Variant, graph: &tract_onnx::pb::GraphProto) {
+    let prefix = format!("{}.", variant.name());
+    let mut seen = std::collections::HashSet::new();
+    for node in &graph.node {
+        assert!(seen.insert(node.name.as_str()), "{}: node name {} repeats", variant.name(), node.name);
+        let is_output = node.op_type == "Identity" && node.name.ends_with("_out");
+        assert!(is_output || node.name.starts_with(&prefix), "{}: node {} is not scoped", variant.name(), node.name);
+    }
+    if variant == Variant::San {
+        for name in ["san.attention.softmax", "san.bilstm.forward.lstm", "san.head.output.matmul"] {
+            assert!(seen.contains(name), "san: no node {name}");
+        }
     }
 }
 

@@ -36,11 +36,13 @@ impl StructuredAttention {
     }
 
     pub fn emit(&self, g: &mut GraphBuilder, batch: &GraphBatch, h: &Value) -> Value {
-        let hidden = emit_dense(g, &self.ws1, h, "ws1");
-        let hidden = g.tanh(&hidden);
-        let scores = emit_dense(g, &self.ws2, &hidden, "ws2");
-        let scores = g.transpose(&scores, &[0, 2, 1]);
-        emit_masked_softmax(g, &scores, &batch.mask_f32)
+        g.scoped("attention", |g| {
+            let hidden = emit_dense(g, &self.ws1, h, "ws1");
+            let hidden = g.tanh(&hidden);
+            let scores = emit_dense(g, &self.ws2, &hidden, "ws2");
+            let scores = g.transpose(&scores, &[0, 2, 1]);
+            emit_masked_softmax(g, &scores, &batch.mask_f32)
+        })
     }
 }
 

@@ -10,16 +10,18 @@ pub fn dense(d_input: usize, d_output: usize, bias: bool, device: &Device) -> Li
     LinearConfig::new(d_input, d_output).with_bias(bias).init(device)
 }
 
-/// Emits `x·W (+ b)` for an input whose last dimension is `W`'s first.
-pub fn emit_dense(g: &mut GraphBuilder, layer: &Linear, x: &Value, hint: &str) -> Value {
-    let [d_input, d_output] = layer.weight.dims();
-    let weight = g.weight(&format!("{hint}_weight"), &[d_input, d_output], &values(layer.weight.val()));
-    let product = g.matmul(x, &weight);
-    match &layer.bias {
-        Some(bias) => {
-            let bias = g.weight(&format!("{hint}_bias"), &[d_output], &values(bias.val()));
-            g.add(&product, &bias)
+/// Emits `x·W (+ b)` for an input whose last dimension is `W`'s first, in the scope `name`.
+pub fn emit_dense(g: &mut GraphBuilder, layer: &Linear, x: &Value, name: &str) -> Value {
+    g.scoped(name, |g| {
+        let [d_input, d_output] = layer.weight.dims();
+        let weight = g.weight("weight", &[d_input, d_output], &values(layer.weight.val()));
+        let product = g.matmul(x, &weight);
+        match &layer.bias {
+            Some(bias) => {
+                let bias = g.weight("bias", &[d_output], &values(bias.val()));
+                g.add(&product, &bias)
+            }
+            None => product,
         }
-        None => product,
-    }
+    })
 }

@@ -36,9 +36,11 @@ pub fn embedding(words: &InitialWords, dim: usize, device: &Device) -> Embedding
 }
 
 pub fn emit_embedding(g: &mut GraphBuilder, layer: &Embedding, ids: &Value) -> Value {
-    let [vocab, dim] = layer.weight.dims();
-    let table = g.weight("embedding", &[vocab, dim], &values(layer.weight.val()));
-    g.gather(&table, ids, 0)
+    g.scoped("embedding", |g| {
+        let [vocab, dim] = layer.weight.dims();
+        let table = g.weight("table", &[vocab, dim], &values(layer.weight.val()));
+        g.gather(&table, ids, 0)
+    })
 }
 
 #[cfg(test)]

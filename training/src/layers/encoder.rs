@@ -67,14 +67,14 @@ impl EncoderLayer {
 
     /// Graph twin of [`forward`](Self::forward); `key_offset` is `[batch, 1, 1, seq]`, 0 on real
     /// positions and `MASKED_SCORE` on padding. Returns states and `[batch, heads, seq, seq]`.
-    pub fn emit(&self, g: &mut GraphBuilder, x: &Value, key_offset: &Value, hint: &str) -> (Value, Value) {
+    pub fn emit(&self, g: &mut GraphBuilder, x: &Value, key_offset: &Value) -> (Value, Value) {
         let dim = self.query.weight.dims()[0];
         let (heads, head_dim) = (self.heads, dim / self.heads);
         let split_shape = g.ints("split_heads", &[4], &[0, 0, heads as i64, head_dim as i64]);
         let merge_shape = g.ints("merge_heads", &[3], &[0, 0, dim as i64]);
-        let normed = self.attention_norm.emit(g, x, &format!("{hint}_attention_norm"));
+        let normed = self.attention_norm.emit(g, x, "attention_norm");
         let split = |g: &mut GraphBuilder, layer: &Linear, name: &str| {
-            let projected = emit_dense(g, layer, &normed, &format!("{hint}_{name}"));
+            let projected = emit_dense(g, layer, &normed, name);
             let projected = g.reshape(&projected, &split_shape);
             g.transpose(&projected, &[0, 2, 1, 3])
         };
@@ -90,12 +90,12 @@ impl EncoderLayer {
         let context = g.matmul(&attention, &value);
         let context = g.transpose(&context, &[0, 2, 1, 3]);
         let context = g.reshape(&context, &merge_shape);
-        let attended = emit_dense(g, &self.out, &context, &format!("{hint}_out"));
+        let attended = emit_dense(g, &self.out, &context, "out");
         let x = g.add(x, &attended);
-        let normed = self.feed_forward_norm.emit(g, &x, &format!("{hint}_feed_forward_norm"));
-        let expanded = emit_dense(g, &self.expand, &normed, &format!("{hint}_expand"));
+        let normed = self.feed_forward_norm.emit(g, &x, "feed_forward_norm");
+        let expanded = emit_dense(g, &self.expand, &normed, "expand");
         let expanded = g.relu(&expanded);
-        let contracted = emit_dense(g, &self.contract, &expanded, &format!("{hint}_contract"));
+        let contracted = emit_dense(g, &self.contract, &expanded, "contract");
         let states = g.add(&x, &contracted);
         (states, attention)
     }

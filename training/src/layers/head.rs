@@ -32,10 +32,12 @@ impl MlpHead {
 
     /// Emits the head (dropout is the identity at inference); returns `probs`.
     pub fn emit(&self, g: &mut GraphBuilder, x: &Value) -> Value {
-        let hidden = emit_dense(g, &self.hidden, x, "mlp_hidden");
-        let hidden = g.relu(&hidden);
-        let logits = emit_dense(g, &self.output, &hidden, "mlp_output");
-        g.softmax(&logits, -1)
+        g.scoped("head", |g| {
+            let hidden = emit_dense(g, &self.hidden, x, "hidden");
+            let hidden = g.relu(&hidden);
+            let logits = emit_dense(g, &self.output, &hidden, "output");
+            g.softmax(&logits, -1)
+        })
     }
 
     pub fn classes(&self) -> usize {

@@ -122,7 +122,7 @@ impl GraphBatch {
         let dims = [Dim::Named("batch"), Dim::Named("seq")];
         let ids = g.input("input_ids", ElemType::Int64, &dims);
         let mask = g.input("attention_mask", ElemType::Int64, &dims);
-        Self::from_mask(g, ids, mask)
+        g.scoped("mask", |g| Self::from_mask(g, ids, mask))
     }
 
     /// The float mask and reversal indices of an int64 `[rows, seq]` mask, derived with

@@ -31,18 +31,23 @@ impl LayerNorm {
         normalised * self.gamma.val().unsqueeze::<D>() + self.beta.val().unsqueeze::<D>()
     }
 
-    pub fn emit(&self, g: &mut GraphBuilder, x: &Value, hint: &str) -> Value {
+    /// Emits the normalisation in the scope `name`.
+    pub fn emit(&self, g: &mut GraphBuilder, x: &Value, name: &str) -> Value {
+        g.scoped(name, |g| self.emit_unscoped(g, x))
+    }
+
+    fn emit_unscoped(&self, g: &mut GraphBuilder, x: &Value) -> Value {
         let mean = g.reduce_mean(x, &[-1], true);
         let centred = g.sub(x, &mean);
         let squares = g.mul(&centred, &centred);
         let variance = g.reduce_mean(&squares, &[-1], true);
-        let epsilon = g.scalar_f32("layer_norm_epsilon", EPSILON);
+        let epsilon = g.scalar_f32("epsilon", EPSILON);
         let variance = g.add(&variance, &epsilon);
         let deviation = g.sqrt(&variance);
         let normalised = g.div(&centred, &deviation);
         let dim = self.gamma.dims()[0];
-        let gamma = g.weight(&format!("{hint}_gamma"), &[dim], &values(self.gamma.val()));
-        let beta = g.weight(&format!("{hint}_beta"), &[dim], &values(self.beta.val()));
+        let gamma = g.weight("gamma", &[dim], &values(self.gamma.val()));
+        let beta = g.weight("beta", &[dim], &values(self.beta.val()));
         let scaled = g.mul(&normalised, &gamma);
         g.add(&scaled, &beta)
     }

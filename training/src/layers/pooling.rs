@@ -15,6 +15,10 @@ pub fn masked_mean(x: Tensor<3>, mask: Tensor<2>) -> Tensor<2> {
 }
 
 pub fn emit_masked_mean(g: &mut GraphBuilder, x: &Value, mask_f32: &Value) -> Value {
+    g.scoped("mean_pool", |g| emit_masked_mean_unscoped(g, x, mask_f32))
+}
+
+fn emit_masked_mean_unscoped(g: &mut GraphBuilder, x: &Value, mask_f32: &Value) -> Value {
     let axis2 = g.ints("axis2", &[1], &[2]);
     let mask = g.unsqueeze(mask_f32, &axis2);
     let masked = g.mul(x, &mask);
@@ -39,6 +43,10 @@ pub fn masked_max(x: Tensor<3>, mask: Tensor<2>) -> (Tensor<2>, Tensor<3>) {
 
 /// Graph twin of [`masked_max`]: returns (pooled `[batch, d]`, share `[batch, 1, seq]`).
 pub fn emit_masked_max(g: &mut GraphBuilder, x: &Value, mask_f32: &Value) -> (Value, Value) {
+    g.scoped("max_pool", |g| emit_masked_max_unscoped(g, x, mask_f32))
+}
+
+fn emit_masked_max_unscoped(g: &mut GraphBuilder, x: &Value, mask_f32: &Value) -> (Value, Value) {
     let axis2 = g.ints("axis2", &[1], &[2]);
     let mask = g.unsqueeze(mask_f32, &axis2);
     let offset = emit_padding_offset(g, &mask);

@@ -26,6 +26,10 @@ pub fn add_positions(x: Tensor<3>) -> Tensor<3> {
 
 /// Graph twin of [`add_positions`].
 pub fn emit_add_positions(g: &mut GraphBuilder, x: &Value, dim: usize) -> Value {
+    g.scoped("positions", |g| emit_add_positions_unscoped(g, x, dim))
+}
+
+fn emit_add_positions_unscoped(g: &mut GraphBuilder, x: &Value, dim: usize) -> Value {
     let (frequencies, phases) = frequencies_and_phases(dim);
     let shape = g.shape(x);
     let one = g.ints("one", &[], &[1]);
@@ -35,8 +39,8 @@ pub fn emit_add_positions(g: &mut GraphBuilder, x: &Value, dim: usize) -> Value 
     let positions = g.cast(&positions, ElemType::Float);
     let axes = g.ints("axes_0_2", &[2], &[0, 2]);
     let positions = g.unsqueeze(&positions, &axes); // [1, T, 1]
-    let frequencies = g.weight("position_frequencies", &[dim], &frequencies);
-    let phases = g.weight("position_phases", &[dim], &phases);
+    let frequencies = g.weight("frequencies", &[dim], &frequencies);
+    let phases = g.weight("phases", &[dim], &phases);
     let angles = g.mul(&positions, &frequencies);
     let angles = g.add(&angles, &phases);
     let encoding = g.sin(&angles);

@@ -65,15 +65,10 @@ impl BiLstm {
     pub fn emit(&self, g: &mut GraphBuilder, batch: &GraphBatch, x: &Value) -> Value {
         let cell = RecurrentCell::Lstm;
         let no_recurrent_bias = vec![0.0; 2 * 4 * self.hidden()];
-        emit_bidirectional(
-            g,
-            batch,
-            x,
-            cell,
-            [&self.input_forward, &self.input_backward],
-            &self.recurrent.val(),
-            &no_recurrent_bias,
-        )
+        g.scoped("bilstm", |g| {
+            let inputs = [&self.input_forward, &self.input_backward];
+            emit_bidirectional(g, batch, x, cell, inputs, &self.recurrent.val(), &no_recurrent_bias)
+        })
     }
 }
 
@@ -129,15 +124,10 @@ impl BiGru {
     pub fn emit(&self, g: &mut GraphBuilder, batch: &GraphBatch, x: &Value) -> Value {
         let cell = RecurrentCell::Gru;
         let recurrent_bias = values(self.recurrent_bias.val());
-        emit_bidirectional(
-            g,
-            batch,
-            x,
-            cell,
-            [&self.input_forward, &self.input_backward],
-            &self.recurrent.val(),
-            &recurrent_bias,
-        )
+        g.scoped("bigru", |g| {
+            let inputs = [&self.input_forward, &self.input_backward];
+            emit_bidirectional(g, batch, x, cell, inputs, &self.recurrent.val(), &recurrent_bias)
+        })
     }
 }
 

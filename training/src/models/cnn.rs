@@ -105,22 +105,24 @@ impl Network for Cnn {
     fn emit(&self, g: &mut GraphBuilder) {
         let batch = GraphBatch::declare(g);
         let words = emit_embedding(g, &self.embedding, &batch.ids);
-        let axis2 = g.ints("cnn_axis2", &[1], &[2]);
+        let axis2 = g.ints("axis2", &[1], &[2]);
         let token_mask = g.unsqueeze(&batch.mask_f32, &axis2);
         let words = g.mul(&words, &token_mask);
         let channels = g.transpose(&words, &[0, 2, 1]);
-        let axis1 = g.ints("cnn_axis1", &[1], &[1]);
+        let axis1 = g.ints("axis1", &[1], &[1]);
         let positions = g.unsqueeze(&batch.mask_f32, &axis1);
         let mut pooled = Vec::with_capacity(self.convolutions.len());
         for conv in &self.convolutions {
             let [filters, channels_in, width] = conv.weight.dims();
-            let weight = g.weight("conv_weight", &[filters, channels_in, width], &values(conv.weight.val()));
-            let bias = conv.bias.as_ref().map(|bias| g.weight("conv_bias", &[filters], &values(bias.val())));
-            let features = g.conv1d_right_padded(&channels, &weight, bias.as_ref(), width);
-            let features = g.relu(&features);
-            let features = g.mul(&features, &positions);
-            // Opset 17: ReduceMax still takes its axes as an attribute.
-            pooled.push(g.reduce_max(&features, &[2], false));
+            pooled.push(g.scoped(&format!("conv{width}"), |g| {
+                let weight = g.weight("weight", &[filters, channels_in, width], &values(conv.weight.val()));
+                let bias = conv.bias.as_ref().map(|bias| g.weight("bias", &[filters], &values(bias.val())));
+                let features = g.conv1d_right_padded(&channels, &weight, bias.as_ref(), width);
+                let features = g.relu(&features);
+                let features = g.mul(&features, &positions);
+                // Opset 17: ReduceMax still takes its axes as an attribute.
+                g.reduce_max(&features, &[2], false)
+            }));
         }
         let pooled: Vec<&Value> = pooled.iter().collect();
         let pooled = g.concat(&pooled, 1);

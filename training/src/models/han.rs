@@ -148,10 +148,13 @@ impl Network for Han {
         let real_rows = g.squeeze(&real, &minus_one); // [N]
         let real_ids = g.gather(&all_ids, &real_rows, 0);
         let real_mask = g.gather(&all_mask, &real_rows, 0);
-        let word_batch = GraphBatch::from_mask(g, real_ids, real_mask);
-        let words = emit_embedding(g, &self.embedding, &word_batch.ids);
-        let word_states = self.word_encoder.emit(g, &word_batch, &words);
-        let word_attention = self.word_attention.emit(g, &word_batch, &word_states); // [N, 1, W]
+        let (word_states, word_attention) = g.scoped("word", |g| {
+            let batch = g.scoped("mask", |g| GraphBatch::from_mask(g, real_ids, real_mask));
+            let words = emit_embedding(g, &self.embedding, &batch.ids);
+            let states = self.word_encoder.emit(g, &batch, &words);
+            let attention = self.word_attention.emit(g, &batch, &states); // [N, 1, W]
+            (states, attention)
+        });
         let sentences = g.matmul(&word_attention, &word_states); // [N, 1, 2h]
         let axis1 = g.ints("axis1", &[1], &[1]);
         let sentences = g.squeeze(&sentences, &axis1);
@@ -163,9 +166,12 @@ impl Network for Han {
 
         // Sentence level over [B, S]: a sentence is real if it has a word.
         let sentence_mask = g.cast(&sentence_mask_f32, ElemType::Int64);
-        let sentence_batch = GraphBatch::from_mask(g, sentence_mask.clone(), sentence_mask);
-        let sentence_states = self.sentence_encoder.emit(g, &sentence_batch, &sentences);
-        let sentence_attention = self.sentence_attention.emit(g, &sentence_batch, &sentence_states); // [B, 1, S]
+        let (sentence_states, sentence_attention) = g.scoped("sentence", |g| {
+            let batch = g.scoped("mask", |g| GraphBatch::from_mask(g, sentence_mask.clone(), sentence_mask));
+            let states = self.sentence_encoder.emit(g, &batch, &sentences);
+            let attention = self.sentence_attention.emit(g, &batch, &states); // [B, 1, S]
+            (states, attention)
+        });
         let document = g.matmul(&sentence_attention, &sentence_states); // [B, 1, 2h]
         let document = g.squeeze(&document, &axis1);
         let logits = emit_dense(g, &self.output, &document, "output");

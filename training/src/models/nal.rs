@@ -123,14 +123,16 @@ impl Network for Nal {
         let words = emit_embedding(g, &self.embedding, &batch.ids);
         let words = emit_add_positions(g, &words, self.embedding_dim());
         let attention = self.attention.emit(g, &batch, &words);
-        let rows = g.matmul(&attention, &words);
-        let head_major = g.transpose(&rows, &[1, 0, 2]);
-        let [hops, dim, width] = self.per_head.dims();
-        let per_head = g.weight("averaging_per_head", &[hops, dim, width], &values(self.per_head.val()));
-        let projected = g.matmul(&head_major, &per_head);
-        let projected = g.transpose(&projected, &[1, 0, 2]);
-        let flat = g.ints("flatten_shape", &[2], &[0, -1]);
-        let averaged = g.reshape(&projected, &flat);
+        let averaged = g.scoped("averaging", |g| {
+            let rows = g.matmul(&attention, &words);
+            let head_major = g.transpose(&rows, &[1, 0, 2]);
+            let [hops, dim, width] = self.per_head.dims();
+            let per_head = g.weight("per_head", &[hops, dim, width], &values(self.per_head.val()));
+            let projected = g.matmul(&head_major, &per_head);
+            let projected = g.transpose(&projected, &[1, 0, 2]);
+            let flat = g.ints("flatten_shape", &[2], &[0, -1]);
+            g.reshape(&projected, &flat)
+        });
         let probs = self.head.emit(g, &averaged);
         declare_outputs(
             g,

@@ -135,7 +135,7 @@ impl Network for Transformer {
         let key_offset = emit_key_offset(g, &batch);
         let mut last_attention = None;
         for (index, layer) in self.layers.iter().enumerate() {
-            let (next, attention) = layer.emit(g, &states, &key_offset, &format!("layer{index}"));
+            let (next, attention) = g.scoped(&format!("layer{index}"), |g| layer.emit(g, &states, &key_offset));
             states = next;
             last_attention = Some(attention);
         }
@@ -158,6 +158,10 @@ impl Network for Transformer {
 
 /// `[batch, 1, 1, 1 + seq]`: 0 for [CLS] and the real tokens, `MASKED_SCORE` on padding.
 fn emit_key_offset(g: &mut GraphBuilder, batch: &GraphBatch) -> Value {
+    g.scoped("key_offset", |g| emit_key_offset_unscoped(g, batch))
+}
+
+fn emit_key_offset_unscoped(g: &mut GraphBuilder, batch: &GraphBatch) -> Value {
     let one = g.ints("one_1d", &[1], &[1]);
     let shape = g.concat(&[&batch.batch_size, &one], 0);
     let read_out = g.constant_of_shape(&shape, 1.0);
@@ -169,6 +173,10 @@ fn emit_key_offset(g: &mut GraphBuilder, batch: &GraphBatch) -> Value {
 
 /// The [CLS] row of `[batch, heads, 1 + seq, 1 + seq]` over the tokens, renormalised.
 fn emit_read_out_attention(g: &mut GraphBuilder, attention: &Value) -> Value {
+    g.scoped("read_out_attention", |g| emit_read_out_attention_unscoped(g, attention))
+}
+
+fn emit_read_out_attention_unscoped(g: &mut GraphBuilder, attention: &Value) -> Value {
     let starts = g.ints("slice_starts", &[2], &[0, 1]);
     let ends = g.ints("slice_ends", &[2], &[1, i64::MAX]);
     let axes = g.ints("slice_axes", &[2], &[2, 3]);
