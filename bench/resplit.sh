@@ -14,11 +14,12 @@ cd "$(dirname "$0")/.."
 out=${1:-/tmp/imdb-resplit}
 data=../shared/datasets/imdb
 mkdir -p "$out"
-cargo build --release --quiet --bin pipeline
+cargo build --release --workspace --bins --quiet
+pipeline="${CARGO_TARGET_DIR:-target}/release/pipeline"
 for part in "train:<" "test:>="; do
     name=${part%%:*}
     comparison=${part#*:}
-    ./target/release/pipeline sql "
+    "$pipeline" sql "
         SELECT id, text, label, rating
         FROM (SELECT * FROM '$data/train.parquet' UNION ALL SELECT * FROM '$data/test.parquet')
         WHERE (CAST(split_part(id, '_', 3) AS BIGINT) * 7919 + 1009) % 12500 $comparison 7500

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 MODEL, DATA, WORK, ORT_LIB = sys.argv[1:5]
 SIZES = [int(n) for n in os.environ.get("BENCH_REPEATS", "1,10").split(",")]
 THREADS = "2"
-PIPELINE = "target/release/pipeline"
+PIPELINE = os.environ.get("PIPELINE_BIN", "target/release/pipeline")
 os.makedirs(WORK, exist_ok=True)
 
 

@@ -9,7 +9,10 @@ data=${2:-../shared/datasets/imdb/test.parquet}
 work=target/bench
 mkdir -p "$work"
 
-cargo build --release --bin pipeline
+# --workspace, like CI and the tests: building one package alone resolves features differently
+# and rebuilds DataFusion. The binary is where CARGO_TARGET_DIR puts it.
+cargo build --release --workspace --bins
+export PIPELINE_BIN="${CARGO_TARGET_DIR:-target}/release/pipeline"
 ort_lib=$(bash scripts/install-onnxruntime.sh | tail -n 1)
 if [ ! -x "$work/venv/bin/python" ]; then
     python3 -m venv "$work/venv"

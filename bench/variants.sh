@@ -4,11 +4,12 @@
 # package directories under models/, e.g.: bench/variants.sh san han-w2v lama-ctx-w2v
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --bin pipeline --quiet
+cargo build --release --workspace --bins --quiet
+pipeline="${CARGO_TARGET_DIR:-target}/release/pipeline"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 for name in "$@"; do
-  summary=$(target/release/pipeline run --input ../shared/datasets/imdb/test.parquet \
+  summary=$("$pipeline" run --input ../shared/datasets/imdb/test.parquet \
       --model "models/$name" --output "$scratch/$name.parquet" --threads 2 2>&1 | grep "rows (" | tail -1)
   echo "$name: $summary"
 done
