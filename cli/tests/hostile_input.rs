@@ -403,3 +403,43 @@ fn a_panic_is_reported_as_an_internal_error_and_removes_the_output() {
     assert!(err.contains("removed the unfinished"), "{err}");
     assert!(files_in(dir.path()).is_empty(), "{:?}", files_in(dir.path()));
 }
+
+/// A file that decodes for its first windows and fails in a later one: the failing stage
+/// stops the whole line, the run names the file and rows, and nothing is left behind.
+#[test]
+fn a_file_that_fails_mid_run_stops_every_stage_and_leaves_no_output() {
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let inputs = dir.path().join("inputs");
+    std::fs::create_dir(&inputs).expect("inputs dir");
+    let texts: Vec<String> =
+        (0..3000).map(|i| format!("review {i}: a fine film, well acted and {} long", i % 97)).collect();
+    let good = inputs.join("a.parquet");
+    write_parquet(&good, vec![("text", Arc::new(arrow::array::StringArray::from(texts.clone())))]);
+    // Three row groups; the last one's text page is then overwritten with noise.
+    let bad = inputs.join("b.parquet");
+    let batch = read(&good);
+    let properties = WriterProperties::builder().set_max_row_group_row_count(Some(1000)).build();
+    let file = std::fs::File::create(&bad).expect("create");
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(properties)).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+    let reader = SerializedFileReader::new(std::fs::File::open(&bad).expect("open")).expect("parquet");
+    let last = reader.metadata().row_group(2).column(0);
+    let (start, length) = (last.data_page_offset() as usize, last.compressed_size() as usize);
+    let mut bytes = std::fs::read(&bad).expect("read");
+    for byte in &mut bytes[start + 8..start + length.min(400)] {
+        *byte = byte.wrapping_mul(31).wrapping_add(7);
+    }
+    std::fs::write(&bad, bytes).expect("corrupt");
+
+    let out = dir.path().join("out.parquet");
+    let output = pipeline(
+        &["run", "--window", "500", "--text-column", "text"],
+        &[("--input", &inputs), ("--model", &tiny_model()), ("--output", &out)],
+    );
+    assert_refused(&output, 1, &["b.parquet rows from 2000"], &out);
+    assert!(partials(dir.path()).is_empty(), "temporaries left: {:?}", partials(dir.path()));
+}

@@ -82,14 +82,28 @@ fn writes_predictions_with_attention_in_input_order() {
     }
 }
 
+/// Batch size, window (and so how many windows are in flight between the stages), and
+/// threads change how the work is cut and scheduled, never the results.
 #[test]
-fn results_do_not_depend_on_batch_size_or_length_sorting() {
+fn results_do_not_depend_on_batch_size_window_or_threads() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (a, b) = (dir.path().join("a.parquet"), dir.path().join("b.parquet"));
-    assert!(run(&reviews(), &a, &["--batch-size", "1", "--window", "7"]).status.success());
-    assert!(run(&reviews(), &b, &["--batch-size", "64", "--window", "4096"]).status.success());
-    let diff = max_diff(&probabilities(&read(&a)), &probabilities(&read(&b)));
-    assert!(diff <= 1e-5, "batch size 1 vs 64 differ by {diff}");
+    let reference = dir.path().join("reference.parquet");
+    assert!(run(&reviews(), &reference, &["--batch-size", "64", "--window", "4096"]).status.success());
+    let reference = read(&reference);
+    let settings: [&[&str]; 3] = [
+        &["--batch-size", "1", "--window", "7"],
+        &["--batch-size", "5", "--window", "1", "--threads", "1"],
+        &["--batch-size", "300", "--window", "300", "--threads", "2"],
+    ];
+    for (i, args) in settings.into_iter().enumerate() {
+        let out = dir.path().join(format!("{i}.parquet"));
+        let output = run(&reviews(), &out, args);
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        let batch = read(&out);
+        assert_eq!(strings(&batch, "prediction"), strings(&reference, "prediction"), "{args:?}: predictions differ");
+        let diff = max_diff(&probabilities(&batch), &probabilities(&reference));
+        assert!(diff <= 1e-5, "{args:?}: probabilities differ by {diff}");
+    }
 }
 
 #[test]

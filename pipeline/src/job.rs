@@ -1,35 +1,29 @@
-//! `pipeline run`: input files → tokenization → length-sorted batches → inference → Parquet.
+//! `pipeline run`: everything checked before any work (inputs, outputs, the model, the
+//! schema of every file), then the stages run (see `stages`), then the output and the
+//! summary are published together.
 //!
 //! Each input record batch is one window: its documents are tokenized in parallel, sorted by
 //! length into model batches (less padding), run in parallel, and written back in input order.
-//! Memory is bounded by the window size, never by the corpus.
+//! Memory is bounded by the window size and the queue depth, never by the corpus.
 
-use std::collections::BTreeMap;
-use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, bail};
-use arrow::array::{ArrayRef, RecordBatch};
-use arrow::datatypes::{FieldRef, Schema, SchemaRef};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
+use arrow::datatypes::{FieldRef, Schema};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use batch_io::atomic_file::{TempFile, check_replaceable, temp_beside, write_failed};
+use batch_io::atomic_file::{check_replaceable, temp_beside, write_failed};
 use batch_io::locations::{InputLocation, refuse_output_among_inputs, resolve_inputs, same_location};
-use batch_io::source::{
-    BatchStream, DATA_EXTENSIONS, column_list, is_text_type, open_batches, string_values, text_array,
-};
-use runtime::classifier::{Classifier, TextCounts};
+use batch_io::source::{BatchStream, DATA_EXTENSIONS, column_list, is_text_type, open_batches};
+use runtime::classifier::Classifier;
 use runtime::inference::{BackendOptions, InferenceBackend};
 use runtime::output_table::{OptionalColumns, OutputTable};
 use runtime::package::ModelPackage;
+
+use crate::stages::{Line, OutputFile, Progress, StageSeconds, WriteStage, run_line};
 
 #[derive(Debug, Clone)]
 pub struct JobOptions {
@@ -67,16 +61,8 @@ pub struct JobSummary {
     pub tokens_per_second: f64,
     pub backend: String,
     pub model_variant: String,
-}
-
-impl JobSummary {
-    fn add(&mut self, counts: TextCounts) {
-        self.predicted += counts.predicted;
-        self.null_texts += counts.null_texts;
-        self.empty_texts += counts.empty_texts;
-        self.truncated += counts.truncated;
-        self.tokens += counts.tokens;
-    }
+    /// Each stage's busy time; see [`StageSeconds`].
+    pub stage_seconds: StageSeconds,
 }
 
 impl std::fmt::Display for JobSummary {
@@ -133,74 +119,53 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
         Arc::new(output_schema.with_metadata(table_metadata(package, classifier.backend(), classifier.max_tokens())?));
 
     let total_rows: Option<usize> = streams.iter().map(|s| s.rows).sum();
-    let progress = Progress::new(total_rows);
-    let mut writer = OutputFile::create(&options.output, output_schema.clone())?;
     let mut metrics_file =
         options.metrics_json.as_deref().map(|path| anyhow::Ok((temp_beside(path)?, path))).transpose()?;
-    let mut summary = JobSummary {
+    let writer = WriteStage {
+        output: OutputFile::create(&options.output, output_schema.clone())?,
+        schema: output_schema,
+        kept_columns: &kept_columns,
+        table: OutputTable::for_model(optional),
+        labels: &package.manifest.labels,
+        progress: Progress::new(total_rows),
+        panic_after_first_window: options.panic_after_first_window,
+    };
+    let line = Line {
+        files: &files,
+        classifier: &classifier,
+        text_column: &options.text_column,
+        batch_size: options.batch_size,
+    };
+    let (written, stage_seconds) = run_line(&line, streams, writer)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let counts = written.counts;
+    let summary = JobSummary {
         output: options.output.display().to_string(),
         files: files.len(),
-        rows: 0,
-        predicted: 0,
-        null_texts: 0,
-        empty_texts: 0,
-        truncated: 0,
-        tokens: 0,
-        seconds: 0.0,
-        docs_per_second: 0.0,
-        tokens_per_second: 0.0,
+        rows: written.rows,
+        predicted: counts.predicted,
+        null_texts: counts.null_texts,
+        empty_texts: counts.empty_texts,
+        truncated: counts.truncated,
+        tokens: counts.tokens,
+        seconds,
+        docs_per_second: written.rows as f64 / seconds,
+        tokens_per_second: counts.tokens as f64 / seconds,
         backend: classifier.backend().describe(),
         model_variant: package.manifest.variant.clone(),
+        stage_seconds,
     };
-    let labels = &package.manifest.labels;
-    for (file, stream) in files.iter().zip(streams) {
-        let mut first_row = 0;
-        for batch in stream.batches {
-            let batch = batch?;
-            let rows = || format!("{} rows {first_row}..{}", file.display(), first_row + batch.num_rows());
-            let text = batch.column_by_name(&options.text_column).context("text column vanished")?;
-            let text = text_array(text).with_context(rows)?;
-            let texts = string_values(&text).with_context(|| format!("{}: text column is not a string", rows()))?;
-            let (predictions, counts) = classifier
-                .predict(&texts, options.batch_size)
-                .with_context(|| format!("inference failed on {}", rows()))?;
-            summary.add(counts);
-            let mut columns: Vec<ArrayRef> = kept_columns
-                .iter()
-                .map(|name| batch.column_by_name(name).cloned())
-                .collect::<Option<_>>()
-                .context("column vanished")?;
-            columns.extend(OutputTable::for_model(optional).build(&predictions, labels).with_context(rows)?);
-            writer.write(&RecordBatch::try_new(output_schema.clone(), columns)?)?;
-            first_row += batch.num_rows();
-            summary.rows += batch.num_rows();
-            progress.advance(batch.num_rows(), &summary);
-            if options.panic_after_first_window {
-                injected_panic();
-            }
-        }
-    }
-    progress.finish();
-    summary.seconds = started.elapsed().as_secs_f64();
-    summary.docs_per_second = summary.rows as f64 / summary.seconds;
-    summary.tokens_per_second = summary.tokens as f64 / summary.seconds;
     // The summary is written before the predictions are published, so that a failure here
     // leaves neither file.
     if let Some((file, path)) = &mut metrics_file {
         std::io::Write::write_all(file, serde_json::to_string_pretty(&summary)?.as_bytes())
             .map_err(|e| write_failed(path, &e))?;
     }
-    writer.finish()?;
+    written.output.finish()?;
     if let Some((file, path)) = metrics_file {
         file.publish(path)?;
     }
     Ok(summary)
-}
-
-/// The test hook of [`JobOptions::panic_after_first_window`].
-#[allow(clippy::panic)] // panicking is the point
-fn injected_panic() -> ! {
-    panic!("--panic-after-first-window was given");
 }
 
 /// Checks the text column and the pass-through columns in every file, and returns the kept
@@ -278,76 +243,4 @@ fn table_metadata(
     metadata.insert("pipeline.version".to_owned(), env!("CARGO_PKG_VERSION").to_owned());
     metadata.insert("pipeline.backend".to_owned(), backend.describe());
     Ok(metadata)
-}
-
-/// The output Parquet file: written under a temporary name beside the target and renamed
-/// into place by [`OutputFile::finish`]; dropped early, it leaves nothing behind.
-struct OutputFile {
-    target: PathBuf,
-    writer: ArrowWriter<TempFile>,
-}
-
-impl OutputFile {
-    fn create(target: &Path, schema: SchemaRef) -> anyhow::Result<Self> {
-        let temp = temp_beside(target)?;
-        let sorted: BTreeMap<&String, &String> = schema.metadata().iter().collect();
-        let key_values: Vec<KeyValue> = sorted.into_iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
-        let properties = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .set_key_value_metadata(Some(key_values))
-            .build();
-        let writer = ArrowWriter::try_new(temp, schema, Some(properties))?;
-        Ok(Self { target: target.to_path_buf(), writer })
-    }
-
-    fn write(&mut self, batch: &RecordBatch) -> anyhow::Result<()> {
-        self.writer.write(batch).map_err(|e| write_failed(&self.target, &e))?;
-        // Each window becomes (at least) one row group, so memory stays bounded.
-        self.writer.flush().map_err(|e| write_failed(&self.target, &e))
-    }
-
-    fn finish(self) -> anyhow::Result<()> {
-        let temp = self.writer.into_inner().map_err(|e| write_failed(&self.target, &e))?;
-        temp.publish(&self.target)
-    }
-}
-
-/// A bar on a terminal; a log line every ten seconds otherwise.
-struct Progress {
-    bar: Option<ProgressBar>,
-    last_log: std::cell::Cell<Instant>,
-    total: Option<usize>,
-}
-
-impl Progress {
-    fn new(total: Option<usize>) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::with_draw_target(total.map(|t| t as u64), ProgressDrawTarget::stderr());
-            if let Ok(style) =
-                ProgressStyle::with_template("[{elapsed_precise}] [{bar:40}] {pos}/{len} docs {per_sec} eta {eta}")
-            {
-                bar.set_style(style.progress_chars("=> "));
-            }
-            bar
-        });
-        Self { bar, last_log: std::cell::Cell::new(Instant::now()), total }
-    }
-
-    fn advance(&self, rows: usize, summary: &JobSummary) {
-        match &self.bar {
-            Some(bar) => bar.inc(rows as u64),
-            None if self.last_log.get().elapsed() >= Duration::from_secs(10) => {
-                self.last_log.set(Instant::now());
-                let total = self.total.map(|t| format!("/{t}")).unwrap_or_default();
-                tracing::info!("{}{total} rows done", summary.rows);
-            }
-            None => {}
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
 }

@@ -1,5 +1,6 @@
-//! `pipeline run`, the batch job: input files → record batches → tokenization and batched
-//! inference → output table → one Parquet file published whole (see `job`).
+//! `pipeline run`, the batch job: `job` checks the inputs, the outputs and the schema, then
+//! runs `stages` (read → tokenize → infer → write, overlapped on their own threads) and
+//! publishes one Parquet file whole.
 //!
 //! The model side lives in the `runtime` crate, the file edges in `batch_io`.
 
@@ -8,3 +9,4 @@
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
 pub mod job;
+pub mod stages;

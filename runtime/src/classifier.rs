@@ -34,6 +34,17 @@ pub struct TextCounts {
     pub tokens: usize,
 }
 
+impl TextCounts {
+    /// Adds another window's counts to these.
+    pub fn add(&mut self, other: TextCounts) {
+        self.predicted += other.predicted;
+        self.null_texts += other.null_texts;
+        self.empty_texts += other.empty_texts;
+        self.truncated += other.truncated;
+        self.tokens += other.tokens;
+    }
+}
+
 impl Classifier {
     /// Loads the tokenizer and the graph, and checks the package contract (see [`contract`]).
     /// `max_tokens` overrides the package's token limit.
@@ -94,7 +105,14 @@ impl Classifier {
         texts: &[Option<&str>],
         batch_size: usize,
     ) -> anyhow::Result<(Vec<Option<DocumentPrediction>>, TextCounts)> {
-        anyhow::ensure!(batch_size > 0, "the batch size must be at least 1");
+        let encoded = self.encode(texts)?;
+        let counts = encoded.counts;
+        Ok((self.infer(encoded, batch_size)?, counts))
+    }
+
+    /// The tokenizing half of [`Classifier::predict`]: `texts` tokenized in parallel and
+    /// sorted by the shape they pad to.
+    pub fn encode(&self, texts: &[Option<&str>]) -> anyhow::Result<EncodedWindow> {
         let mut counts = TextCounts::default();
         let present: Vec<(usize, &str)> = texts.iter().enumerate().filter_map(|(i, t)| t.map(|t| (i, t))).collect();
         counts.null_texts = texts.len() - present.len();
@@ -114,18 +132,25 @@ impl Classifier {
         }
         counts.predicted = documents.len();
         documents.sort_by_key(Document::padded_shape);
+        Ok(EncodedWindow { rows: texts.len(), documents, counts })
+    }
+
+    /// The inference half of [`Classifier::predict`]: batches of `batch_size` on all cores,
+    /// predictions back in input order.
+    pub fn infer(&self, window: EncodedWindow, batch_size: usize) -> anyhow::Result<Vec<Option<DocumentPrediction>>> {
+        anyhow::ensure!(batch_size > 0, "the batch size must be at least 1");
         let batches: Vec<anyhow::Result<Vec<(usize, DocumentPrediction)>>> =
-            documents.par_chunks(batch_size).map(|chunk| self.predict_batch(chunk)).collect();
-        let mut rows: Vec<Option<DocumentPrediction>> = vec![None; texts.len()];
+            window.documents.par_chunks(batch_size).map(|chunk| self.predict_batch(chunk)).collect();
+        let mut rows: Vec<Option<DocumentPrediction>> = vec![None; window.rows];
         for batch in batches {
             for (row, doc) in batch? {
-                // `row` came from enumerating `texts`, which `rows` mirrors.
+                // `row` came from enumerating the texts, which `rows` mirrors.
                 if let Some(slot) = rows.get_mut(row) {
                     *slot = Some(doc);
                 }
             }
         }
-        Ok((rows, counts))
+        Ok(rows)
     }
 
     fn predict_batch(&self, chunk: &[Document]) -> anyhow::Result<Vec<(usize, DocumentPrediction)>> {
@@ -166,6 +191,15 @@ impl Classifier {
         }
         Ok(predictions)
     }
+}
+
+/// Texts tokenized by [`Classifier::encode`], waiting for [`Classifier::infer`].
+pub struct EncodedWindow {
+    /// How many texts were given, null ones included.
+    rows: usize,
+    /// The texts with tokens, sorted by the shape they pad to.
+    documents: Vec<Document>,
+    pub counts: TextCounts,
 }
 
 /// One tokenized text waiting for its batch.

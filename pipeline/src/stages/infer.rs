@@ -1,0 +1,24 @@
+//! The infer stage: each tokenized window in batches on all cores (tract or ONNX Runtime).
+
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::{Inferred, Line, Tokenized, next, pass_on, timed};
+
+pub fn run(line: &Line<'_>, windows: Receiver<Tokenized>, out: &SyncSender<Inferred>) -> anyhow::Result<Duration> {
+    let mut busy = Duration::ZERO;
+    while let Some(Tokenized { window, encoded }) = next(&windows) {
+        let counts = encoded.counts;
+        let predictions = timed(&mut busy, || {
+            line.classifier
+                .infer(encoded, line.batch_size)
+                .with_context(|| format!("inference failed on {}", window.describe(line.files)))
+        })?;
+        if !pass_on(out, Inferred { window, predictions, counts }) {
+            break;
+        }
+    }
+    Ok(busy)
+}

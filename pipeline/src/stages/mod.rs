@@ -1,0 +1,143 @@
+//! `pipeline run` as a line of stages, each on its own thread, joined by bounded queues so
+//! that memory is bounded by the queue depth and never by the corpus:
+//!
+//! `read` (record batches, only the columns the output needs) → `tokenize` (all cores) →
+//! `infer` (all cores) → `write` (output columns assembled, the row group encoded and
+//! appended, in input order).
+//!
+//! While one window is inferred, the next is tokenized and the previous one encoded, so the
+//! stages that run on one thread hide behind the ones that use every core. A stage that fails
+//! returns its error and drops its ends of the queues; its neighbours see a closed queue and
+//! stop, so the line stops promptly, and the first error in stage order is the run's.
+
+mod infer;
+mod read;
+mod tokenize;
+mod write;
+
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::time::{Duration, Instant};
+
+use arrow::array::RecordBatch;
+use batch_io::source::BatchStream;
+use runtime::classifier::{Classifier, EncodedWindow, TextCounts};
+use runtime::output_table::DocumentPrediction;
+use serde::Serialize;
+
+pub use write::{OutputFile, Progress, WriteStage, Written};
+
+/// Windows waiting between two stages.
+const QUEUE_DEPTH: usize = 2;
+
+/// How long each stage was busy (working, not waiting on a queue), in seconds. A stage busy
+/// for nearly the whole run is the bottleneck.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct StageSeconds {
+    pub read: f64,
+    pub tokenize: f64,
+    pub infer: f64,
+    pub write: f64,
+}
+
+/// One window of input rows on its way down the line.
+pub struct Window {
+    /// Index into the input files.
+    pub file: usize,
+    /// The window's first row within its file.
+    pub first_row: usize,
+    pub batch: RecordBatch,
+}
+
+impl Window {
+    /// `FILE rows A..B`, for errors.
+    pub fn describe(&self, files: &[PathBuf]) -> String {
+        let file = files.get(self.file).map(|f| f.display().to_string()).unwrap_or_default();
+        format!("{file} rows {}..{}", self.first_row, self.first_row + self.batch.num_rows())
+    }
+}
+
+/// A window after tokenization.
+pub struct Tokenized {
+    pub window: Window,
+    pub encoded: EncodedWindow,
+}
+
+/// A window after inference.
+pub struct Inferred {
+    pub window: Window,
+    pub predictions: Vec<Option<DocumentPrediction>>,
+    pub counts: TextCounts,
+}
+
+/// What the line needs besides its inputs and the writer.
+pub struct Line<'a> {
+    pub files: &'a [PathBuf],
+    pub classifier: &'a Classifier,
+    pub text_column: &'a str,
+    pub batch_size: usize,
+}
+
+/// Runs the whole line and returns what the write stage wrote, with each stage's busy time.
+/// The output is not published here: the caller does that only when every stage succeeded.
+pub fn run_line(
+    line: &Line<'_>,
+    streams: Vec<BatchStream>,
+    writer: WriteStage<'_>,
+) -> anyhow::Result<(Written, StageSeconds)> {
+    let (to_tokenize, read_windows) = sync_channel::<Window>(QUEUE_DEPTH);
+    let (to_infer, tokenized) = sync_channel::<Tokenized>(QUEUE_DEPTH);
+    let (to_write, inferred) = sync_channel::<Inferred>(QUEUE_DEPTH);
+    std::thread::scope(|scope| {
+        let read = spawn(scope, "read", move || read::run(line.files, streams, &to_tokenize));
+        let tokenize = spawn(scope, "tokenize", move || tokenize::run(line, read_windows, &to_infer));
+        let infer = spawn(scope, "infer", move || infer::run(line, tokenized, &to_write));
+        let written = writer.run(line.files, inferred);
+        let read = join(read)?;
+        let tokenize = join(tokenize)?;
+        let infer = join(infer)?;
+        let (written, write) = written?;
+        let busy = |d: Duration| d.as_secs_f64();
+        let seconds =
+            StageSeconds { read: busy(read), tokenize: busy(tokenize), infer: busy(infer), write: busy(write) };
+        Ok((written, seconds))
+    })
+}
+
+type Stage<'scope> = std::thread::ScopedJoinHandle<'scope, anyhow::Result<Duration>>;
+
+fn spawn<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    name: &str,
+    work: impl FnOnce() -> anyhow::Result<Duration> + Send + 'scope,
+) -> anyhow::Result<Stage<'scope>> {
+    Ok(std::thread::Builder::new().name(name.to_owned()).spawn_scoped(scope, work)?)
+}
+
+/// A stage's busy time, or its error. A panic has already ended the process (see
+/// `batch_io::command_line`), so a failed join is only reported.
+fn join(stage: anyhow::Result<Stage<'_>>) -> anyhow::Result<Duration> {
+    match stage?.join() {
+        Ok(result) => result,
+        Err(_) => anyhow::bail!("a pipeline stage panicked"),
+    }
+}
+
+/// Sends `item` downstream; `false` when the next stage has stopped (it failed, and its
+/// error is the one reported), so this stage should stop too.
+fn pass_on<T>(queue: &SyncSender<T>, item: T) -> bool {
+    queue.send(item).is_ok()
+}
+
+/// Runs `work` and adds its duration to `busy`.
+fn timed<T>(busy: &mut Duration, work: impl FnOnce() -> T) -> T {
+    let started = Instant::now();
+    let result = work();
+    *busy += started.elapsed();
+    result
+}
+
+/// Receives the next item; `None` once the previous stage has finished or stopped.
+fn next<T>(queue: &Receiver<T>) -> Option<T> {
+    queue.recv().ok()
+}

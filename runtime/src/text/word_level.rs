@@ -1,0 +1,190 @@
+//! A fast path for the word-level tokenizers `export` builds (`training::data::vocabulary`):
+//! `<br>` tags replaced by spaces, lower-casing, BERT's pre-tokenizer (split on whitespace,
+//! each punctuation character its own token), a word-level vocabulary with `[UNK]`, and the
+//! special tokens `[PAD]` and `[UNK]` matched in the raw text.
+//!
+//! The `tokenizers` crate tracks offsets and alignments through every step; we need neither,
+//! and it tokenizes IMDB at about a tenth of the speed this does (measured: README,
+//! "Tokenization"). This is the one place we replace a crate by hand-written code, so it takes
+//! over only from a `tokenizer.json` whose every part it recognises ([`WordLevelFast::recognise`]),
+//! and it follows the crate's own definitions: `char::to_lowercase` per character,
+//! `char::is_whitespace`, punctuation as ASCII punctuation or Unicode category P*
+//! (`unicode_categories`, as the crate uses), and the same regular expression. A property test
+//! and a differential test over all of IMDB hold it to the crate's ids and tokens.
+
+use foldhash::HashMap;
+use regex::Regex;
+use serde_json::{Value, json};
+use tokenizers::Tokenizer;
+use unicode_categories::UnicodeCategories;
+
+use super::EncodedText;
+
+/// The one normalizer we recognise, as `tokenizer.json` spells it.
+const LINE_BREAK_PATTERN: &str = r"<br\s*/?>";
+
+pub struct WordLevelFast {
+    vocab: HashMap<String, u32>,
+    unknown: (u32, String),
+    /// Special tokens matched in the raw text, before normalization.
+    specials: Vec<(String, u32)>,
+    line_break: Regex,
+}
+
+impl WordLevelFast {
+    /// The fast path for `tokenizer`, or `None` when any part of it is not exactly what
+    /// `export` writes (the crate then does the work).
+    pub fn recognise(tokenizer: &Tokenizer) -> Option<Self> {
+        let spec = serde_json::to_value(tokenizer).ok()?;
+        let normalizer = json!({
+            "type": "Sequence",
+            "normalizers": [
+                {"type": "Replace", "pattern": {"Regex": LINE_BREAK_PATTERN}, "content": " "},
+                {"type": "Lowercase"}
+            ]
+        });
+        let expected = [
+            ("normalizer", normalizer),
+            ("pre_tokenizer", json!({"type": "BertPreTokenizer"})),
+            ("post_processor", Value::Null),
+            ("truncation", Value::Null),
+            ("padding", Value::Null),
+        ];
+        if expected.iter().any(|(key, value)| spec.get(key) != Some(value)) {
+            return None;
+        }
+        let model = spec.get("model")?;
+        if model.get("type")? != "WordLevel" {
+            return None;
+        }
+        let vocab: std::collections::HashMap<String, u32> = serde_json::from_value(model.get("vocab")?.clone()).ok()?;
+        let vocab: HashMap<String, u32> = vocab.into_iter().collect();
+        let unknown_token = model.get("unk_token")?.as_str()?.to_owned();
+        let unknown = (*vocab.get(&unknown_token)?, unknown_token);
+        let mut specials = Vec::new();
+        for added in spec.get("added_tokens")?.as_array()? {
+            let flag = |name: &str| added.get(name).and_then(Value::as_bool);
+            let plain = flag("special") == Some(true)
+                && flag("normalized") == Some(false)
+                && flag("single_word") == Some(false)
+                && flag("lstrip") == Some(false)
+                && flag("rstrip") == Some(false);
+            let content = added.get("content")?.as_str()?.to_owned();
+            let id = u32::try_from(added.get("id")?.as_u64()?).ok()?;
+            if !plain || content.is_empty() {
+                return None;
+            }
+            specials.push((content, id));
+        }
+        let line_break = Regex::new(LINE_BREAK_PATTERN).ok()?;
+        Some(Self { vocab, unknown, specials, line_break })
+    }
+
+    /// Encodes one text, keeping the first `max_tokens` tokens.
+    pub fn encode(&self, text: &str, max_tokens: usize) -> EncodedText {
+        let mut out = Output { ids: Vec::new(), tokens: Vec::new(), limit: max_tokens, truncated: false };
+        let mut rest = text;
+        while !out.truncated {
+            match self.next_special(rest) {
+                Some((start, end, id)) => {
+                    self.encode_words(rest.get(..start).unwrap_or_default(), &mut out);
+                    let content = rest.get(start..end).unwrap_or_default();
+                    out.push(id, content);
+                    rest = rest.get(end..).unwrap_or_default();
+                }
+                None => {
+                    self.encode_words(rest, &mut out);
+                    break;
+                }
+            }
+        }
+        EncodedText { ids: out.ids, tokens: out.tokens, truncated: out.truncated }
+    }
+
+    /// The leftmost special token in `text` (the longest of those starting there), as byte
+    /// offsets and its id.
+    fn next_special(&self, text: &str) -> Option<(usize, usize, u32)> {
+        self.specials
+            .iter()
+            .filter_map(|(content, id)| text.find(content.as_str()).map(|start| (start, start + content.len(), *id)))
+            .min_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)))
+    }
+
+    /// Normalizes and pre-tokenizes a stretch of text without special tokens, and looks up
+    /// each word. ASCII characters, most of any English corpus, take a shortcut with the same
+    /// result: `char::is_whitespace` and `to_lowercase` agree with their ASCII versions there.
+    fn encode_words(&self, text: &str, out: &mut Output) {
+        if text.is_empty() {
+            return;
+        }
+        let text = self.line_break.replace_all(text, " ");
+        let mut word = String::new();
+        for c in text.chars() {
+            if c.is_ascii() {
+                let lower = c.to_ascii_lowercase();
+                if matches!(lower, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r') {
+                    self.flush(&mut word, out);
+                } else if lower.is_ascii_punctuation() {
+                    self.flush(&mut word, out);
+                    self.look_up(lower.encode_utf8(&mut [0; 4]), out);
+                } else {
+                    word.push(lower);
+                }
+            } else {
+                for lower in c.to_lowercase() {
+                    if lower.is_whitespace() {
+                        self.flush(&mut word, out);
+                    } else if is_bert_punctuation(lower) {
+                        self.flush(&mut word, out);
+                        self.look_up(lower.encode_utf8(&mut [0; 4]), out);
+                    } else {
+                        word.push(lower);
+                    }
+                }
+            }
+            if out.truncated {
+                return;
+            }
+        }
+        self.flush(&mut word, out);
+    }
+
+    fn flush(&self, word: &mut String, out: &mut Output) {
+        if !word.is_empty() {
+            self.look_up(word, out);
+            word.clear();
+        }
+    }
+
+    fn look_up(&self, word: &str, out: &mut Output) {
+        match self.vocab.get(word) {
+            Some(&id) => out.push(id, word),
+            None => out.push(self.unknown.0, &self.unknown.1),
+        }
+    }
+}
+
+/// The tokens so far, up to the limit.
+struct Output {
+    ids: Vec<i64>,
+    tokens: Vec<String>,
+    limit: usize,
+    /// A token beyond the limit was seen: the text is cut and the rest need not be read.
+    truncated: bool,
+}
+
+impl Output {
+    fn push(&mut self, id: u32, token: &str) {
+        if self.ids.len() == self.limit {
+            self.truncated = true;
+            return;
+        }
+        self.ids.push(i64::from(id));
+        self.tokens.push(token.to_owned());
+    }
+}
+
+/// BERT's punctuation, as the tokenizers crate defines it.
+fn is_bert_punctuation(c: char) -> bool {
+    c.is_ascii_punctuation() || c.is_punctuation()
+}
