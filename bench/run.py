@@ -1,6 +1,7 @@
-"""Benchmark: `pipeline run` on tract and ONNX Runtime vs the Python stack, same graph, file
-and threads. Prints docs/s, tokens/s, peak RSS and wall time per run, the ratios, and the
-largest |Δprobabilities| between runners. Invoked by bench/run.sh, which sets up its tools.
+"""Benchmark: `pipeline run` on tract and ONNX Runtime vs the Python stack, unsorted and
+length-sorted, same graph, file and threads. Prints docs/s, tokens/s, peak RSS and wall time
+per run, each stage's share of the run for ours, the ratios, and the largest
+|Δprobabilities| between runners. Invoked by bench/run.sh, which sets up its tools.
 """
 import json
 import os
@@ -13,6 +14,7 @@ import pyarrow.parquet as pq
 MODEL, DATA, WORK, ORT_LIB = sys.argv[1:5]
 SIZES = [int(n) for n in os.environ.get("BENCH_REPEATS", "1,10").split(",")]
 THREADS = "2"
+RUNNERS = ["tract", "ort", "python", "python-sorted"]
 PIPELINE = os.environ.get("PIPELINE_BIN", "target/release/pipeline")
 os.makedirs(WORK, exist_ok=True)
 
@@ -47,10 +49,11 @@ for times in SIZES:
     corpus = repeated(times)
     rows = pq.ParquetFile(corpus).metadata.num_rows
     outputs = {}
-    for runner in ["tract", "ort", "python"]:
+    for runner in RUNNERS:
         out, metrics = f"{WORK}/{runner}-x{times}.parquet", f"{WORK}/{runner}-x{times}.json"
-        if runner == "python":
+        if runner.startswith("python"):
             command = [sys.executable, "bench/python_stack.py", MODEL, corpus, out, metrics]
+            command += ["sorted"] if runner == "python-sorted" else []
         else:
             command = [PIPELINE, "run", "--input", corpus, "--model", MODEL, "--output", out,
                        "--backend", runner, "--threads", THREADS, "--batch-size", "64",
@@ -60,21 +63,25 @@ for times in SIZES:
         results.append(dict(rows=rows, runner=runner, docs_s=m["docs_per_second"], tokens_s=m["tokens_per_second"],
                             rss=rss, wall=wall))
         outputs[runner] = out
-        print(f"{rows:>7} rows  {runner:<6} {m['docs_per_second']:8.1f} docs/s {m['tokens_per_second']:10.0f} tokens/s"
+        print(f"{rows:>7} rows  {runner:<13} {m['docs_per_second']:8.1f} docs/s {m['tokens_per_second']:10.0f} tokens/s"
               f"  peak RSS {rss:7.1f} MiB  wall {wall:7.1f} s", flush=True)
-    for a, b in [("tract", "ort"), ("tract", "python")]:
+        if "stage_seconds" in m:
+            busy = "  ".join(f"{stage} {seconds / m['seconds']:4.0%}" for stage, seconds in m["stage_seconds"].items())
+            print(f"{'':>7}       {'':<13} stages busy: {busy}", flush=True)
+    for a, b in [("tract", "ort"), ("tract", "python"), ("tract", "python-sorted")]:
         diff = subprocess.run([sys.executable, "bench/compare.py", outputs[a], outputs[b]], capture_output=True,
                               text=True, check=True).stdout.strip()
         print(f"{rows:>7} rows  max |Δprobabilities| {a} vs {b}: {diff}", flush=True)
 
 print("\nratios (same file, same threads):")
 for times in SIZES:
-    rows = [r for r in results if r["rows"] == results[SIZES.index(times) * 3]["rows"]]
+    rows = [r for r in results if r["rows"] == results[SIZES.index(times) * len(RUNNERS)]["rows"]]
     by = {r["runner"]: r for r in rows}
     for runner in ["tract", "ort"]:
-        print(f"  {by['python']['rows']:>7} rows  {runner} / python docs/s = {by[runner]['docs_s'] / by['python']['docs_s']:.2f}"
-              f"   peak RSS {runner} / python = {by[runner]['rss'] / by['python']['rss']:.2f}")
+        for python in ["python", "python-sorted"]:
+            print(f"  {by[python]['rows']:>7} rows  {runner} / {python} docs/s = {by[runner]['docs_s'] / by[python]['docs_s']:.2f}"
+                  f"   peak RSS {runner} / {python} = {by[runner]['rss'] / by[python]['rss']:.2f}")
 if len(SIZES) > 1:
-    small, large = results[:3], results[-3:]
+    small, large = results[:len(RUNNERS)], results[-len(RUNNERS):]
     for s, l in zip(small, large):
         print(f"  {s['runner']:<6} peak RSS {l['rows']} rows / {s['rows']} rows = {l['rss'] / s['rss']:.2f}")

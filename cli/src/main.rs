@@ -49,7 +49,9 @@ struct RunArgs {
     /// Input columns to copy to the output, comma-separated (default: all).
     #[arg(long, value_delimiter = ',')]
     pass_through: Option<Vec<String>>,
-    #[arg(long, value_enum, default_value_t = BackendKind::Tract)]
+    /// Inference backend: `auto` is ONNX Runtime where its library is found (see
+    /// --ort-library), else tract.
+    #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
     backend: BackendKind,
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     device: Device,

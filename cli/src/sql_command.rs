@@ -32,8 +32,8 @@ pub struct SqlArgs {
     /// Characters shown per cell in table format (0: whole values).
     #[arg(long, default_value_t = 60)]
     max_cell_width: usize,
-    /// Backend for classify().
-    #[arg(long, value_enum, default_value_t = BackendKind::Tract)]
+    /// Backend for classify(): `auto` is ONNX Runtime where its library is found, else tract.
+    #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
     backend: BackendKind,
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     device: Device,

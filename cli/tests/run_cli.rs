@@ -419,3 +419,42 @@ fn python_is_asked_for_onnx_runtime_only_when_named() {
     assert!(stderr(&missing).contains("pip install onnxruntime"), "{}", stderr(&missing));
     assert!(!dir.path().join("missing.parquet").exists());
 }
+
+/// With no `--backend`, ONNX Runtime runs where its library is found, and tract, saying so,
+/// where it is not.
+#[test]
+fn the_default_backend_is_onnx_runtime_where_its_library_is_found_else_tract() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let library = test_support::onnxruntime_library().expect("install ONNX Runtime for tests");
+    let run_default = |library: Option<&Path>, out: &Path| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pipeline"));
+        command.current_dir(dir.path()).args(["run", "--input"]).arg(reviews()).arg("--model").arg(tiny_model());
+        command.arg("--output").arg(out).env_remove("ORT_DYLIB_PATH").env("PATH", "/usr/bin:/bin");
+        if let Some(library) = library {
+            command.env("ORT_DYLIB_PATH", library);
+        }
+        command.output().expect("run pipeline")
+    };
+    let found = run_default(Some(&library), &dir.path().join("ort.parquet"));
+    assert!(found.status.success(), "{}", stderr(&found));
+    assert!(String::from_utf8_lossy(&found.stdout).contains("[ort-cpu]"), "{}", String::from_utf8_lossy(&found.stdout));
+    let missing = run_default(None, &dir.path().join("tract.parquet"));
+    assert!(missing.status.success(), "{}", stderr(&missing));
+    // With the default target directory the tests' own copy sits next to the binary
+    // (target/onnxruntime), where the default backend rightly finds it.
+    let beside_binary = Path::new(env!("CARGO_BIN_EXE_pipeline"))
+        .ancestors()
+        .skip(1)
+        .take(3)
+        .any(|dir| dir.join("onnxruntime").join(runtime::inference::LIBRARY_FILE).is_file());
+    let expected = if beside_binary { "[ort-cpu]" } else { "[tract]" };
+    assert!(String::from_utf8_lossy(&missing.stdout).contains(expected), "expected {expected}");
+    if !beside_binary {
+        assert!(stderr(&missing).contains("using tract"), "{}", stderr(&missing));
+    }
+    let diff = max_diff(
+        &probabilities(&read(&dir.path().join("ort.parquet"))),
+        &probabilities(&read(&dir.path().join("tract.parquet"))),
+    );
+    assert!(diff <= 1e-5, "the two defaults differ by {diff}");
+}
