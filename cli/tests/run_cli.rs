@@ -458,3 +458,13 @@ fn the_default_backend_is_onnx_runtime_where_its_library_is_found_else_tract() {
     );
     assert!(diff <= 1e-5, "the two defaults differ by {diff}");
 }
+
+#[test]
+fn tf32_without_cuda_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.parquet");
+    let output = run(&reviews(), &out, &["--tf32"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("--tf32 applies to CUDA only"), "{}", stderr(&output));
+    assert!(!out.exists());
+}

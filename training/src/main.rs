@@ -193,6 +193,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 kind: args.backend,
                 device: args.device,
                 intra_op_threads: 1,
+                tf32: false,
                 ort_library: args.ort_library,
             };
             // Checked before the evaluation, which can take minutes: never over the data or the package.

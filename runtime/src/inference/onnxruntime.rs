@@ -19,8 +19,11 @@ use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
 use super::{BackendOptions, Device, InferenceBackend, ModelInputs, ModelOutputs, OutputTensor};
 use batch_io::locations::same_location;
 
-/// The ONNX Runtime release this project is tested with (and that the install script fetches).
+/// The ONNX Runtime release this project is tested with on the CPU (and that the install
+/// script fetches).
 pub const ORT_VERSION: &str = "1.32.0";
+/// The newest `onnxruntime-gpu` release (built for CUDA 13); there is no 1.32 for CUDA.
+pub const ORT_GPU_VERSION: &str = "1.31.1";
 /// Where `scripts/install-onnxruntime.sh` installs the library, relative to the repository root.
 pub const INSTALL_DIR: &str = "target/onnxruntime";
 /// The file name of that release's shared library on Linux.
@@ -182,6 +185,7 @@ struct SessionRecipe {
     runtime: &'static Runtime,
     device: Device,
     intra_op_threads: usize,
+    tf32: bool,
 }
 
 impl SessionRecipe {
@@ -198,12 +202,13 @@ impl SessionRecipe {
             ensure!(
                 available,
                 "the CUDA execution provider is not available in {}: install onnxruntime-gpu \
-                 (`pip install onnxruntime-gpu=={ORT_VERSION}`, plus the CUDA and cuDNN libraries it needs) and \
-                 point ORT_DYLIB_PATH at its onnxruntime/capi/libonnxruntime.so.{ORT_VERSION}",
+                 (`pip install onnxruntime-gpu=={ORT_GPU_VERSION}`, plus the CUDA 13 and cuDNN 9 libraries it \
+                 needs) and point ORT_DYLIB_PATH at its onnxruntime/capi/libonnxruntime.so.{ORT_GPU_VERSION}",
                 library.display()
             );
             builder = builder
-                .with_execution_providers([ep::CUDA::default().build().error_on_failure()])
+                // ONNX Runtime's CUDA provider enables TF32 unless told not to.
+                .with_execution_providers([ep::CUDA::default().with_tf32(self.tf32).build().error_on_failure()])
                 .map_err(ort::Error::<()>::from)
                 .with_context(|| {
                     format!(
@@ -288,6 +293,7 @@ impl OrtBackend {
             runtime,
             device: options.device,
             intra_op_threads: options.intra_op_threads,
+            tf32: options.tf32,
         };
         let session = recipe.build()?;
 
