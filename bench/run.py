@@ -14,7 +14,9 @@ import pyarrow.parquet as pq
 MODEL, DATA, WORK, ORT_LIB = sys.argv[1:5]
 SIZES = [int(n) for n in os.environ.get("BENCH_REPEATS", "1,10").split(",")]
 THREADS = "2"
-RUNNERS = ["tract", "ort", "python", "python-sorted"]
+# `null`: our pipeline with the model replaced by a stand-in that costs nothing (hidden
+# `--null-model`), the ceiling of everything around inference.
+RUNNERS = ["tract", "ort", "null", "python", "python-sorted"]
 PIPELINE = os.environ.get("PIPELINE_BIN", "target/release/pipeline")
 os.makedirs(WORK, exist_ok=True)
 
@@ -56,8 +58,9 @@ for times in SIZES:
             command += ["sorted"] if runner == "python-sorted" else []
         else:
             command = [PIPELINE, "run", "--input", corpus, "--model", MODEL, "--output", out,
-                       "--backend", runner, "--threads", THREADS, "--batch-size", "64",
+                       "--threads", THREADS, "--batch-size", "64",
                        "--pass-through", "id", "--metrics-json", metrics, "--ort-library", ORT_LIB]
+            command += ["--null-model"] if runner == "null" else ["--backend", runner]
         wall, rss = measure(command)
         m = json.load(open(metrics))
         results.append(dict(rows=rows, runner=runner, docs_s=m["docs_per_second"], tokens_s=m["tokens_per_second"],
@@ -68,6 +71,10 @@ for times in SIZES:
         if "stage_seconds" in m:
             busy = "  ".join(f"{stage} {seconds / m['seconds']:4.0%}" for stage, seconds in m["stage_seconds"].items())
             print(f"{'':>7}       {'':<13} stages busy: {busy}", flush=True)
+            # Session-only speed: the same batches if nothing but the model ran, on THREADS cores.
+            session_only = m["rows"] / (m["session_seconds"] / int(THREADS))
+            print(f"{'':>7}       {'':<13} session-only {session_only:8.1f} docs/s; this run reached "
+                  f"{m['docs_per_second'] / session_only:.0%} of it", flush=True)
     for a, b in [("tract", "ort"), ("tract", "python"), ("tract", "python-sorted")]:
         diff = subprocess.run([sys.executable, "bench/compare.py", outputs[a], outputs[b]], capture_output=True,
                               text=True, check=True).stdout.strip()

@@ -84,6 +84,10 @@ struct RunArgs {
     /// Test hook: panic after the first window (exercises exit code 70 and the clean-up).
     #[arg(long, hide = true)]
     panic_after_first_window: bool,
+    /// Bench hook: replace inference by a stand-in that costs nothing (outputs of the right
+    /// shapes, varied weights), to measure the pipeline's own ceiling.
+    #[arg(long, hide = true)]
+    null_model: bool,
 }
 
 /// A count that must be at least 1 (0 is a usage error, exit code 2).
@@ -133,6 +137,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 with_embedding: args.embedding,
                 metrics_json: args.metrics_json,
                 panic_after_first_window: args.panic_after_first_window,
+                null_model: args.null_model,
             };
             let summary = run_job(&package, &options)?;
             print_report(&format!("{summary}\n"))?;

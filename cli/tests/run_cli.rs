@@ -250,9 +250,13 @@ fn inspect_shows_the_package() {
 fn cuda_requests_fail_clearly_without_a_cuda_runtime() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out.parquet");
-    let output = run(&reviews(), &out, &["--device", "cuda"]);
-    assert!(!output.status.success());
+    let output = run(&reviews(), &out, &["--backend", "tract", "--device", "cuda"]);
+    assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("tract backend runs on the CPU only"), "{}", stderr(&output));
+    // The default backend never meets a GPU request with tract: it needs ONNX Runtime.
+    let output = run(&reviews(), &out, &["--device", "cuda"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(!stderr(&output).contains("[tract]") && !out.exists(), "{}", stderr(&output));
 
     // The CPU wheel installed for the tests has no CUDA provider: a clear error, never a
     // silent fall-back to the CPU. (With onnxruntime-gpu on a GPU machine this would run.)
@@ -467,4 +471,26 @@ fn tf32_without_cuda_is_refused() {
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("--tf32 applies to CUDA only"), "{}", stderr(&output));
     assert!(!out.exists());
+}
+
+/// The bench's null model writes the full output table, with attention that varies.
+#[test]
+fn the_null_model_writes_the_whole_table_with_varied_attention() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("null.parquet");
+    let output =
+        run(&reviews(), &out, &["--null-model", "--metrics-json", &dir.path().join("m.json").display().to_string()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("[null-model]"));
+    let batch = read(&out);
+    assert_eq!(batch.num_rows(), 300);
+    let attention = batch.column_by_name("attention").expect("attention").as_list::<i32>();
+    let first = attention.value(0);
+    let hop = first.as_list::<i32>().value(0);
+    let weights: Vec<f32> = hop.as_primitive::<Float32Type>().values().to_vec();
+    assert!((weights.iter().sum::<f32>() - 1.0).abs() < 1e-4);
+    assert!(weights.iter().any(|&w| (w - weights[0]).abs() > 1e-6), "attention is constant");
+    let metrics: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("m.json")).expect("metrics")).expect("json");
+    assert!(metrics["stage_seconds"]["write"].as_f64().is_some_and(|s| s > 0.0));
 }

@@ -19,7 +19,7 @@ use batch_io::atomic_file::{check_replaceable, temp_beside, write_failed};
 use batch_io::locations::{InputLocation, refuse_output_among_inputs, resolve_inputs, same_location};
 use batch_io::source::{BatchStream, DATA_EXTENSIONS, column_list, is_text_type, open_batches};
 use runtime::classifier::Classifier;
-use runtime::inference::{BackendOptions, InferenceBackend};
+use runtime::inference::{BackendOptions, InferenceBackend, NullBackend};
 use runtime::output_table::{OptionalColumns, OutputTable};
 use runtime::package::ModelPackage;
 
@@ -43,6 +43,9 @@ pub struct JobOptions {
     /// Test hook: panic after the first window is written, to exercise the internal-error
     /// path end to end (exit code 70, the unfinished output removed).
     pub panic_after_first_window: bool,
+    /// Bench hook: a stand-in for the model that costs nothing (see [`NullBackend`]), to
+    /// measure the pipeline's own ceiling.
+    pub null_model: bool,
 }
 
 /// The end-of-run summary (also written as JSON with `--metrics-json`).
@@ -63,6 +66,10 @@ pub struct JobSummary {
     pub model_variant: String,
     /// Each stage's busy time; see [`StageSeconds`].
     pub stage_seconds: StageSeconds,
+    /// Time inside the model's runs, summed over the runs that overlapped (one per core):
+    /// `rows / (session_seconds / cores)` is the session-only speed this run is measured
+    /// against.
+    pub session_seconds: f64,
 }
 
 impl std::fmt::Display for JobSummary {
@@ -108,7 +115,12 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     let input = resolve_inputs(&options.input, DATA_EXTENSIONS)?;
     let files = input.files.clone();
     check_outputs(options, input, package)?;
-    let classifier = Classifier::open(package.clone(), &options.backend, options.max_tokens)?;
+    let classifier = if options.null_model {
+        let backend = Arc::new(NullBackend::for_manifest(&package.manifest)?);
+        Classifier::with_backend(package.clone(), backend, options.max_tokens)?
+    } else {
+        Classifier::open(package.clone(), &options.backend, options.max_tokens)?
+    };
     let optional = classifier.optional_columns(options.with_embedding);
 
     // Every file must agree on the pass-through schema; check them all before writing anything.
@@ -154,6 +166,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
         backend: classifier.backend().describe(),
         model_variant: package.manifest.variant.clone(),
         stage_seconds,
+        session_seconds: classifier.session_seconds(),
     };
     // The summary is written before the predictions are published, so that a failure here
     // leaves neither file.

@@ -4,6 +4,8 @@
 //! Arrow array at a time), so both tokenize, batch and read the graph's outputs identically.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use anyhow::Context;
 use rayon::prelude::*;
@@ -21,6 +23,8 @@ pub struct Classifier {
     has_attention: bool,
     /// `Some(max words per sentence)` for hierarchical models, fed `[batch, sentences, words]`.
     sentence_words: Option<usize>,
+    /// Time spent inside the backend's runs, summed over concurrent runs (nanoseconds).
+    session_nanos: AtomicU64,
 }
 
 /// What happened to the texts of one [`Classifier::predict`] call.
@@ -68,7 +72,7 @@ impl Classifier {
             InputLayout::Tokens => None,
             InputLayout::SentencesWords => Some(package.manifest.max_sentence_words.unwrap_or(DEFAULT_SENTENCE_WORDS)),
         };
-        Ok(Self { package, encoder, backend, has_attention, sentence_words })
+        Ok(Self { package, encoder, backend, has_attention, sentence_words, session_nanos: AtomicU64::new(0) })
     }
 
     pub fn backend(&self) -> &dyn InferenceBackend {
@@ -78,6 +82,12 @@ impl Classifier {
     /// The backend, to share with another classifier on the same graph.
     pub fn shared_backend(&self) -> Arc<dyn InferenceBackend> {
         self.backend.clone()
+    }
+
+    /// Seconds spent inside the backend's runs so far, summed over runs that overlapped: the
+    /// model's own share of the work, for comparing a run with session-only speed.
+    pub fn session_seconds(&self) -> f64 {
+        self.session_nanos.load(Ordering::Relaxed) as f64 / 1e9
     }
 
     pub fn labels(&self) -> &[String] {
@@ -163,7 +173,10 @@ impl Classifier {
             let sequences: Vec<&[i64]> = chunk.iter().map(|d| d.encoding.ids.as_slice()).collect();
             ModelInputs::right_padded(&sequences, pad)
         };
+        let started = Instant::now();
         let outputs = self.backend.run(&inputs)?;
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.session_nanos.fetch_add(nanos, Ordering::Relaxed);
         let output = |name: &str| outputs.get(name).with_context(|| format!("the graph returned no `{name}` output"));
         let probs = output("probs")?;
         let attention = outputs.get("attention");

@@ -3,6 +3,7 @@
 //! Backends exchange plain row-major buffers so that callers (the pipeline, `export eval`,
 //! the parity tests) never depend on a runtime's own tensor types.
 
+mod null;
 mod onnxruntime;
 mod tract;
 
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+pub use null::NullBackend;
 pub use onnxruntime::{FROM_PYTHON, INSTALL_DIR, LIBRARY_FILE, OrtBackend, OrtLibrary};
 pub use tract::TractBackend;
 

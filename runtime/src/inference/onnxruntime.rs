@@ -73,7 +73,7 @@ impl OrtLibrary {
         bail!(
             "the ONNX Runtime shared library ({LIBRARY_FILE}) was not found. Fix it with one of:\n\
              \x20 - set ORT_DYLIB_PATH=/path/to/{LIBRARY_FILE} (or pass the library path explicitly);\n\
-             \x20 - `pip install onnxruntime=={ORT_VERSION}` (or `onnxruntime-gpu=={ORT_VERSION}` for CUDA) \
+             \x20 - `pip install onnxruntime=={ORT_VERSION}` (or `onnxruntime-gpu=={ORT_GPU_VERSION}` for CUDA) \
              for the python3 on PATH, and pass `--ort-library {FROM_PYTHON}` (or set ORT_DYLIB_PATH={FROM_PYTHON});\n\
              \x20 - run `scripts/install-onnxruntime.sh` (CPU only; installs {INSTALL_DIR}/{LIBRARY_FILE}, \
              found when running from the repository root or a binary under target/)."

@@ -24,6 +24,7 @@ pub fn make_predictions(dir: &Path, with_embedding: bool) -> anyhow::Result<Path
         with_embedding,
         metrics_json: None,
         panic_after_first_window: false,
+        null_model: false,
     };
     run_job(&package, &options)?;
     Ok(output)
