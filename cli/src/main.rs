@@ -4,13 +4,15 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use backend_flags::BackendFlags;
 use batch_io::command_line::print_report;
 use clap::{Args, Parser, Subcommand};
 use pipeline::job::{JobOptions, run_job};
 use runtime::classifier::Classifier;
-use runtime::inference::{BackendKind, BackendOptions, Device};
+use runtime::inference::BackendOptions;
 use runtime::package::{InputLayout, ModelPackage};
 
+mod backend_flags;
 mod default_model;
 mod sql_command;
 
@@ -49,16 +51,8 @@ struct RunArgs {
     /// Input columns to copy to the output, comma-separated (default: all).
     #[arg(long, value_delimiter = ',')]
     pass_through: Option<Vec<String>>,
-    /// Inference backend: `auto` is ONNX Runtime where its library is found (see
-    /// --ort-library), else tract.
-    #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
-    backend: BackendKind,
-    #[arg(long, value_enum, default_value_t = Device::Cpu)]
-    device: Device,
-    /// On CUDA, allow TensorFloat-32 matrix products: faster, but probabilities then differ
-    /// from the CPU's (by up to about 5e-4 on the default model). Off by default.
-    #[arg(long)]
-    tf32: bool,
+    #[command(flatten)]
+    backend: BackendFlags,
     /// Documents per inference batch.
     #[arg(long, default_value_t = 64, value_parser = at_least_one())]
     batch_size: usize,
@@ -74,10 +68,6 @@ struct RunArgs {
     /// Worker threads (default: all cores; at most 1024).
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     threads: Option<usize>,
-    /// ONNX Runtime shared library: a file, a directory holding it, or `python` for the onnxruntime
-    /// package of the python3 on PATH (default: $ORT_DYLIB_PATH, then target/onnxruntime/).
-    #[arg(long)]
-    ort_library: Option<PathBuf>,
     /// Also write the run summary as JSON to this file.
     #[arg(long)]
     metrics_json: Option<PathBuf>,
@@ -124,13 +114,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 output: args.output,
                 text_column: args.text_column,
                 pass_through: args.pass_through,
-                backend: BackendOptions {
-                    kind: args.backend,
-                    device: args.device,
-                    intra_op_threads: 1,
-                    ort_library: args.ort_library,
-                    tf32: args.tf32,
-                },
+                backend: args.backend.options(),
                 batch_size: args.batch_size,
                 window: args.window,
                 max_tokens: args.max_tokens,

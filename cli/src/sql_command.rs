@@ -3,9 +3,9 @@
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
+use crate::backend_flags::BackendFlags;
 use anyhow::Context;
 use clap::Args;
-use runtime::inference::{BackendKind, BackendOptions, Device};
 use sql::{ClassifyOptions, FUNCTION_HELP, OutputFormat, SqlSession, TableView, write_results};
 
 /// The table a bare `pipeline sql` gets: the default output of `pipeline run`.
@@ -32,18 +32,9 @@ pub struct SqlArgs {
     /// Characters shown per cell in table format (0: whole values).
     #[arg(long, default_value_t = 60)]
     max_cell_width: usize,
-    /// Backend for classify(): `auto` is ONNX Runtime where its library is found, else tract.
-    #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
-    backend: BackendKind,
-    #[arg(long, value_enum, default_value_t = Device::Cpu)]
-    device: Device,
-    /// On CUDA, allow TensorFloat-32 matrix products: faster, but probabilities then differ
-    /// from the CPU's (by up to about 5e-4 on the default model). Off by default.
-    #[arg(long)]
-    tf32: bool,
-    /// ONNX Runtime shared library for `--backend ort`.
-    #[arg(long)]
-    ort_library: Option<PathBuf>,
+    /// The backend classify() runs on.
+    #[command(flatten)]
+    backend: BackendFlags,
     /// Documents per inference batch in classify().
     #[arg(long, default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     batch_size: usize,
@@ -74,13 +65,7 @@ fn run_here(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
     }
     let classify = ClassifyOptions {
         default_model: Some(default_model),
-        backend: BackendOptions {
-            kind: args.backend,
-            device: args.device,
-            intra_op_threads: 1,
-            tf32: args.tf32,
-            ort_library: args.ort_library.clone(),
-        },
+        backend: args.backend.options(),
         batch_size: args.batch_size,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
