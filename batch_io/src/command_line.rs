@@ -15,6 +15,7 @@
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::atomic_file::remove_live_temporaries;
 
@@ -31,19 +32,37 @@ pub fn log_to_stderr() {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
+/// Set once a signal has arrived: the process is on its way out with 128 + N.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
 /// Runs a program's work under the exit-code table.
 pub fn run_main(work: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
     install_panic_hook();
     if let Err(error) = clean_up_on_signals() {
         tracing::warn!("cannot handle interrupt signals ({error}); an interrupted run may leave a .partial file");
     }
-    match work() {
+    let result = work();
+    // A signal's clean-up removes files the work may still be reading (the unpacked default
+    // model, say), so an error now is the signal's doing: leave the exit to its thread.
+    while STOPPING.load(Ordering::SeqCst) {
+        std::thread::park_timeout(std::time::Duration::from_millis(100));
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::from(EXIT_BAD_INPUT)
         }
     }
+}
+
+/// Ends the process at once with `code`, without running exit handlers or static destructors:
+/// other threads may still be inside ONNX Runtime, whose teardown then crashes (SIGSEGV or
+/// SIGABRT instead of our exit code).
+fn exit_now(code: i32) -> ! {
+    let _ = std::io::stderr().flush();
+    // SAFETY: `_exit` only ends the process; it takes no pointers and is async-signal-safe.
+    unsafe { libc::_exit(code) }
 }
 
 /// A panic is a bug: say so, with where it happened, remove the unfinished output and exit
@@ -72,8 +91,7 @@ fn install_panic_hook() {
             eprintln!("{}", std::backtrace::Backtrace::force_capture());
         }
         remove_live_temporaries();
-        let _ = std::io::stderr().flush();
-        std::process::exit(i32::from(EXIT_INTERNAL));
+        exit_now(i32::from(EXIT_INTERNAL));
     }));
 }
 
@@ -84,9 +102,10 @@ fn clean_up_on_signals() -> std::io::Result<()> {
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     std::thread::Builder::new().name("signals".to_owned()).spawn(move || {
         if let Some(signal) = signals.forever().next() {
+            STOPPING.store(true, Ordering::SeqCst);
             remove_live_temporaries();
             eprintln!("stopped by signal {signal}");
-            std::process::exit(128 + signal);
+            exit_now(128 + signal);
         }
     })?;
     Ok(())

@@ -440,6 +440,6 @@ fn a_file_that_fails_mid_run_stops_every_stage_and_leaves_no_output() {
         &["run", "--window", "500", "--text-column", "text"],
         &[("--input", &inputs), ("--model", &tiny_model()), ("--output", &out)],
     );
-    assert_refused(&output, 1, &["b.parquet rows from 2000"], &out);
+    assert_refused(&output, 1, &["b.parquet rows 2000..2500"], &out);
     assert!(partials(dir.path()).is_empty(), "temporaries left: {:?}", partials(dir.path()));
 }

@@ -456,6 +456,10 @@ fn the_default_backend_is_onnx_runtime_where_its_library_is_found_else_tract() {
     if !beside_binary {
         assert!(stderr(&missing).contains("using tract"), "{}", stderr(&missing));
     }
+    // A library named in ORT_DYLIB_PATH must work: auto does not hide a wrong one behind tract.
+    let wrong = run_default(Some(&dir.path().join("no-such-library.so")), &dir.path().join("wrong.parquet"));
+    assert_eq!(wrong.status.code(), Some(1), "{}", stderr(&wrong));
+    assert!(stderr(&wrong).contains("ORT_DYLIB_PATH"), "{}", stderr(&wrong));
     let diff = max_diff(
         &probabilities(&read(&dir.path().join("ort.parquet"))),
         &probabilities(&read(&dir.path().join("tract.parquet"))),

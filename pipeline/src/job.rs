@@ -147,6 +147,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
         classifier: &classifier,
         text_column: &options.text_column,
         batch_size: options.batch_size,
+        window: options.window,
     };
     let (written, stage_seconds) = run_line(&line, streams, writer)?;
     let seconds = started.elapsed().as_secs_f64();
@@ -225,7 +226,14 @@ fn plan_schema(
                     file.display(),
                     column_list(schema)
                 ),
-                _ => bail!("{}: column `{name}` differs in type from the first input file", file.display()),
+                (Some(a), Some(b)) => bail!(
+                    "{}: column `{name}` is {} there but {} in the first input file; convert one of them, \
+                     or leave the column out with --pass-through",
+                    file.display(),
+                    a.data_type(),
+                    b.data_type()
+                ),
+                (Some(_), None) => bail!("{}: column `{name}` is missing from the first input file", file.display()),
             }
         }
     }

@@ -71,6 +71,9 @@ fn known_tricky_texts() {
             "one two three four five six seven eight nine ten eleven twelve thirteen",
         ],
     );
+    // Many special tokens, past a high limit: the same tokens (and no scan per occurrence).
+    let (fast, crate_only) = both("fixtures/tiny-san", 100_000);
+    assert_same(&fast, &crate_only, &["[PAD][UNK] film".repeat(5_000).as_str(), "[PAD]".repeat(20_000).as_str()]);
 }
 
 /// Pieces that exercise every step: words (known and not), tags in both cases, the special

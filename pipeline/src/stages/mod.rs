@@ -76,6 +76,8 @@ pub struct Line<'a> {
     pub classifier: &'a Classifier,
     pub text_column: &'a str,
     pub batch_size: usize,
+    /// Rows per window (record batch).
+    pub window: usize,
 }
 
 /// Runs the whole line and returns what the write stage wrote, with each stage's busy time.
@@ -89,7 +91,7 @@ pub fn run_line(
     let (to_infer, tokenized) = sync_channel::<Tokenized>(QUEUE_DEPTH);
     let (to_write, inferred) = sync_channel::<Inferred>(QUEUE_DEPTH);
     std::thread::scope(|scope| {
-        let read = spawn(scope, "read", move || read::run(line.files, streams, &to_tokenize));
+        let read = spawn(scope, "read", move || read::run(line.files, streams, line.window, &to_tokenize));
         let tokenize = spawn(scope, "tokenize", move || tokenize::run(line, read_windows, &to_infer));
         let infer = spawn(scope, "infer", move || infer::run(line, tokenized, &to_write));
         let written = writer.run(line.files, inferred);

@@ -172,10 +172,11 @@ pub fn open_backend(graph: &Path, options: &BackendOptions) -> anyhow::Result<Bo
 }
 
 /// [`BackendKind::Auto`]: ONNX Runtime when its library is found; tract, saying so, when it
-/// is not. A library named explicitly, or a GPU asked for, must work: their errors are not
-/// hidden behind tract.
+/// is not. A library named explicitly (`--ort-library` or `ORT_DYLIB_PATH`), or a GPU asked
+/// for, must work: their errors are not hidden behind tract.
 fn open_auto(graph: &Path, options: &BackendOptions) -> anyhow::Result<Box<dyn InferenceBackend>> {
-    if options.ort_library.is_some() || options.device == Device::Cuda {
+    let named = options.ort_library.is_some() || std::env::var_os("ORT_DYLIB_PATH").is_some_and(|v| !v.is_empty());
+    if named || options.device == Device::Cuda {
         return Ok(Box::new(OrtBackend::open(graph, options)?));
     }
     match OrtLibrary::locate(None) {

@@ -84,7 +84,8 @@ impl OrtLibrary {
 /// A path given explicitly or through `ORT_DYLIB_PATH`: the library itself, a directory with it,
 /// or [`FROM_PYTHON`].
 fn library_at(path: &Path) -> anyhow::Result<PathBuf> {
-    if path == Path::new(FROM_PYTHON) && !path.exists() {
+    // The keyword wins over a file or directory of that name (write `./python` for one).
+    if path == Path::new(FROM_PYTHON) {
         return python_library()
             .with_context(|| format!("the python3 on PATH has no usable onnxruntime package (install one with `pip install onnxruntime=={ORT_VERSION}`)"));
     }
@@ -104,13 +105,20 @@ fn library_in_dir(dir: &Path) -> Option<PathBuf> {
         .ok()?
         .filter_map(Result::ok)
         .map(|entry| entry.path())
-        .filter(|path| {
-            path.file_name().and_then(OsStr::to_str).is_some_and(|name| name.starts_with("libonnxruntime.so"))
-                && path.is_file()
-        })
+        .filter(|path| path.file_name().and_then(OsStr::to_str).is_some_and(is_library_name) && path.is_file())
         .collect();
     found.sort_by_key(|path| std::cmp::Reverse(path.as_os_str().len()));
     found.into_iter().next().and_then(|path| absolute(&path).ok())
+}
+
+/// `libonnxruntime.so` or `libonnxruntime.so.1.32.0`, not a backup such as `…so.1.32.0.bak`.
+fn is_library_name(name: &str) -> bool {
+    name.strip_prefix("libonnxruntime.so").is_some_and(|version| {
+        version.is_empty()
+            || version
+                .strip_prefix('.')
+                .is_some_and(|v| v.split('.').all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit())))
+    })
 }
 
 /// The `onnxruntime/capi` library of the `python3` on `PATH`. Uses `find_spec`, so the package
@@ -442,4 +450,18 @@ fn output_tensor(value: &DynValue) -> anyhow::Result<OutputTensor> {
         .map(|&dim| usize::try_from(dim).with_context(|| format!("negative dimension {dim} in its shape")))
         .collect::<anyhow::Result<Vec<usize>>>()?;
     Ok(OutputTensor { shape, data })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_library_name;
+
+    #[test]
+    fn only_library_names_count_as_the_library() {
+        assert!(is_library_name("libonnxruntime.so"));
+        assert!(is_library_name("libonnxruntime.so.1.32.0"));
+        assert!(!is_library_name("libonnxruntime.so.1.32.0.bak"));
+        assert!(!is_library_name("libonnxruntime.so.1..0"));
+        assert!(!is_library_name("libonnxruntime_providers_cuda.so"));
+    }
 }

@@ -83,31 +83,36 @@ impl WordLevelFast {
     /// Encodes one text, keeping the first `max_tokens` tokens.
     pub fn encode(&self, text: &str, max_tokens: usize) -> EncodedText {
         let mut out = Output { ids: Vec::new(), tokens: Vec::new(), limit: max_tokens, truncated: false };
-        let mut rest = text;
+        // Where each special token next occurs, searched again only once passed, so a text
+        // full of special tokens costs one scan per special token, not one per occurrence.
+        let mut next: Vec<Option<usize>> =
+            self.specials.iter().map(|(content, _)| text.find(content.as_str())).collect();
+        let mut position = 0;
         while !out.truncated {
-            match self.next_special(rest) {
+            for (found, (content, _)) in next.iter_mut().zip(&self.specials) {
+                if found.is_some_and(|at| at < position) {
+                    *found = text.get(position..).and_then(|rest| rest.find(content.as_str())).map(|at| at + position);
+                }
+            }
+            // The leftmost occurrence, the longest of those starting there.
+            let leftmost = next
+                .iter()
+                .zip(&self.specials)
+                .filter_map(|(found, (content, id))| found.map(|at| (at, at + content.len(), *id)))
+                .min_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
+            match leftmost {
                 Some((start, end, id)) => {
-                    self.encode_words(rest.get(..start).unwrap_or_default(), &mut out);
-                    let content = rest.get(start..end).unwrap_or_default();
-                    out.push(id, content);
-                    rest = rest.get(end..).unwrap_or_default();
+                    self.encode_words(text.get(position..start).unwrap_or_default(), &mut out);
+                    out.push(id, text.get(start..end).unwrap_or_default());
+                    position = end;
                 }
                 None => {
-                    self.encode_words(rest, &mut out);
+                    self.encode_words(text.get(position..).unwrap_or_default(), &mut out);
                     break;
                 }
             }
         }
         EncodedText { ids: out.ids, tokens: out.tokens, truncated: out.truncated }
-    }
-
-    /// The leftmost special token in `text` (the longest of those starting there), as byte
-    /// offsets and its id.
-    fn next_special(&self, text: &str) -> Option<(usize, usize, u32)> {
-        self.specials
-            .iter()
-            .filter_map(|(content, id)| text.find(content.as_str()).map(|start| (start, start + content.len(), *id)))
-            .min_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)))
     }
 
     /// Normalizes and pre-tokenizes a stretch of text without special tokens, and looks up
