@@ -12,10 +12,11 @@ use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use batch_io::atomic_file::{TempFile, temp_beside, write_failed};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use parquet::arrow::ArrowSchemaConverter;
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Type as PhysicalType, ZstdLevel};
 use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use runtime::classifier::TextCounts;
 use runtime::output_table::OutputTable;
 
@@ -87,10 +88,21 @@ impl OutputFile {
         let temp = temp_beside(target)?;
         let sorted: BTreeMap<&String, &String> = schema.metadata().iter().collect();
         let key_values: Vec<KeyValue> = sorted.into_iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
-        let properties = WriterProperties::builder()
+        let mut properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .set_key_value_metadata(Some(key_values))
-            .build();
+            .set_key_value_metadata(Some(key_values));
+        // Float leaves (probabilities, attention, embeddings) almost never repeat a value: a
+        // dictionary for them is built only to be thrown away, and page statistics of
+        // weights help no reader. Both cost the write stage most of its time.
+        let parquet_schema = ArrowSchemaConverter::new().convert(&schema)?;
+        for column in parquet_schema.columns() {
+            if column.physical_type() == PhysicalType::FLOAT {
+                properties = properties
+                    .set_column_dictionary_enabled(column.path().clone(), false)
+                    .set_column_statistics_enabled(column.path().clone(), EnabledStatistics::Chunk);
+            }
+        }
+        let properties = properties.build();
         let writer = ArrowWriter::try_new(temp, schema, Some(properties))?;
         Ok(Self { target: target.to_path_buf(), writer })
     }
