@@ -18,9 +18,9 @@ use sha2::{Digest, Sha256};
 use batch_io::atomic_file::{check_replaceable, temp_beside, write_failed};
 use batch_io::locations::{InputLocation, refuse_output_among_inputs, resolve_inputs, same_location};
 use batch_io::source::{BatchStream, DATA_EXTENSIONS, column_list, is_text_type, open_batches};
-use runtime::classifier::Classifier;
+use runtime::classifier::{Classifier, TextCounts};
 use runtime::inference::{BackendOptions, InferenceBackend, NullBackend};
-use runtime::output_table::{OptionalColumns, OutputTable};
+use runtime::output_table::OutputTable;
 use runtime::package::ModelPackage;
 
 use crate::stages::{Line, OutputFile, Progress, StageSeconds, WriteStage, run_line};
@@ -54,11 +54,9 @@ pub struct JobSummary {
     pub output: String,
     pub files: usize,
     pub rows: usize,
-    pub predicted: usize,
-    pub null_texts: usize,
-    pub empty_texts: usize,
-    pub truncated: usize,
-    pub tokens: usize,
+    /// Predicted, null, empty and truncated texts, and tokens (flat in the JSON).
+    #[serde(flatten)]
+    pub counts: TextCounts,
     pub seconds: f64,
     pub docs_per_second: f64,
     pub tokens_per_second: f64,
@@ -78,10 +76,10 @@ impl std::fmt::Display for JobSummary {
             f,
             "{} rows ({} predicted, {} null, {} empty, {} truncated) in {:.1} s: {:.0} docs/s, {:.0} tokens/s [{}] -> {}",
             self.rows,
-            self.predicted,
-            self.null_texts,
-            self.empty_texts,
-            self.truncated,
+            self.counts.predicted,
+            self.counts.null_texts,
+            self.counts.empty_texts,
+            self.counts.truncated,
             self.seconds,
             self.docs_per_second,
             self.tokens_per_second,
@@ -121,12 +119,12 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     } else {
         Classifier::open(package.clone(), &options.backend, options.max_tokens)?
     };
-    let optional = classifier.optional_columns(options.with_embedding);
+    let table = OutputTable::for_model(classifier.optional_columns(options.with_embedding));
 
     // Every file must agree on the pass-through schema; check them all before writing anything.
     let streams: Vec<BatchStream> =
         files.iter().map(|f| open_batches(f, options.window)).collect::<anyhow::Result<_>>()?;
-    let (kept_columns, output_schema) = plan_schema(&files, &streams, options, optional)?;
+    let (kept_columns, output_schema) = plan_schema(&files, &streams, options, &table)?;
     let output_schema =
         Arc::new(output_schema.with_metadata(table_metadata(package, classifier.backend(), classifier.max_tokens())?));
 
@@ -137,7 +135,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
         output: OutputFile::create(&options.output, output_schema.clone())?,
         schema: output_schema,
         kept_columns: &kept_columns,
-        table: OutputTable::for_model(optional),
+        table,
         labels: &package.manifest.labels,
         progress: Progress::new(total_rows),
         panic_after_first_window: options.panic_after_first_window,
@@ -156,11 +154,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
         output: options.output.display().to_string(),
         files: files.len(),
         rows: written.rows,
-        predicted: counts.predicted,
-        null_texts: counts.null_texts,
-        empty_texts: counts.empty_texts,
-        truncated: counts.truncated,
-        tokens: counts.tokens,
+        counts,
         seconds,
         docs_per_second: written.rows as f64 / seconds,
         tokens_per_second: counts.tokens as f64 / seconds,
@@ -188,7 +182,7 @@ fn plan_schema(
     files: &[PathBuf],
     streams: &[BatchStream],
     options: &JobOptions,
-    optional: OptionalColumns,
+    table: &OutputTable,
 ) -> anyhow::Result<(Vec<String>, Schema)> {
     let first = &streams.first().context("no input file")?.schema;
     let kept: Vec<String> = match &options.pass_through {
@@ -240,7 +234,7 @@ fn plan_schema(
     // Every kept column was found in every file above, the first included.
     let mut fields: Vec<FieldRef> =
         kept.iter().map(|name| first.field_with_name(name).map(|f| Arc::new(f.clone()))).collect::<Result<_, _>>()?;
-    for field in OutputTable::for_model(optional).fields() {
+    for field in table.fields() {
         if kept.contains(field.name()) {
             bail!("input column `{}` collides with an output column; leave it out with --pass-through", field.name());
         }

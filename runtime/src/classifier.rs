@@ -28,7 +28,7 @@ pub struct Classifier {
 }
 
 /// What happened to the texts of one [`Classifier::predict`] call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TextCounts {
     pub predicted: usize,
     pub null_texts: usize,
@@ -107,7 +107,7 @@ impl Classifier {
         }
     }
 
-    /// Tokenizes `texts` in parallel, runs them in shape-sorted batches of `batch_size`
+    /// Tokenizes `texts` (see [`TextEncoder::encode_batch`]), runs them in shape-sorted batches of `batch_size`
     /// (less padding) on all cores, and returns the predictions in input order: `None` for
     /// null texts and texts without tokens.
     pub fn predict(
@@ -120,8 +120,8 @@ impl Classifier {
         Ok((self.infer(encoded, batch_size)?, counts))
     }
 
-    /// The tokenizing half of [`Classifier::predict`]: `texts` tokenized in parallel and
-    /// sorted by the shape they pad to.
+    /// The tokenizing half of [`Classifier::predict`]: `texts` tokenized and sorted by the
+    /// shape they pad to.
     pub fn encode(&self, texts: &[Option<&str>]) -> anyhow::Result<EncodedWindow> {
         let mut counts = TextCounts::default();
         let present: Vec<(usize, &str)> = texts.iter().enumerate().filter_map(|(i, t)| t.map(|t| (i, t))).collect();

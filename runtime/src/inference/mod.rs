@@ -175,7 +175,7 @@ pub fn open_backend(graph: &Path, options: &BackendOptions) -> anyhow::Result<Bo
 /// is not. A library named explicitly (`--ort-library` or `ORT_DYLIB_PATH`), or a GPU asked
 /// for, must work: their errors are not hidden behind tract.
 fn open_auto(graph: &Path, options: &BackendOptions) -> anyhow::Result<Box<dyn InferenceBackend>> {
-    let named = options.ort_library.is_some() || std::env::var_os("ORT_DYLIB_PATH").is_some_and(|v| !v.is_empty());
+    let named = options.ort_library.is_some() || OrtLibrary::from_environment().is_some();
     if named || options.device == Device::Cuda {
         return Ok(Box::new(OrtBackend::open(graph, options)?));
     }

@@ -37,6 +37,11 @@ pub const FROM_PYTHON: &str = "python";
 pub struct OrtLibrary;
 
 impl OrtLibrary {
+    /// The library `ORT_DYLIB_PATH` names, if it is set and not empty.
+    pub fn from_environment() -> Option<PathBuf> {
+        std::env::var_os("ORT_DYLIB_PATH").filter(|value| !value.is_empty()).map(PathBuf::from)
+    }
+
     /// Finds the ONNX Runtime shared library, in this order:
     ///
     /// 1. `explicit` (a file, a directory holding `libonnxruntime.so*`, or [`FROM_PYTHON`]: the
@@ -54,8 +59,7 @@ impl OrtLibrary {
                 format!("the ONNX Runtime library given explicitly ({}) cannot be used", path.display())
             });
         }
-        if let Some(value) = std::env::var_os("ORT_DYLIB_PATH").filter(|value| !value.is_empty()) {
-            let path = PathBuf::from(value);
+        if let Some(path) = OrtLibrary::from_environment() {
             return library_at(&path).with_context(|| {
                 format!("ORT_DYLIB_PATH={} cannot be used as the ONNX Runtime library", path.display())
             });

@@ -57,8 +57,7 @@ impl WordLevelFast {
         if model.get("type")? != "WordLevel" {
             return None;
         }
-        let vocab: std::collections::HashMap<String, u32> = serde_json::from_value(model.get("vocab")?.clone()).ok()?;
-        let vocab: HashMap<String, u32> = vocab.into_iter().collect();
+        let vocab: HashMap<String, u32> = serde_json::from_value(model.get("vocab")?.clone()).ok()?;
         let unknown_token = model.get("unk_token")?.as_str()?.to_owned();
         let unknown = (*vocab.get(&unknown_token)?, unknown_token);
         let mut specials = Vec::new();
