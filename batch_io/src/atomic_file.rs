@@ -158,6 +158,15 @@ fn is_temporary_of(entry: &str, prefix: &str) -> bool {
         .is_some_and(|random| random.len() == RANDOM_CHARS && random.chars().all(|c| c.is_ascii_alphanumeric()))
 }
 
+/// The target name a temporary named `entry` is for (`out.parquet` for
+/// `.out.parquet.Ab3dE9.partial`); `None` for anything that is not one of our temporaries.
+pub fn temporary_target(entry: &str) -> Option<&str> {
+    let rest = entry.strip_prefix('.')?.strip_suffix(SUFFIX)?;
+    let (target, random) = rest.rsplit_once('.')?;
+    let ours = !target.is_empty() && random.len() == RANDOM_CHARS && random.chars().all(|c| c.is_ascii_alphanumeric());
+    ours.then_some(target)
+}
+
 /// Removes temporaries of `target` that no live process holds: what a killed run left.
 /// Returns how many were removed.
 pub fn remove_stale_temporaries(target: &Path) -> anyhow::Result<usize> {
@@ -304,6 +313,9 @@ mod tests {
         assert!(!is_temporary_of(".out.parquet.x.Ab3dE9.partial", ".out.parquet."));
         assert!(!is_temporary_of(".out.parquet.Ab3dE.partial", ".out.parquet."));
         assert!(!is_temporary_of("out.parquet", ".out.parquet."));
+        assert_eq!(temporary_target(".part-00001.parquet.Ab3dE9.partial"), Some("part-00001.parquet"));
+        assert_eq!(temporary_target(".part-00001.parquet.Ab3.partial"), None);
+        assert_eq!(temporary_target("part-00001.parquet"), None);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! | 1 | bad input or configuration: the message says which file, column or row, and what to do |
 //! | 2 | usage: an unknown flag or a value clap refuses |
 //! | 70 | internal error (a bug): please report it |
+//! | 75 | object storage failed after retries (a timeout, a refused connection, a server error): rerun later |
 //! | 128 + N | stopped by signal N (130 for Ctrl-C, 143 for SIGTERM) |
 //!
 //! A signal or a panic removes the unfinished output (see `atomic_file`) before the process
@@ -23,13 +24,39 @@ use crate::atomic_file::remove_live_temporaries;
 pub const EXIT_BAD_INPUT: u8 = 1;
 /// An internal error: a panic, which is a bug.
 pub const EXIT_INTERNAL: u8 = 70;
+/// A transient failure of object storage that persisted after retries (`EX_TEMPFAIL`).
+pub const EXIT_TRANSIENT_IO: u8 = 75;
+
+/// How logs are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// Lines for a person (and a progress bar on a terminal).
+    #[default]
+    Human,
+    /// One JSON object per line, for log shippers: progress, metrics and warnings as fields.
+    Json,
+}
+
+static JSON_LOGS: AtomicBool = AtomicBool::new(false);
+
+/// Whether logs are JSON lines (then no progress bar is drawn, even on a terminal).
+pub fn logs_are_json() -> bool {
+    JSON_LOGS.load(Ordering::Relaxed)
+}
 
 /// Sends logs to stderr, so that stdout carries only results and reports; the level comes from
-/// `RUST_LOG`, `info` by default. Each program calls it first thing in `main`.
-pub fn log_to_stderr() {
+/// `RUST_LOG`, `info` by default. Each program calls it before its work.
+pub fn log_to_stderr(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => logs.init(),
+        LogFormat::Json => {
+            JSON_LOGS.store(true, Ordering::Relaxed);
+            logs.json().flatten_event(true).with_current_span(false).init();
+        }
+    }
 }
 
 /// Set once a signal has arrived: the process is on its way out with 128 + N.
@@ -50,8 +77,13 @@ pub fn run_main(work: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(EXIT_BAD_INPUT)
+            if logs_are_json() {
+                tracing::error!(error = format!("{error:#}"), "run failed");
+            } else {
+                eprintln!("error: {error:#}");
+            }
+            let transient = error.chain().any(|cause| cause.is::<crate::object_storage::TransientIo>());
+            ExitCode::from(if transient { EXIT_TRANSIENT_IO } else { EXIT_BAD_INPUT })
         }
     }
 }

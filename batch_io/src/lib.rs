@@ -14,5 +14,7 @@
 pub mod atomic_file;
 pub mod command_line;
 pub mod locations;
+pub mod object_storage;
 pub mod panic_guard;
+pub mod publish;
 pub mod source;

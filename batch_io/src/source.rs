@@ -1,15 +1,22 @@
 //! Reading Parquet corpora as streams of Arrow record batches, with errors that name the
 //! file and column.
 
+use std::fmt;
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchReader};
+use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderBuilder, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::ParquetMetaData;
+
+use crate::object_storage::{ObjectReader, RemoteObject, block_on, request_failed};
 
 use crate::panic_guard::guarded;
 
@@ -118,20 +125,80 @@ pub const DATA_EXTENSIONS: &[&str] = &["parquet", "arrow", "ipc", "feather"];
 
 /// A stream of record batches from one Parquet or Arrow IPC file.
 pub struct BatchStream {
+    /// The file's whole schema (what the batches carry may be a projection of it).
     pub schema: SchemaRef,
     /// Row count when the format records it up front.
     pub rows: Option<usize>,
+    /// Rows in each row group, for Parquet; `None` for Arrow IPC, which is read whole.
+    pub row_groups: Option<Vec<usize>>,
+    /// The schema of the batches (the projection asked for).
+    pub batch_schema: SchemaRef,
     pub batches: Batches,
+}
+
+/// An input file: local, or an object in a store.
+#[derive(Debug, Clone)]
+pub enum InputFile {
+    Local(PathBuf),
+    Remote(RemoteObject),
+}
+
+impl fmt::Display for InputFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InputFile::Local(path) => write!(f, "{}", path.display()),
+            InputFile::Remote(object) => f.write_str(&object.url),
+        }
+    }
+}
+
+/// Which rows of a file to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowSpan {
+    Whole,
+    /// `rows` rows of one Parquet row group, after skipping its first `skip`.
+    InRowGroup {
+        row_group: usize,
+        skip: usize,
+        rows: usize,
+    },
 }
 
 /// Opens `path` as Parquet or Arrow IPC (told apart by their magic bytes), reading whole
 /// record batches of about `batch_size` rows, never the whole file. Decoding is guarded: a
 /// corrupt file that makes a decoder panic gives an error naming the file.
 pub fn open_batches(path: &Path, batch_size: usize) -> anyhow::Result<BatchStream> {
-    let display = path.display().to_string();
+    open_span(&InputFile::Local(path.to_path_buf()), batch_size, None, RowSpan::Whole)
+}
+
+/// [`open_batches`] for only `span` of the file and, when given, only the named `columns`
+/// (which must exist). An object in a store is read by ranges: the footer, then only the
+/// column chunks of the row groups asked for.
+pub fn open_span(
+    file: &InputFile,
+    batch_size: usize,
+    columns: Option<&[String]>,
+    span: RowSpan,
+) -> anyhow::Result<BatchStream> {
+    let display = file.to_string();
     let what = || display.clone();
-    let stream = guarded(what, || open_batches_unguarded(path, batch_size))?;
+    let stream = guarded(what, || match file {
+        InputFile::Local(path) => open_batches_unguarded(path, batch_size, columns, span),
+        InputFile::Remote(object) => open_remote_unguarded(object, batch_size, columns, span),
+    })?;
     Ok(BatchStream { batches: guard_batches(display, stream.batches), ..stream })
+}
+
+/// The indices of `columns` in `schema`, or an error naming the file and the columns it has.
+fn column_indices(display: &str, schema: &SchemaRef, columns: &[String]) -> anyhow::Result<Vec<usize>> {
+    columns
+        .iter()
+        .map(|column| {
+            schema.index_of(column).map_err(|_| {
+                anyhow::anyhow!("{display} has no column `{column}`; its columns are: {}", column_list(schema))
+            })
+        })
+        .collect()
 }
 
 /// The Arrow IPC reader allocates each block at the length the footer declares before
@@ -165,24 +232,132 @@ fn check_ipc_blocks(path: &Path, file: &mut File) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn open_batches_unguarded(path: &Path, batch_size: usize) -> anyhow::Result<BatchStream> {
+fn open_batches_unguarded(
+    path: &Path,
+    batch_size: usize,
+    columns: Option<&[String]>,
+    span: RowSpan,
+) -> anyhow::Result<BatchStream> {
     let mut magic = [0u8; 6];
     let mut file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let read = std::io::Read::read(&mut file, &mut magic).with_context(|| format!("cannot read {}", path.display()))?;
     let display = path.display().to_string();
     if read >= 6 && &magic == b"ARROW1" {
+        if span != RowSpan::Whole {
+            bail!("{display} is an Arrow IPC file, which is read whole; it has no row groups to split");
+        }
         check_ipc_blocks(path, &mut file)?;
-        let reader = arrow::ipc::reader::FileReader::try_new(File::open(path)?, None)
+        let whole = arrow::ipc::reader::FileReader::try_new(File::open(path)?, None)
+            .with_context(|| format!("{display} is not a readable Arrow IPC file"))?
+            .schema();
+        let projection = columns.map(|c| column_indices(&display, &whole, c)).transpose()?;
+        let reader = arrow::ipc::reader::FileReader::try_new(File::open(path)?, projection)
             .with_context(|| format!("{display} is not a readable Arrow IPC file"))?;
-        let schema = reader.schema();
+        let batch_schema = reader.schema();
         let batches = reader.map(move |b| b.with_context(|| format!("cannot read a record batch of {display}")));
-        return Ok(BatchStream { schema, rows: None, batches: Box::new(batches) });
+        return Ok(BatchStream {
+            schema: whole,
+            rows: None,
+            row_groups: None,
+            batch_schema,
+            batches: Box::new(batches),
+        });
     }
     let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(path)?)
         .with_context(|| format!("{display} is neither a readable Parquet file nor an Arrow IPC file"))?;
-    let rows = usize::try_from(builder.metadata().file_metadata().num_rows()).ok();
-    let reader = builder.with_batch_size(batch_size).build().with_context(|| format!("cannot read {display}"))?;
-    let schema = reader.schema();
+    let (builder, plan) = plan_read(builder, &display, batch_size, columns, span)?;
+    let reader = builder.build().with_context(|| format!("cannot read {display}"))?;
+    let batch_schema = reader.schema();
     let batches = reader.map(move |b| b.with_context(|| format!("cannot read a record batch of {display}")));
-    Ok(BatchStream { schema, rows, batches: Box::new(batches) })
+    Ok(BatchStream { batches: Box::new(batches), batch_schema, ..plan })
+}
+
+/// Reads a Parquet object through the store's range requests.
+fn open_remote_unguarded(
+    object: &RemoteObject,
+    batch_size: usize,
+    columns: Option<&[String]>,
+    span: RowSpan,
+) -> anyhow::Result<BatchStream> {
+    let display = object.url.clone();
+    let builder = block_on(ParquetRecordBatchStreamBuilder::new(ObjectReader::new(object)))
+        .map_err(|e| parquet_request_failed(&display, e))
+        .with_context(|| format!("{display} is not a readable Parquet file"))?;
+    let (builder, plan) = plan_read(builder, &display, batch_size, columns, span)?;
+    let mut stream = builder.build().with_context(|| format!("cannot read {display}"))?;
+    let batch_schema = stream.schema().clone();
+    let batches = std::iter::from_fn(move || block_on(futures::StreamExt::next(&mut stream)))
+        .map(move |b| b.map_err(|e| parquet_request_failed(&display, e)));
+    Ok(BatchStream { batches: Box::new(batches), batch_schema, ..plan })
+}
+
+/// A Parquet file's footer: its row groups, row count and key-value metadata.
+pub fn parquet_footer(file: &InputFile) -> anyhow::Result<Arc<ParquetMetaData>> {
+    let display = file.to_string();
+    let unreadable = || format!("{display} is not a readable Parquet file");
+    guarded(unreadable, || match file {
+        InputFile::Local(path) => {
+            let handle = File::open(path).with_context(|| format!("cannot open {display}"))?;
+            Ok(ParquetRecordBatchReaderBuilder::try_new(handle).with_context(unreadable)?.metadata().clone())
+        }
+        InputFile::Remote(object) => {
+            let builder = block_on(ParquetRecordBatchStreamBuilder::new(ObjectReader::new(object)))
+                .map_err(|e| parquet_request_failed(&display, e))
+                .with_context(unreadable)?;
+            Ok(builder.metadata().clone())
+        }
+    })
+}
+
+/// A Parquet error that carries a failed store request becomes that request's error (a
+/// missing object, refused credentials, or a transient failure after retries).
+fn parquet_request_failed(display: &str, error: ParquetError) -> anyhow::Error {
+    match error {
+        ParquetError::External(inner) => match inner.downcast::<object_store::Error>() {
+            Ok(request) => request_failed(&format!("cannot read {display}"), *request),
+            Err(other) => anyhow::anyhow!("cannot read {display}: {other}"),
+        },
+        other => anyhow::Error::new(other).context(format!("cannot read a record batch of {display}")),
+    }
+}
+
+/// The projection, row group and row selection of one read, on either reader (local or
+/// object store); the returned stream holds everything but the batches.
+fn plan_read<T>(
+    builder: ArrowReaderBuilder<T>,
+    display: &str,
+    batch_size: usize,
+    columns: Option<&[String]>,
+    span: RowSpan,
+) -> anyhow::Result<(ArrowReaderBuilder<T>, BatchStream)> {
+    let schema = builder.schema().clone();
+    let row_groups: Vec<usize> =
+        builder.metadata().row_groups().iter().map(|g| usize::try_from(g.num_rows()).unwrap_or(0)).collect();
+    let mut rows = usize::try_from(builder.metadata().file_metadata().num_rows()).ok();
+    let mut builder = builder.with_batch_size(batch_size);
+    if let Some(columns) = columns {
+        let indices = column_indices(display, &schema, columns)?;
+        let mask = ProjectionMask::roots(builder.parquet_schema(), indices);
+        builder = builder.with_projection(mask);
+    }
+    if let RowSpan::InRowGroup { row_group, skip, rows: take } = span {
+        let available = row_groups.get(row_group).copied().unwrap_or(0);
+        if skip + take > available {
+            bail!(
+                "{display} changed: row group {row_group} has {available} rows, not the {} planned; rerun",
+                skip + take
+            );
+        }
+        let selection = RowSelection::from(vec![RowSelector::skip(skip), RowSelector::select(take)]);
+        builder = builder.with_row_groups(vec![row_group]).with_row_selection(selection);
+        rows = Some(take);
+    }
+    let plan = BatchStream {
+        batch_schema: schema.clone(),
+        schema,
+        rows,
+        row_groups: Some(row_groups),
+        batches: Box::new(std::iter::empty()),
+    };
+    Ok((builder, plan))
 }

@@ -4,10 +4,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use backend_flags::BackendFlags;
-use batch_io::command_line::print_report;
+use batch_io::command_line::{LogFormat, print_report};
 use clap::{Args, Parser, Subcommand};
 use pipeline::job::{JobOptions, run_job};
+use pipeline::units::Shard;
 use runtime::classifier::Classifier;
 use runtime::inference::BackendOptions;
 use runtime::package::{InputLayout, ModelPackage};
@@ -21,6 +23,16 @@ mod sql_command;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Logs on stderr: `human`, or `json` (one object per line: progress, per-stage metrics
+    /// and warnings as fields, for log shippers).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormatArg::Human)]
+    log_format: LogFormatArg,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormatArg {
+    Human,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -39,13 +51,32 @@ enum Command {
 #[derive(Args)]
 struct RunArgs {
     /// A Parquet or Arrow IPC file, a directory of them, or a glob.
-    #[arg(long)]
-    input: String,
+    #[arg(long, required_unless_present = "finalize")]
+    input: Option<String>,
     /// Model package directory (default: the embedded IMDB SAN model).
     #[arg(long)]
     model: Option<PathBuf>,
+    /// A Parquet file (`*.parquet`), or a dataset: a directory (a path ending in `/`, or
+    /// without `.parquet`) of parts, one per unit of work, with `_SUCCESS` written last. A
+    /// rerun into a dataset resumes: parts already committed are skipped.
     #[arg(long, default_value = "predictions.parquet")]
-    output: PathBuf,
+    output: String,
+    /// Dataset outputs: take only shard I of N (units whose number is I modulo N).
+    #[arg(long, value_name = "I/N", conflicts_with = "shards")]
+    shard: Option<Shard>,
+    /// Dataset outputs: N shards, this one numbered by JOB_COMPLETION_INDEX (set by a
+    /// Kubernetes Indexed Job).
+    #[arg(long, value_name = "N", value_parser = at_least_one())]
+    shards: Option<usize>,
+    /// Dataset outputs: the most rows in one part (parts never cross a row group).
+    #[arg(long, default_value_t = 2500, value_parser = at_least_one())]
+    rows_per_part: usize,
+    /// Dataset outputs: delete another run's parts (and its _SUCCESS) instead of refusing.
+    #[arg(long)]
+    overwrite: bool,
+    /// Write _SUCCESS into this dataset output once every shard's parts are committed.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["input", "shard", "shards", "overwrite"])]
+    finalize: Option<String>,
     #[arg(long, default_value = "text")]
     text_column: String,
     /// Input columns to copy to the output, comma-separated (default: all).
@@ -80,6 +111,16 @@ struct RunArgs {
     null_model: bool,
 }
 
+/// This pod's index in a Kubernetes Indexed Job, for `--shards N`.
+fn job_completion_index() -> anyhow::Result<usize> {
+    let value = std::env::var("JOB_COMPLETION_INDEX").map_err(|_| {
+        anyhow::anyhow!(
+            "--shards needs JOB_COMPLETION_INDEX (set by a Kubernetes Indexed Job); elsewhere give --shard I/N"
+        )
+    })?;
+    value.trim().parse().map_err(|_| anyhow::anyhow!("JOB_COMPLETION_INDEX is `{value}`, not a shard number"))
+}
+
 /// A count that must be at least 1 (0 is a usage error, exit code 2).
 fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::new().range(1..)
@@ -98,8 +139,12 @@ fn open_model(dir: Option<PathBuf>) -> anyhow::Result<(Option<default_model::Unp
 }
 
 fn main() -> ExitCode {
-    batch_io::command_line::log_to_stderr();
-    batch_io::command_line::run_main(|| run(Cli::parse()))
+    let cli = Cli::parse();
+    batch_io::command_line::log_to_stderr(match cli.log_format {
+        LogFormatArg::Human => LogFormat::Human,
+        LogFormatArg::Json => LogFormat::Json,
+    });
+    batch_io::command_line::run_main(|| run(cli))
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -108,9 +153,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(threads) = args.threads {
                 rayon::ThreadPoolBuilder::new().num_threads(threads).build_global()?;
             }
+            if let Some(dir) = args.finalize {
+                let manifest = pipeline::job::finalize(&dir)?;
+                let report = format!(
+                    "{dir} complete: {} rows in {} parts; _SUCCESS written\n",
+                    manifest.rows,
+                    manifest.parts.len()
+                );
+                print_report(&report)?;
+                return Ok(());
+            }
+            let shard = match (args.shard, args.shards) {
+                (Some(shard), _) => shard,
+                (None, Some(count)) => Shard::new(job_completion_index()?, count)?,
+                (None, None) => Shard::WHOLE,
+            };
             let (_guard, package) = open_model(args.model)?;
             let options = JobOptions {
-                input: args.input,
+                input: args.input.context("--input is required")?,
                 output: args.output,
                 text_column: args.text_column,
                 pass_through: args.pass_through,
@@ -122,8 +182,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 metrics_json: args.metrics_json,
                 panic_after_first_window: args.panic_after_first_window,
                 null_model: args.null_model,
+                shard,
+                rows_per_part: args.rows_per_part,
+                overwrite: args.overwrite,
             };
             let summary = run_job(&package, &options)?;
+            summary.log();
             print_report(&format!("{summary}\n"))?;
             Ok(())
         }

@@ -2,11 +2,14 @@
 //! schema of every file), then the stages run (see `stages`), then the output and the
 //! summary are published together.
 //!
+//! The output is one Parquet file, or a dataset: a directory of parts, one per unit of work
+//! (see `units` and `dataset`), which a rerun resumes and which shards share.
+//!
 //! Each input record batch is one window: its documents are tokenized in parallel, sorted by
 //! length into model batches (less padding), run in parallel, and written back in input order.
 //! Memory is bounded by the window size and the queue depth, never by the corpus.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,18 +20,23 @@ use sha2::{Digest, Sha256};
 
 use batch_io::atomic_file::{check_replaceable, temp_beside, write_failed};
 use batch_io::locations::{InputLocation, refuse_output_among_inputs, resolve_inputs, same_location};
-use batch_io::source::{BatchStream, DATA_EXTENSIONS, column_list, is_text_type, open_batches};
+use batch_io::object_storage::{is_url, list_inputs, remote_prefix};
+use batch_io::publish::Destination;
+use batch_io::source::{BatchStream, DATA_EXTENSIONS, InputFile, RowSpan, column_list, is_text_type, open_span};
 use runtime::classifier::{Classifier, TextCounts};
 use runtime::inference::{BackendOptions, InferenceBackend, NullBackend};
 use runtime::output_table::OutputTable;
 use runtime::package::ModelPackage;
 
-use crate::stages::{Line, OutputFile, Progress, StageSeconds, WriteStage, run_line};
+use crate::dataset::{DatasetDir, FINGERPRINT_KEY, InputIdentity, Progress as DatasetProgress, RunFingerprint};
+use crate::stages::{Line, Output, OutputFile, Progress, StageSeconds, WriteStage, run_line};
+use crate::units::{FileLayout, Shard, WorkUnit, part_name, plan_units};
 
 #[derive(Debug, Clone)]
 pub struct JobOptions {
     pub input: String,
-    pub output: PathBuf,
+    /// A local path or a storage URL; see [`is_dataset`].
+    pub output: String,
     pub text_column: String,
     /// Input columns copied to the output; `None` keeps them all.
     pub pass_through: Option<Vec<String>>,
@@ -46,6 +54,54 @@ pub struct JobOptions {
     /// Bench hook: a stand-in for the model that costs nothing (see [`NullBackend`]), to
     /// measure the pipeline's own ceiling.
     pub null_model: bool,
+    /// Dataset outputs only: the units this process takes.
+    pub shard: Shard,
+    /// Dataset outputs only: the most rows in one part.
+    pub rows_per_part: usize,
+    /// Dataset outputs only: delete another run's parts instead of refusing them.
+    pub overwrite: bool,
+}
+
+/// Whether `--output` names a dataset (a directory or prefix of parts): a location ending in
+/// `/`, an existing directory, or a new location without the `.parquet` extension. Anything
+/// else is one file, as before datasets existed.
+pub fn is_dataset(output: &str) -> bool {
+    let path = Path::new(output);
+    if output.ends_with('/') || (!is_url(output) && path.is_dir()) {
+        return true;
+    }
+    let is_parquet = output.rsplit_once('.').is_some_and(|(_, e)| e.eq_ignore_ascii_case("parquet"));
+    !is_parquet && (is_url(output) || std::fs::symlink_metadata(path).is_err())
+}
+
+/// The input files, and (for local inputs) how they were given, to check outputs against.
+struct Inputs {
+    local: Option<InputLocation>,
+    files: Vec<InputFile>,
+}
+
+fn resolve(location: &str) -> anyhow::Result<Inputs> {
+    if is_url(location) {
+        let objects = list_inputs(location, &["parquet"])?;
+        return Ok(Inputs { local: None, files: objects.into_iter().map(InputFile::Remote).collect() });
+    }
+    let local = resolve_inputs(location, DATA_EXTENSIONS)?;
+    let files = local.files.iter().cloned().map(InputFile::Local).collect();
+    Ok(Inputs { local: Some(local), files })
+}
+
+/// What a dataset run did with its parts.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PartsSummary {
+    pub shard: Shard,
+    /// Parts written by this process.
+    pub written: usize,
+    /// Parts of this shard already committed by an earlier attempt, skipped.
+    pub skipped: usize,
+    /// Parts of the whole run (all shards).
+    pub total: usize,
+    /// Whether every part is now committed and `_SUCCESS` written.
+    pub complete: bool,
 }
 
 /// The end-of-run summary (also written as JSON with `--metrics-json`).
@@ -68,6 +124,34 @@ pub struct JobSummary {
     /// `rows / (session_seconds / cores)` is the session-only speed this run is measured
     /// against.
     pub session_seconds: f64,
+    /// Dataset outputs only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parts: Option<PartsSummary>,
+}
+
+impl JobSummary {
+    /// The run's figures as one log event (a JSON object with `--log-format json`).
+    pub fn log(&self) {
+        let stages = &self.stage_seconds;
+        tracing::info!(
+            rows = self.rows,
+            predicted = self.counts.predicted,
+            null_texts = self.counts.null_texts,
+            empty_texts = self.counts.empty_texts,
+            truncated = self.counts.truncated,
+            seconds = self.seconds,
+            docs_per_second = self.docs_per_second,
+            read_busy_seconds = stages.read,
+            tokenize_busy_seconds = stages.tokenize,
+            infer_busy_seconds = stages.infer,
+            write_busy_seconds = stages.write,
+            parts_written = self.parts.map(|p| p.written),
+            parts_skipped = self.parts.map(|p| p.skipped),
+            complete = self.parts.map(|p| p.complete),
+            output = %self.output,
+            "run finished"
+        );
+    }
 }
 
 impl std::fmt::Display for JobSummary {
@@ -85,23 +169,66 @@ impl std::fmt::Display for JobSummary {
             self.tokens_per_second,
             self.backend,
             self.output
-        )
+        )?;
+        if let Some(parts) = &self.parts {
+            let shard = if parts.shard == Shard::WHOLE { String::new() } else { format!("shard {}: ", parts.shard) };
+            let state = if parts.complete { "complete, _SUCCESS written" } else { "other parts still to come" };
+            write!(
+                f,
+                " ({shard}{} parts written, {} already committed, of {} in all; {state})",
+                parts.written, parts.skipped, parts.total
+            )?;
+        }
+        Ok(())
     }
 }
 
 /// Checks every output location before any work: each may be replaced (see
 /// [`check_replaceable`]), none is read by the input (now or on a rerun) or is a file of the
 /// model package, and the metrics file is not the predictions file.
-fn check_outputs(options: &JobOptions, input: InputLocation, package: &ModelPackage) -> anyhow::Result<()> {
-    let inputs = &[input, package.as_input()];
-    check_replaceable(&options.output)?;
-    refuse_output_among_inputs("--output", &options.output, inputs)?;
+fn check_outputs(options: &JobOptions, input: &Inputs, package: &ModelPackage, dataset: bool) -> anyhow::Result<()> {
+    if !dataset && options.shard != Shard::WHOLE {
+        bail!("--shard and --shards need a dataset output: give --output a directory (a path without .parquet)");
+    }
+    let output = options.output.as_str();
+    if is_url(output) {
+        refuse_remote_overlap(output, dataset, &options.input, &input.files)?;
+    } else {
+        let inputs: Vec<InputLocation> = input.local.iter().cloned().chain([package.as_input()]).collect();
+        let path = Path::new(output);
+        if dataset {
+            // The directory, and any part in it, must be out of the inputs' reach.
+            refuse_output_among_inputs("--output", path, &inputs)?;
+            refuse_output_among_inputs("--output", &path.join(part_name(0)), &inputs)?;
+        } else {
+            check_replaceable(path)?;
+            refuse_output_among_inputs("--output", path, &inputs)?;
+        }
+    }
     if let Some(metrics) = &options.metrics_json {
+        let inputs: Vec<InputLocation> = input.local.iter().cloned().chain([package.as_input()]).collect();
         check_replaceable(metrics).context("--metrics-json")?;
-        refuse_output_among_inputs("--metrics-json", metrics, inputs)?;
-        if same_location(metrics, &options.output) {
+        refuse_output_among_inputs("--metrics-json", metrics, &inputs)?;
+        if same_location(metrics, Path::new(output)) {
             bail!("--metrics-json {} is also --output; give the summary its own file", metrics.display());
         }
+    }
+    Ok(())
+}
+
+/// An output in a store must not be one of the input objects, hold any of them, or be
+/// matched by the input's glob on a rerun.
+fn refuse_remote_overlap(output: &str, dataset: bool, input: &str, files: &[InputFile]) -> anyhow::Result<()> {
+    let output = output.trim_end_matches('/');
+    let written = if dataset { format!("{output}/{}", part_name(0)) } else { output.to_owned() };
+    let inside = format!("{output}/");
+    let read_now = files.iter().any(|f| {
+        let name = f.to_string();
+        name == written || name == output || (dataset && name.starts_with(&inside))
+    });
+    let read_on_rerun = glob::Pattern::new(input).is_ok_and(|p| p.matches(&written)) && input.contains(['*', '?', '[']);
+    if read_now || read_on_rerun {
+        bail!("--output {output} is covered by the input {input}; write it somewhere the input does not cover");
     }
     Ok(())
 }
@@ -109,10 +236,12 @@ fn check_outputs(options: &JobOptions, input: InputLocation, package: &ModelPack
 pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<JobSummary> {
     anyhow::ensure!(options.batch_size > 0, "--batch-size must be at least 1");
     anyhow::ensure!(options.window > 0, "--window must be at least 1");
+    anyhow::ensure!(options.rows_per_part > 0, "--rows-per-part must be at least 1");
     let started = Instant::now();
-    let input = resolve_inputs(&options.input, DATA_EXTENSIONS)?;
-    let files = input.files.clone();
-    check_outputs(options, input, package)?;
+    let input = resolve(&options.input)?;
+    let dataset = is_dataset(&options.output);
+    check_outputs(options, &input, package, dataset)?;
+    let files = input.files;
     let classifier = if options.null_model {
         let backend = Arc::new(NullBackend::for_manifest(&package.manifest)?);
         Classifier::with_backend(package.clone(), backend, options.max_tokens)?
@@ -123,16 +252,65 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
 
     // Every file must agree on the pass-through schema; check them all before writing anything.
     let streams: Vec<BatchStream> =
-        files.iter().map(|f| open_batches(f, options.window)).collect::<anyhow::Result<_>>()?;
+        files.iter().map(|f| open_span(f, options.window, None, RowSpan::Whole)).collect::<anyhow::Result<_>>()?;
     let (kept_columns, output_schema) = plan_schema(&files, &streams, options, &table)?;
-    let output_schema =
-        Arc::new(output_schema.with_metadata(table_metadata(package, classifier.backend(), classifier.max_tokens())?));
+    let mut read_columns = kept_columns.clone();
+    if !read_columns.contains(&options.text_column) {
+        read_columns.push(options.text_column.clone());
+    }
+    let model_sha256 = model_sha256(package)?;
+    let mut metadata = table_metadata(package, &model_sha256, classifier.backend(), classifier.max_tokens())?;
 
-    let total_rows: Option<usize> = streams.iter().map(|s| s.rows).sum();
+    // A single file is one unit per input; a dataset splits them into parts.
+    let layouts: Vec<FileLayout> = streams.iter().map(|s| if dataset { s.row_groups.clone() } else { None }).collect();
+    let units = plan_units(&layouts, options.rows_per_part);
+    let mut todo: Vec<WorkUnit> = units.iter().filter(|u| options.shard.owns(u)).copied().collect();
+    let run = dataset
+        .then(|| {
+            anyhow::Ok(RunFingerprint {
+                inputs: files.iter().map(input_identity).collect::<anyhow::Result<_>>()?,
+                model_sha256,
+                text_column: options.text_column.clone(),
+                pass_through: kept_columns.clone(),
+                max_tokens: classifier.max_tokens(),
+                embedding: options.with_embedding,
+                rows_per_part: options.rows_per_part,
+                parts: units.len(),
+            })
+        })
+        .transpose()?;
+    if let Some(run) = &run {
+        metadata.insert(FINGERPRINT_KEY.to_owned(), serde_json::to_string(run)?);
+    }
+    let output_schema = Arc::new(output_schema.with_metadata(metadata));
+    let (output, dataset_dir) = match &run {
+        None => {
+            let destination = destination(&options.output)?;
+            (Output::File(OutputFile::create(&destination, output_schema.clone())?), None)
+        }
+        Some(run) => {
+            let dir = DatasetDir::prepare(&options.output)?;
+            match dir.progress(run, options.overwrite)? {
+                DatasetProgress::Complete => todo.clear(),
+                DatasetProgress::Partial { committed } => todo.retain(|u| committed.binary_search(&u.index).is_err()),
+            }
+            (Output::parts(dir.clone()), Some(dir))
+        }
+    };
+    let skipped = units.iter().filter(|u| options.shard.owns(u)).count() - todo.len();
+
+    let total_rows: Option<usize> = todo
+        .iter()
+        .map(|u| match u.span {
+            RowSpan::InRowGroup { rows, .. } => Some(rows),
+            RowSpan::Whole => streams.get(u.file).and_then(|s| s.rows),
+        })
+        .sum();
+    drop(streams);
     let mut metrics_file =
         options.metrics_json.as_deref().map(|path| anyhow::Ok((temp_beside(path)?, path))).transpose()?;
     let writer = WriteStage {
-        output: OutputFile::create(&options.output, output_schema.clone())?,
+        output,
         schema: output_schema,
         kept_columns: &kept_columns,
         table,
@@ -142,16 +320,28 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     };
     let line = Line {
         files: &files,
+        units: &todo,
+        columns: &read_columns,
         classifier: &classifier,
         text_column: &options.text_column,
         batch_size: options.batch_size,
         window: options.window,
     };
-    let (written, stage_seconds) = run_line(&line, streams, writer)?;
+    let (written, stage_seconds) = run_line(&line, writer)?;
+    let parts = match (&run, &dataset_dir, &written.output) {
+        (Some(run), Some(dir), Output::Parts { committed, .. }) => Some(PartsSummary {
+            shard: options.shard,
+            written: *committed,
+            skipped,
+            total: run.parts,
+            complete: dir.finalize(Some(run))?.is_some(),
+        }),
+        _ => None,
+    };
     let seconds = started.elapsed().as_secs_f64();
     let counts = written.counts;
     let summary = JobSummary {
-        output: options.output.display().to_string(),
+        output: options.output.clone(),
         files: files.len(),
         rows: written.rows,
         counts,
@@ -162,6 +352,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
         model_variant: package.manifest.variant.clone(),
         stage_seconds,
         session_seconds: classifier.session_seconds(),
+        parts,
     };
     // The summary is written before the predictions are published, so that a failure here
     // leaves neither file.
@@ -169,17 +360,73 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
         std::io::Write::write_all(file, serde_json::to_string_pretty(&summary)?.as_bytes())
             .map_err(|e| write_failed(path, &e))?;
     }
-    written.output.finish()?;
+    if let Output::File(file) = written.output {
+        file.finish()?;
+    }
     if let Some((file, path)) = metrics_file {
         file.publish(path)?;
     }
     Ok(summary)
 }
 
+/// Where a single-file output goes.
+fn destination(output: &str) -> anyhow::Result<Destination> {
+    if !is_url(output) {
+        return Ok(Destination::Local(PathBuf::from(output)));
+    }
+    let object = remote_prefix(output)?;
+    Ok(Destination::Object { store: object.store, path: object.path, url: object.url })
+}
+
+/// An input file's identity for the run fingerprint: its resolved path (or URL), size and
+/// modification time (or ETag).
+fn input_identity(file: &InputFile) -> anyhow::Result<InputIdentity> {
+    let path = match file {
+        InputFile::Local(path) => path,
+        InputFile::Remote(object) => {
+            return Ok(InputIdentity {
+                location: object.url.clone(),
+                size: object.meta.size,
+                version: object.version(),
+            });
+        }
+    };
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let modified = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    let location = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    Ok(InputIdentity {
+        location: location.display().to_string(),
+        size: meta.len(),
+        version: modified.map_or_else(String::new, |d| d.as_nanos().to_string()),
+    })
+}
+
+/// `pipeline run --finalize DIR`: writes `_SUCCESS` into a dataset output whose parts are
+/// all committed (by shards that each found others still at work), and returns it.
+pub fn finalize(dir: &str) -> anyhow::Result<crate::dataset::RunManifest> {
+    if !is_url(dir) && !Path::new(dir).is_dir() {
+        bail!("--finalize {dir}: no such directory; give the --output of the sharded run");
+    }
+    let dataset = DatasetDir::prepare(dir)?;
+    match dataset.finalize(None)? {
+        Some(manifest) => Ok(manifest),
+        None => {
+            let missing = dataset.missing_parts()?;
+            let names: Vec<String> = missing.iter().take(10).map(|&i| part_name(i)).collect();
+            let more = if missing.len() > 10 { format!(" and {} more", missing.len() - 10) } else { String::new() };
+            bail!(
+                "{dir} is missing {} part(s): {}{more}; rerun the shards that own them (part N belongs to shard N mod SHARDS)",
+                missing.len(),
+                names.join(", ")
+            )
+        }
+    }
+}
+
 /// Checks the text column and the pass-through columns in every file, and returns the kept
 /// column names with the output schema.
 fn plan_schema(
-    files: &[PathBuf],
+    files: &[InputFile],
     streams: &[BatchStream],
     options: &JobOptions,
     table: &OutputTable,
@@ -198,13 +445,13 @@ fn plan_schema(
         match schema.field_with_name(&options.text_column) {
             Err(_) => bail!(
                 "{} has no text column `{}`; its columns are: {} (choose one with --text-column)",
-                file.display(),
+                file,
                 options.text_column,
                 column_list(schema)
             ),
             Ok(field) if !is_text_type(field.data_type()) => bail!(
                 "{}: text column `{}` has type {}, expected a string column (choose one with --text-column)",
-                file.display(),
+                file,
                 options.text_column,
                 field.data_type()
             ),
@@ -215,19 +462,17 @@ fn plan_schema(
             let there = first.field_with_name(name).ok();
             match (here, there) {
                 (Some(a), Some(b)) if a.data_type() == b.data_type() => {}
-                (None, _) => bail!(
-                    "{} has no column `{name}` to pass through; its columns are: {}",
-                    file.display(),
-                    column_list(schema)
-                ),
+                (None, _) => {
+                    bail!("{} has no column `{name}` to pass through; its columns are: {}", file, column_list(schema))
+                }
                 (Some(a), Some(b)) => bail!(
                     "{}: column `{name}` is {} there but {} in the first input file; convert one of them, \
                      or leave the column out with --pass-through",
-                    file.display(),
+                    file,
                     a.data_type(),
                     b.data_type()
                 ),
-                (Some(_), None) => bail!("{}: column `{name}` is missing from the first input file", file.display()),
+                (Some(_), None) => bail!("{}: column `{name}` is missing from the first input file", file),
             }
         }
     }
@@ -243,16 +488,21 @@ fn plan_schema(
     Ok((kept, Schema::new(fields)))
 }
 
+fn model_sha256(package: &ModelPackage) -> anyhow::Result<String> {
+    let graph = std::fs::read(package.graph_path())
+        .with_context(|| format!("cannot read {}", package.graph_path().display()))?;
+    Ok(format!("{:x}", Sha256::digest(&graph)))
+}
+
 fn table_metadata(
     package: &ModelPackage,
+    model_sha256: &str,
     backend: &dyn InferenceBackend,
     max_tokens: usize,
 ) -> anyhow::Result<std::collections::HashMap<String, String>> {
-    let graph = std::fs::read(package.graph_path())
-        .with_context(|| format!("cannot read {}", package.graph_path().display()))?;
     let mut metadata = std::collections::HashMap::new();
     metadata.insert("model.variant".to_owned(), package.manifest.variant.clone());
-    metadata.insert("model.sha256".to_owned(), format!("{:x}", Sha256::digest(&graph)));
+    metadata.insert("model.sha256".to_owned(), model_sha256.to_owned());
     metadata.insert("model.labels".to_owned(), serde_json::to_string(&package.manifest.labels)?);
     metadata.insert("pipeline.max_tokens".to_owned(), max_tokens.to_string());
     metadata.insert("pipeline.version".to_owned(), env!("CARGO_PKG_VERSION").to_owned());

@@ -8,5 +8,7 @@
 // neither unwraps nor indexes unchecked (tests may: clippy.toml).
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
+pub mod dataset;
 pub mod job;
 pub mod stages;
+pub mod units;

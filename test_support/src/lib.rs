@@ -47,3 +47,26 @@ pub fn onnxruntime_library() -> anyhow::Result<PathBuf> {
     }
     std::path::absolute(&library).with_context(|| format!("cannot make {} absolute", library.display()))
 }
+
+/// The Python of `target/moto` under the repository root, with moto's S3-compatible server
+/// (`python -m moto.server`), running `scripts/install-s3-test-server.sh` first when it is
+/// missing. Parallel callers install once.
+pub fn s3_test_server_python() -> anyhow::Result<PathBuf> {
+    static INSTALL: Mutex<()> = Mutex::new(());
+    let _guard = INSTALL.lock().unwrap_or_else(PoisonError::into_inner);
+
+    let root = repo_root();
+    let dir = root.join("target").join("moto");
+    let script = root.join("scripts").join("install-s3-test-server.sh");
+    let output = Command::new("bash")
+        .arg(&script)
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("could not run `bash {}`", script.display()))?;
+    ensure!(output.status.success(), "`bash {}` failed ({}); see its messages above", script.display(), output.status);
+    let python = dir.join("bin").join("python");
+    ensure!(python.is_file(), "`bash {}` succeeded but {} does not exist", script.display(), python.display());
+    Ok(python)
+}

@@ -154,7 +154,7 @@ fn checked_output(output: &std::path::Path, inputs: &[&std::path::Path]) -> anyh
 }
 
 fn main() -> ExitCode {
-    batch_io::command_line::log_to_stderr();
+    batch_io::command_line::log_to_stderr(batch_io::command_line::LogFormat::Human);
     batch_io::command_line::run_main(|| run(Cli::parse()))
 }
 

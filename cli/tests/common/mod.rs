@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray, ListArray, RecordBatch};
+use arrow::array::{Array, AsArray, ListArray, RecordBatch, StringArray};
 use arrow::datatypes::{Field, Float32Type, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::file::properties::WriterProperties;
 pub use test_support::repo_root;
 
 pub fn tiny_model() -> PathBuf {
@@ -89,4 +90,26 @@ pub fn files_in(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// The fixture reviews `copies` times over (ids made unique), in row groups of `group` rows.
+pub fn many_reviews(path: &Path, copies: usize, group: usize) {
+    let batch = read(&reviews());
+    let ids = strings(&batch, "id");
+    let texts = strings(&batch, "text");
+    let (mut all_ids, mut all_texts) = (Vec::new(), Vec::new());
+    for copy in 0..copies {
+        for (id, text) in ids.iter().zip(&texts) {
+            all_ids.push(format!("{}-{copy}", id.as_deref().expect("id")));
+            all_texts.push(text.clone());
+        }
+    }
+    let ids: Arc<dyn Array> = Arc::new(StringArray::from(all_ids));
+    let texts: Arc<dyn Array> = Arc::new(StringArray::from(all_texts));
+    let batch = RecordBatch::try_from_iter(vec![("id", ids), ("text", texts)]).expect("batch");
+    let properties = WriterProperties::builder().set_max_row_group_row_count(Some(group)).build();
+    let file = File::create(path).expect("create");
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(properties)).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
 }

@@ -1,9 +1,10 @@
 //! `pipeline run` as a line of stages, each on its own thread, joined by bounded queues so
 //! that memory is bounded by the queue depth and never by the corpus:
 //!
-//! `read` (record batches, only the columns the output needs) → `tokenize` (all cores) →
-//! `infer` (all cores) → `write` (output columns assembled, the row group encoded and
-//! appended, in input order).
+//! `read` (each unit of work's record batches, only the columns the output needs) →
+//! `tokenize` (all cores) → `infer` (all cores) → `write` (output columns assembled, the row
+//! group encoded and appended, in input order; with a dataset output, each unit's part
+//! committed as soon as its last window is written).
 //!
 //! While one window is inferred, the next is tokenized and the previous one encoded, so the
 //! stages that run on one thread hide behind the ones that use every core. A stage that fails
@@ -15,17 +16,18 @@ mod read;
 mod tokenize;
 mod write;
 
-use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
-use batch_io::source::BatchStream;
+use batch_io::source::InputFile;
 use runtime::classifier::{Classifier, EncodedWindow, TextCounts};
 use runtime::output_table::DocumentPrediction;
 use serde::Serialize;
 
-pub use write::{OutputFile, Progress, WriteStage, Written};
+use crate::units::WorkUnit;
+
+pub use write::{Output, OutputFile, Progress, WriteStage, Written};
 
 /// Windows waiting between two stages.
 const QUEUE_DEPTH: usize = 2;
@@ -46,13 +48,17 @@ pub struct Window {
     pub file: usize,
     /// The window's first row within its file.
     pub first_row: usize,
+    /// The unit of work it belongs to (an index into `Line::units`), and whether it is that
+    /// unit's last window (a unit with no rows still sends one, empty).
+    pub unit: usize,
+    pub ends_unit: bool,
     pub batch: RecordBatch,
 }
 
 impl Window {
     /// `FILE rows A..B`, for errors.
-    pub fn describe(&self, files: &[PathBuf]) -> String {
-        let file = files.get(self.file).map(|f| f.display().to_string()).unwrap_or_default();
+    pub fn describe(&self, files: &[InputFile]) -> String {
+        let file = files.get(self.file).map(ToString::to_string).unwrap_or_default();
         format!("{file} rows {}..{}", self.first_row, self.first_row + self.batch.num_rows())
     }
 }
@@ -70,9 +76,13 @@ pub struct Inferred {
     pub counts: TextCounts,
 }
 
-/// What the line needs besides its inputs and the writer.
+/// What the line needs besides the writer.
 pub struct Line<'a> {
-    pub files: &'a [PathBuf],
+    pub files: &'a [InputFile],
+    /// The units this run does, in order.
+    pub units: &'a [WorkUnit],
+    /// The input columns read (the text column and the pass-through columns).
+    pub columns: &'a [String],
     pub classifier: &'a Classifier,
     pub text_column: &'a str,
     pub batch_size: usize,
@@ -82,19 +92,15 @@ pub struct Line<'a> {
 
 /// Runs the whole line and returns what the write stage wrote, with each stage's busy time.
 /// The output is not published here: the caller does that only when every stage succeeded.
-pub fn run_line(
-    line: &Line<'_>,
-    streams: Vec<BatchStream>,
-    writer: WriteStage<'_>,
-) -> anyhow::Result<(Written, StageSeconds)> {
+pub fn run_line(line: &Line<'_>, writer: WriteStage<'_>) -> anyhow::Result<(Written, StageSeconds)> {
     let (to_tokenize, read_windows) = sync_channel::<Window>(QUEUE_DEPTH);
     let (to_infer, tokenized) = sync_channel::<Tokenized>(QUEUE_DEPTH);
     let (to_write, inferred) = sync_channel::<Inferred>(QUEUE_DEPTH);
     std::thread::scope(|scope| {
-        let read = spawn(scope, "read", move || read::run(line.files, streams, line.window, &to_tokenize));
+        let read = spawn(scope, "read", move || read::run(line, &to_tokenize));
         let tokenize = spawn(scope, "tokenize", move || tokenize::run(line, read_windows, &to_infer));
         let infer = spawn(scope, "infer", move || infer::run(line, tokenized, &to_write));
-        let written = writer.run(line.files, inferred);
+        let written = writer.run(line, inferred);
         let read = join(read)?;
         let tokenize = join(tokenize)?;
         let infer = join(infer)?;

@@ -1,16 +1,20 @@
 //! The write stage: each window's output columns assembled next to its pass-through columns
-//! and appended to the output Parquet file as a row group, in input order.
+//! and appended as a row group, in input order: to the one output file, or to its unit's
+//! part of a dataset output, committed as soon as the unit's last window is written.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc::Receiver;
+
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
-use batch_io::atomic_file::{TempFile, temp_beside, write_failed};
+use batch_io::atomic_file::write_failed;
+use batch_io::command_line::logs_are_json;
+use batch_io::publish::{Destination, Sink};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parquet::arrow::ArrowSchemaConverter;
 use parquet::arrow::ArrowWriter;
@@ -20,11 +24,51 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use runtime::classifier::TextCounts;
 use runtime::output_table::OutputTable;
 
-use super::{Inferred, next, timed};
+use super::{Inferred, Line, next, timed};
+use crate::dataset::DatasetDir;
+use crate::units::WorkUnit;
+
+/// Where the write stage writes.
+pub enum Output {
+    /// One Parquet file, published by the caller once every stage succeeded.
+    File(OutputFile),
+    /// One part per unit of work in this dataset output, each published when complete.
+    Parts { dir: DatasetDir, current: Option<OutputFile>, committed: usize },
+}
+
+impl Output {
+    pub fn parts(dir: DatasetDir) -> Self {
+        Output::Parts { dir, current: None, committed: 0 }
+    }
+
+    fn write(
+        &mut self,
+        unit: &WorkUnit,
+        ends_unit: bool,
+        schema: &SchemaRef,
+        batch: &RecordBatch,
+    ) -> anyhow::Result<()> {
+        match self {
+            Output::File(file) => file.write(batch),
+            Output::Parts { dir, current, committed } => {
+                let part = match current {
+                    Some(part) => part,
+                    None => current.insert(OutputFile::create(&dir.part(unit.index)?, schema.clone())?),
+                };
+                part.write(batch)?;
+                if ends_unit && let Some(part) = current.take() {
+                    part.finish()?;
+                    *committed += 1;
+                }
+                Ok(())
+            }
+        }
+    }
+}
 
 /// Everything the write stage needs, set up before the line starts.
 pub struct WriteStage<'a> {
-    pub output: OutputFile,
+    pub output: Output,
     pub schema: SchemaRef,
     /// Input columns copied to the output, in order.
     pub kept_columns: &'a [String],
@@ -35,20 +79,20 @@ pub struct WriteStage<'a> {
     pub panic_after_first_window: bool,
 }
 
-/// What the write stage wrote: the unpublished output and the totals.
+/// What the write stage wrote: the output (a single file still unpublished) and the totals.
 pub struct Written {
-    pub output: OutputFile,
+    pub output: Output,
     pub rows: usize,
     pub counts: TextCounts,
 }
 
 impl WriteStage<'_> {
-    pub fn run(mut self, files: &[PathBuf], windows: Receiver<Inferred>) -> anyhow::Result<(Written, Duration)> {
+    pub fn run(mut self, line: &Line<'_>, windows: Receiver<Inferred>) -> anyhow::Result<(Written, Duration)> {
         let mut busy = Duration::ZERO;
         let (mut rows, mut counts) = (0, TextCounts::default());
         while let Some(Inferred { window, predictions, counts: window_counts }) = next(&windows) {
             timed(&mut busy, || {
-                let describe = || window.describe(files);
+                let describe = || window.describe(line.files);
                 let mut columns: Vec<ArrayRef> = self
                     .kept_columns
                     .iter()
@@ -56,7 +100,9 @@ impl WriteStage<'_> {
                     .collect::<Option<_>>()
                     .with_context(|| format!("{}: a pass-through column vanished", describe()))?;
                 columns.extend(self.table.build(&predictions, self.labels).with_context(describe)?);
-                self.output.write(&RecordBatch::try_new(self.schema.clone(), columns)?)
+                let unit = line.units.get(window.unit).context("a window names a unit not in the run")?;
+                let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
+                self.output.write(unit, window.ends_unit, &self.schema, &batch)
             })?;
             rows += window.batch.num_rows();
             counts.add(window_counts);
@@ -76,16 +122,16 @@ fn injected_panic() -> ! {
     panic!("--panic-after-first-window was given");
 }
 
-/// The output Parquet file: written under a temporary name beside the target and renamed
-/// into place by [`OutputFile::finish`]; dropped early, it leaves nothing behind.
+/// An output Parquet file (or part): written to a [`Sink`] and made visible whole by
+/// [`OutputFile::finish`]; dropped early, it leaves nothing a reader can see.
 pub struct OutputFile {
-    target: PathBuf,
-    writer: ArrowWriter<TempFile>,
+    target: String,
+    writer: ArrowWriter<Sink>,
 }
 
 impl OutputFile {
-    pub fn create(target: &Path, schema: SchemaRef) -> anyhow::Result<Self> {
-        let temp = temp_beside(target)?;
+    pub fn create(destination: &Destination, schema: SchemaRef) -> anyhow::Result<Self> {
+        let sink = Sink::create(destination)?;
         let sorted: BTreeMap<&String, &String> = schema.metadata().iter().collect();
         let key_values: Vec<KeyValue> = sorted.into_iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
         let mut properties = WriterProperties::builder()
@@ -103,19 +149,20 @@ impl OutputFile {
             }
         }
         let properties = properties.build();
-        let writer = ArrowWriter::try_new(temp, schema, Some(properties))?;
-        Ok(Self { target: target.to_path_buf(), writer })
+        let writer = ArrowWriter::try_new(sink, schema, Some(properties))?;
+        Ok(Self { target: destination.to_string(), writer })
     }
 
     fn write(&mut self, batch: &RecordBatch) -> anyhow::Result<()> {
-        self.writer.write(batch).map_err(|e| write_failed(&self.target, &e))?;
+        let target = Path::new(&self.target);
+        self.writer.write(batch).map_err(|e| write_failed(target, &e))?;
         // Each window becomes (at least) one row group, so memory stays bounded.
-        self.writer.flush().map_err(|e| write_failed(&self.target, &e))
+        self.writer.flush().map_err(|e| write_failed(target, &e))
     }
 
     pub fn finish(self) -> anyhow::Result<()> {
-        let temp = self.writer.into_inner().map_err(|e| write_failed(&self.target, &e))?;
-        temp.publish(&self.target)
+        let sink = self.writer.into_inner().map_err(|e| write_failed(Path::new(&self.target), &e))?;
+        sink.publish()
     }
 }
 
@@ -128,7 +175,7 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(total: Option<usize>) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = (std::io::stderr().is_terminal() && !logs_are_json()).then(|| {
             let bar = ProgressBar::with_draw_target(total.map(|t| t as u64), ProgressDrawTarget::stderr());
             if let Ok(style) =
                 ProgressStyle::with_template("[{elapsed_precise}] [{bar:40}] {pos}/{len} docs {per_sec} eta {eta}")
@@ -147,7 +194,7 @@ impl Progress {
             None if self.last_log.elapsed() >= Duration::from_secs(10) => {
                 self.last_log = Instant::now();
                 let total = self.total.map(|t| format!("/{t}")).unwrap_or_default();
-                tracing::info!("{done}{total} rows done");
+                tracing::info!(rows_done = done, rows_total = self.total, "{done}{total} rows done");
             }
             None => {}
         }

@@ -14,7 +14,7 @@ pub fn make_predictions(dir: &Path, with_embedding: bool) -> anyhow::Result<Path
     let package = ModelPackage::open(&repo_root().join("fixtures/tiny-san"))?;
     let options = JobOptions {
         input: repo_root().join("fixtures/reviews.parquet").display().to_string(),
-        output: output.clone(),
+        output: output.display().to_string(),
         text_column: "text".into(),
         pass_through: None,
         backend: BackendOptions::default(),
@@ -25,6 +25,9 @@ pub fn make_predictions(dir: &Path, with_embedding: bool) -> anyhow::Result<Path
         metrics_json: None,
         panic_after_first_window: false,
         null_model: false,
+        shard: pipeline::units::Shard::WHOLE,
+        rows_per_part: 2500,
+        overwrite: false,
     };
     run_job(&package, &options)?;
     Ok(output)

@@ -1,0 +1,370 @@
+//! Object storage (S3, GCS, Azure, plain HTTPS) through the `object_store` crate, for code
+//! that is otherwise synchronous: one small tokio runtime runs the requests, and callers on
+//! ordinary threads wait on them.
+//!
+//! Each bucket gets its own store, built from that cloud's standard environment variables
+//! (`from_env().with_url()`): `AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`,
+//! `GOOGLE_SERVICE_ACCOUNT`, `AZURE_STORAGE_ACCOUNT_NAME`, … Profile files (`~/.aws`) are not
+//! read. Requests that fail transiently are retried with exponential backoff; an error that
+//! persists after the retries is marked [`TransientIo`] (exit code 75).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::ops::Range;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{FutureExt, TryFutureExt};
+use glob::{MatchOptions, Pattern};
+use object_store::aws::AmazonS3Builder;
+use object_store::azure::MicrosoftAzureBuilder;
+use object_store::gcp::GoogleCloudStorageBuilder;
+use object_store::http::HttpBuilder;
+use object_store::path::Path as ObjectPath;
+use object_store::{BackoffConfig, ObjectMeta, ObjectStore, ObjectStoreExt, ObjectStoreScheme, RetryConfig};
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use url::Url;
+
+/// Schemes that name object storage rather than a local path.
+const SCHEMES: &[&str] = &["s3", "s3a", "gs", "az", "adl", "azure", "abfs", "abfss", "http", "https"];
+
+/// Whether `location` is a URL of object storage (`s3://…`, `gs://…`, `az://…`, `https://…`).
+pub fn is_url(location: &str) -> bool {
+    location.split_once("://").is_some_and(|(scheme, _)| SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()))
+}
+
+/// An error from object storage that persisted after the retries (a timeout, a refused
+/// connection, a server error): rerunning later may succeed. Exit code 75.
+#[derive(Debug)]
+pub struct TransientIo(pub String);
+
+impl fmt::Display for TransientIo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (a transient failure that persisted after retries; rerunning later may succeed)", self.0)
+    }
+}
+
+impl std::error::Error for TransientIo {}
+
+/// `error` from a request about `what`, with the cause a user can act on: a missing object
+/// or bucket and refused credentials are bad input; anything else is [`TransientIo`].
+pub fn request_failed(what: &str, error: object_store::Error) -> anyhow::Error {
+    use object_store::Error as E;
+    match error {
+        E::NotFound { .. } => anyhow::anyhow!("{what}: it does not exist (check the bucket and the path)"),
+        E::PermissionDenied { .. } | E::Unauthenticated { .. } => anyhow::anyhow!(
+            "{what}: access refused ({error}); check the credentials in the cloud's environment variables \
+             (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, GOOGLE_SERVICE_ACCOUNT, AZURE_STORAGE_ACCOUNT_KEY)"
+        ),
+        E::Generic { .. } if is_missing_bucket(&error) => {
+            anyhow::anyhow!("{what}: the bucket does not exist ({error}); check its name and AWS_ENDPOINT_URL")
+        }
+        E::Generic { .. } if is_refused_credentials(&error) => anyhow::anyhow!(
+            "{what}: credentials missing or refused ({error}); set the cloud's credential variables \
+             (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, GOOGLE_SERVICE_ACCOUNT, AZURE_STORAGE_ACCOUNT_KEY)"
+        ),
+        E::InvalidPath { .. } | E::NotSupported { .. } | E::NotImplemented { .. } => {
+            anyhow::anyhow!("{what}: {error}")
+        }
+        other => anyhow::Error::new(TransientIo(format!("{what}: {other}"))),
+    }
+}
+
+fn error_text(error: &object_store::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+fn is_missing_bucket(error: &object_store::Error) -> bool {
+    error_text(error).contains("NoSuchBucket")
+}
+
+fn is_refused_credentials(error: &object_store::Error) -> bool {
+    let text = error_text(error);
+    ["InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "credential"].iter().any(|s| text.contains(s))
+}
+
+/// The runtime that carries every object-storage request of the process.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("object-store")
+            .enable_all()
+            .build()
+            .unwrap_or_else(|error| {
+                // Without threads or timers nothing can be read; there is no way on.
+                eprintln!("error: cannot start the object-storage runtime: {error}");
+                std::process::exit(1)
+            })
+    })
+}
+
+/// Runs `work` to completion from ordinary (non-async) code.
+pub fn block_on<F: Future>(work: F) -> F::Output {
+    runtime().block_on(work)
+}
+
+/// Retries for transient failures: 8 tries over at most two minutes, backing off from 100 ms.
+fn retry_config() -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(15),
+            base: 2.0,
+        },
+        max_retries: 8,
+        retry_timeout: Duration::from_secs(120),
+    }
+}
+
+/// One store per scheme and bucket (host), shared by everything that reads or writes there.
+fn store_for(url: &Url) -> anyhow::Result<(Arc<dyn ObjectStore>, ObjectPath)> {
+    static STORES: Mutex<Option<HashMap<String, Arc<dyn ObjectStore>>>> = Mutex::new(None);
+    let (scheme, path) =
+        ObjectStoreScheme::parse(url).map_err(|e| anyhow::anyhow!("{url} is not a storage URL: {e}"))?;
+    let base = &url[..url::Position::BeforePath];
+    let mut stores = STORES.lock().unwrap_or_else(PoisonError::into_inner);
+    let stores = stores.get_or_insert_with(HashMap::new);
+    if let Some(store) = stores.get(base) {
+        return Ok((store.clone(), path));
+    }
+    let built = |e: object_store::Error| anyhow::anyhow!("cannot use {base}: {e}");
+    let store: Arc<dyn ObjectStore> = match scheme {
+        ObjectStoreScheme::AmazonS3 => {
+            Arc::new(AmazonS3Builder::from_env().with_url(base).with_retry(retry_config()).build().map_err(built)?)
+        }
+        ObjectStoreScheme::GoogleCloudStorage => Arc::new(
+            GoogleCloudStorageBuilder::from_env().with_url(base).with_retry(retry_config()).build().map_err(built)?,
+        ),
+        ObjectStoreScheme::MicrosoftAzure => Arc::new(
+            MicrosoftAzureBuilder::from_env().with_url(base).with_retry(retry_config()).build().map_err(built)?,
+        ),
+        ObjectStoreScheme::Http => {
+            Arc::new(HttpBuilder::new().with_url(base).with_retry(retry_config()).build().map_err(built)?)
+        }
+        _ => bail!("{url}: give s3://, gs://, az:// or https:// for object storage, or a local path"),
+    };
+    stores.insert(base.to_owned(), store.clone());
+    Ok((store, path))
+}
+
+/// An object in a store: where it is and what the listing said about it.
+#[derive(Clone)]
+pub struct RemoteObject {
+    pub store: Arc<dyn ObjectStore>,
+    pub meta: ObjectMeta,
+    /// The object's URL, for messages and the run manifest.
+    pub url: String,
+}
+
+impl fmt::Debug for RemoteObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.url)
+    }
+}
+
+impl RemoteObject {
+    /// The ETag when the store gives one, else the modification time.
+    pub fn version(&self) -> String {
+        self.meta.e_tag.clone().unwrap_or_else(|| self.meta.last_modified.to_rfc3339())
+    }
+}
+
+/// A Parquet object read by range requests: the footer first, then only the column chunks
+/// a read asks for, never the whole object.
+#[derive(Clone, Debug)]
+pub struct ObjectReader {
+    object: RemoteObject,
+}
+
+impl ObjectReader {
+    pub fn new(object: &RemoteObject) -> Self {
+        Self { object: object.clone() }
+    }
+}
+
+fn parquet_error(error: object_store::Error) -> ParquetError {
+    ParquetError::External(Box::new(error))
+}
+
+/// The footer and the metadata before it usually fit here: one request instead of two.
+const FOOTER_PREFETCH: usize = 64 << 10;
+
+impl AsyncFileReader for ObjectReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        let RemoteObject { store, meta, .. } = &self.object;
+        store.get_range(&meta.location, range).map_err(parquet_error).boxed()
+    }
+
+    fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        async move {
+            let RemoteObject { store, meta, .. } = &self.object;
+            store.get_ranges(&meta.location, &ranges).await.map_err(parquet_error)
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            let size = self.object.meta.size;
+            let reader = ParquetMetaDataReader::new().with_prefetch_hint(Some(FOOTER_PREFETCH));
+            Ok(Arc::new(reader.load_and_finish(&mut *self, size).await?))
+        }
+        .boxed()
+    }
+}
+
+/// A place in a store: a prefix ("directory") or an object.
+#[derive(Clone)]
+pub struct RemotePrefix {
+    pub store: Arc<dyn ObjectStore>,
+    pub path: ObjectPath,
+    /// As the user gave it, without a trailing `/`.
+    pub url: String,
+}
+
+impl fmt::Debug for RemotePrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.url)
+    }
+}
+
+/// Parses a storage URL and finds its store.
+pub fn remote_prefix(location: &str) -> anyhow::Result<RemotePrefix> {
+    let url = Url::parse(location).with_context(|| format!("`{location}` is not a valid URL"))?;
+    let (store, path) = store_for(&url)?;
+    Ok(RemotePrefix { store, path, url: location.trim_end_matches('/').to_owned() })
+}
+
+impl RemotePrefix {
+    /// The object `name` directly under this prefix.
+    pub fn child(&self, name: &str) -> ObjectPath {
+        self.path.clone().join(name)
+    }
+
+    pub fn child_url(&self, name: &str) -> String {
+        format!("{}/{name}", self.url)
+    }
+
+    /// Names of the objects directly under this prefix (not in sub-prefixes).
+    pub fn list_names(&self) -> anyhow::Result<Vec<String>> {
+        let listing = block_on(self.store.list_with_delimiter(Some(&self.path)))
+            .map_err(|e| request_failed(&format!("cannot list {}", self.url), e))?;
+        let mut names: Vec<String> =
+            listing.objects.iter().filter_map(|o| o.location.filename().map(str::to_owned)).collect();
+        names.sort();
+        Ok(names)
+    }
+}
+
+const GLOB_OPTIONS: MatchOptions =
+    MatchOptions { case_sensitive: true, require_literal_separator: true, require_literal_leading_dot: true };
+
+/// Expands an input URL into objects: one object, every object with one of `extensions`
+/// directly under a prefix (`s3://bucket/data/`), or a glob over keys
+/// (`s3://bucket/data/*.parquet`). `https://` cannot be listed, so it takes neither.
+pub fn list_inputs(location: &str, extensions: &[&str]) -> anyhow::Result<Vec<RemoteObject>> {
+    let is_http = location.starts_with("http://") || location.starts_with("https://");
+    let has_glob = location.contains(['*', '?', '[']);
+    if is_http && has_glob {
+        bail!("{location}: an https:// location cannot be listed, so it takes no glob; name each file");
+    }
+    let listing = || extensions.join("/*.");
+    if has_glob {
+        let cut = location.find(['*', '?', '[']).unwrap_or(location.len());
+        let base =
+            location.get(..cut).and_then(|head| head.rfind('/').map(|slash| &location[..slash])).unwrap_or(location);
+        let prefix = remote_prefix(base)?;
+        let pattern_text = location.get(base.len() + 1..).unwrap_or_default();
+        let pattern =
+            Pattern::new(pattern_text).with_context(|| format!("`{location}` is not a valid glob pattern"))?;
+        let mut objects = list_all(&prefix)?;
+        let under = prefix.path.as_ref().len();
+        objects.retain(|o| {
+            let key = o.meta.location.as_ref();
+            let relative = key.get(under..).unwrap_or_default().trim_start_matches('/');
+            pattern.matches_with(relative, GLOB_OPTIONS)
+        });
+        if objects.is_empty() {
+            bail!("input {location} matches no object");
+        }
+        return Ok(objects);
+    }
+    let prefix = remote_prefix(location)?;
+    if !location.ends_with('/') {
+        match block_on(prefix.store.head(&prefix.path)) {
+            Ok(meta) => return Ok(vec![RemoteObject { store: prefix.store.clone(), meta, url: prefix.url.clone() }]),
+            Err(object_store::Error::NotFound { .. }) if !is_http => {}
+            Err(error) => return Err(request_failed(&format!("cannot read input {location}"), error)),
+        }
+    }
+    let mut objects = list_all(&prefix)?;
+    let depth = prefix.path.parts().count() + 1;
+    objects.retain(|o| {
+        o.meta.location.parts().count() == depth
+            && o.meta.location.extension().is_some_and(|e| extensions.contains(&e))
+            && !o.meta.location.filename().is_some_and(|n| n.starts_with('.') || n.starts_with('_'))
+    });
+    if objects.is_empty() {
+        bail!(
+            "input {location} does not exist or holds no *.{} object (give an object, a prefix or a glob)",
+            listing()
+        );
+    }
+    Ok(objects)
+}
+
+/// Every object under `prefix`, at any depth, sorted by key.
+fn list_all(prefix: &RemotePrefix) -> anyhow::Result<Vec<RemoteObject>> {
+    use futures::TryStreamExt;
+    let metas: Vec<ObjectMeta> = block_on(prefix.store.list(Some(&prefix.path)).try_collect())
+        .map_err(|e| request_failed(&format!("cannot list {}", prefix.url), e))?;
+    let root = prefix.path.as_ref().len();
+    let mut objects: Vec<RemoteObject> = metas
+        .into_iter()
+        .map(|meta| {
+            let relative = meta.location.as_ref().get(root..).unwrap_or_default().trim_start_matches('/').to_owned();
+            RemoteObject { store: prefix.store.clone(), url: format!("{}/{relative}", prefix.url), meta }
+        })
+        .collect();
+    objects.sort_by(|a, b| a.meta.location.cmp(&b.meta.location));
+    Ok(objects)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_urls_are_told_from_local_paths() {
+        for url in ["s3://b/k.parquet", "gs://b/", "az://c/p", "https://h/x.parquet", "S3://b/k"] {
+            assert!(is_url(url), "{url}");
+        }
+        for path in ["data/x.parquet", "/tmp/s3://x", "file.parquet", "C:\\data", "ftp://h/x"] {
+            assert!(!is_url(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn https_takes_no_glob() {
+        let error = list_inputs("https://example.invalid/data/*.parquet", &["parquet"]).expect_err("no glob");
+        assert!(error.to_string().contains("cannot be listed"), "{error}");
+    }
+}

@@ -1,0 +1,232 @@
+//! Dataset outputs as a scheduler uses them: parts, shards, `_SUCCESS`, resume after
+//! `kill -9`, and refusals that leave other runs' output alone.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use arrow::array::RecordBatch;
+use common::*;
+
+fn parts_of(dir: &Path) -> Vec<PathBuf> {
+    files_in(dir).into_iter().filter(|n| n.starts_with("part-")).map(|n| dir.join(n)).collect()
+}
+
+/// Every part's rows, in part order.
+fn read_dataset(dir: &Path) -> RecordBatch {
+    let batches: Vec<RecordBatch> = parts_of(dir).iter().map(|p| read(p)).collect();
+    arrow::compute::concat_batches(&batches[0].schema(), &batches).expect("concat")
+}
+
+/// (id, prediction, probabilities) per row, sorted by id: what two runs must agree on.
+fn rows_by_id(batch: &RecordBatch) -> Vec<(String, String, Vec<f32>)> {
+    let ids = strings(batch, "id");
+    let predictions = strings(batch, "prediction");
+    let probabilities = probabilities(batch);
+    let mut rows: Vec<(String, String, Vec<f32>)> = ids
+        .into_iter()
+        .zip(predictions)
+        .zip(probabilities)
+        .map(|((id, p), q)| (id.expect("id"), p.expect("prediction"), q.expect("probabilities")))
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    rows
+}
+
+fn assert_same_rows(a: &RecordBatch, b: &RecordBatch) {
+    let (a, b) = (rows_by_id(a), rows_by_id(b));
+    assert_eq!(a.len(), b.len(), "row counts");
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!((&x.0, &x.1), (&y.0, &y.1));
+        let worst = x.2.iter().zip(&y.2).map(|(p, q)| (p - q).abs()).fold(0.0f32, f32::max);
+        assert!(worst <= 1e-5, "{}: probabilities differ by {worst}", x.0);
+    }
+    let mut ids: Vec<&String> = a.iter().map(|r| &r.0).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), a.len(), "no id twice");
+}
+
+#[test]
+fn a_dataset_holds_the_rows_of_a_single_file_run_and_a_manifest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let single = dir.path().join("single.parquet");
+    assert!(run(&reviews(), &single, &[]).status.success());
+    let out = dir.path().join("out");
+    let output = run(&reviews(), &out, &["--rows-per-part", "64"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(summary.contains("5 parts written, 0 already committed, of 5 in all; complete"), "{summary}");
+    let names = files_in(&out);
+    assert_eq!(
+        names,
+        vec![
+            "_SUCCESS",
+            "part-00000.parquet",
+            "part-00001.parquet",
+            "part-00002.parquet",
+            "part-00003.parquet",
+            "part-00004.parquet"
+        ]
+    );
+    assert_same_rows(&read(&single), &read_dataset(&out));
+    // In input order, too.
+    assert_eq!(strings(&read(&single), "id"), strings(&read_dataset(&out), "id"));
+
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("_SUCCESS")).expect("_SUCCESS")).expect("json");
+    assert_eq!(manifest["rows"], 300);
+    assert_eq!(manifest["parts"].as_array().expect("parts").len(), 5);
+    assert_eq!(manifest["run"]["inputs"][0]["size"], std::fs::metadata(reviews()).expect("meta").len());
+    assert_eq!(manifest["run"]["model_sha256"].as_str().map(str::len), Some(64));
+
+    // A rerun finds the run complete and writes nothing.
+    let before = std::fs::metadata(out.join("part-00000.parquet")).expect("meta").modified().expect("mtime");
+    let output = run(&reviews(), &out, &["--rows-per-part", "64"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("0 parts written, 5 already committed"));
+    assert_eq!(std::fs::metadata(out.join("part-00000.parquet")).expect("meta").modified().expect("mtime"), before);
+}
+
+#[test]
+fn shards_write_every_row_once_and_the_last_one_writes_success() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let single = dir.path().join("single.parquet");
+    assert!(run(&reviews(), &single, &[]).status.success());
+    let out = dir.path().join("out");
+    for shard in ["1/3", "0/3"] {
+        let output = run(&reviews(), &out, &["--rows-per-part", "40", "--shard", shard]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert!(!out.join("_SUCCESS").exists(), "written before every shard is done");
+    }
+    // The last shard as a Kubernetes Indexed Job pod would run it.
+    let output = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["run", "--rows-per-part", "40", "--shards", "3"])
+        .arg("--input")
+        .arg(reviews())
+        .arg("--model")
+        .arg(tiny_model())
+        .arg("--output")
+        .arg(&out)
+        .env("JOB_COMPLETION_INDEX", "2")
+        .output()
+        .expect("run");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("shard 2/3: 2 parts written"));
+    assert!(out.join("_SUCCESS").exists());
+    assert_eq!(parts_of(&out).len(), 8);
+    assert_same_rows(&read(&single), &read_dataset(&out));
+}
+
+#[test]
+fn finalize_writes_success_only_when_every_part_is_there() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    assert!(run(&reviews(), &out, &["--rows-per-part", "100", "--shard", "0/2"]).status.success());
+    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
+    assert_eq!(finalize.status.code(), Some(1));
+    assert!(stderr(&finalize).contains("missing 1 part(s): part-00001.parquet"), "{}", stderr(&finalize));
+    assert!(!out.join("_SUCCESS").exists());
+    // A shard that lost its race to write _SUCCESS: here, one told it was not last.
+    assert!(run(&reviews(), &out, &["--rows-per-part", "100", "--shard", "1/2"]).status.success());
+    std::fs::remove_file(out.join("_SUCCESS")).expect("rm");
+    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
+    assert!(finalize.status.success(), "{}", stderr(&finalize));
+    assert!(String::from_utf8_lossy(&finalize.stdout).contains("300 rows in 3 parts"));
+    assert!(out.join("_SUCCESS").exists());
+}
+
+#[test]
+fn another_runs_output_is_refused_unless_overwrite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    assert!(run(&reviews(), &out, &["--rows-per-part", "100", "--shard", "0/2"]).status.success());
+    let before = files_in(&out);
+    let output = run(&reviews(), &out, &["--rows-per-part", "100", "--shard", "1/2", "--max-tokens", "50"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("--max-tokens was"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("--overwrite"), "{}", stderr(&output));
+    assert_eq!(files_in(&out), before, "nothing touched");
+
+    let output = run(&reviews(), &out, &["--rows-per-part", "100", "--max-tokens", "50", "--overwrite"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("3 parts written, 0 already committed"));
+
+    // A directory holding anything else is not a run's output.
+    let other = dir.path().join("notes");
+    std::fs::create_dir(&other).expect("mkdir");
+    std::fs::write(other.join("todo.txt"), b"mine").expect("write");
+    let output = run(&reviews(), &other, &["--overwrite"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("holds todo.txt, which is not part of a run"), "{}", stderr(&output));
+    assert_eq!(files_in(&other), vec!["todo.txt"]);
+}
+
+#[test]
+fn shard_specs_and_single_file_outputs_are_checked_before_any_work() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    for (spec, message) in [("3/3", "numbered 0 to 2"), ("0/0", "at least one shard"), ("1", "write I/N")] {
+        let output = run(&reviews(), &out, &["--shard", spec]);
+        assert_eq!(output.status.code(), Some(2), "{spec}: {}", stderr(&output));
+        assert!(stderr(&output).contains(message), "{spec}: {}", stderr(&output));
+    }
+    let output = run(&reviews(), &out, &["--shards", "4"]);
+    assert!(stderr(&output).contains("JOB_COMPLETION_INDEX"), "{}", stderr(&output));
+    let output = run(&reviews(), &dir.path().join("one.parquet"), &["--shard", "0/2"]);
+    assert!(stderr(&output).contains("need a dataset output"), "{}", stderr(&output));
+    assert!(!out.exists() && !dir.path().join("one.parquet").exists());
+}
+
+#[cfg(unix)]
+#[test]
+fn kill_9_mid_part_then_a_rerun_gives_every_row_once_and_nothing_left_over() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("many.parquet");
+    many_reviews(&input, 30, 1_000);
+    let single = dir.path().join("single.parquet");
+    assert!(run(&input, &single, &[]).status.success());
+
+    let out = dir.path().join("out");
+    let args = ["--rows-per-part", "500", "--window", "100"];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .arg("run")
+        .args(args)
+        .arg("--input")
+        .arg(&input)
+        .arg("--model")
+        .arg(tiny_model())
+        .arg("--output")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    // Kill once two parts are committed and the next one is being written.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let names = if out.is_dir() { files_in(&out) } else { Vec::new() };
+        let committed = names.iter().filter(|n| n.starts_with("part-")).count();
+        if committed >= 2 && names.iter().any(|n| n.starts_with(".part-") && n.ends_with(".partial")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no temporary part appeared: {names:?}");
+        assert!(child.try_wait().expect("wait").is_none(), "the run finished before it could be killed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("wait");
+    let left = files_in(&out);
+    assert!(!left.contains(&"_SUCCESS".to_owned()), "{left:?}");
+    assert!(left.iter().any(|n| n.ends_with(".partial")), "the kill left a temporary: {left:?}");
+
+    let output = run(&input, &out, &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(!summary.contains(" 0 already committed"), "the rerun skipped nothing: {summary}");
+    let names = files_in(&out);
+    assert!(names.iter().all(|n| n == "_SUCCESS" || n.starts_with("part-")), "left over: {names:?}");
+    assert_eq!(parts_of(&out).len(), 18);
+    assert_same_rows(&read(&single), &read_dataset(&out));
+}

@@ -1,0 +1,308 @@
+//! `pipeline run` against a real S3-compatible server on loopback (moto's server, installed
+//! on first use by `scripts/install-s3-test-server.sh`): inputs and outputs in a bucket, four
+//! shards with one killed by SIGKILL, and the errors for a missing bucket or object.
+//!
+//! Where the server cannot be installed (no network) the tests skip loudly; under `CI=true`
+//! they fail.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::RecordBatch;
+use batch_io::object_storage::block_on;
+use common::*;
+use futures::TryStreamExt;
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+const BUCKET: &str = "corpus";
+
+/// A moto S3 server on a free loopback port, stopped when dropped.
+struct S3Server {
+    child: Child,
+    port: u16,
+}
+
+impl S3Server {
+    /// `None` (with a loud note) where no server is installed, outside CI.
+    fn start(test: &str) -> Option<Self> {
+        let python = match test_support::s3_test_server_python() {
+            Ok(python) => python,
+            Err(error) => {
+                assert!(std::env::var("CI").as_deref() != Ok("true"), "no S3 test server: {error:#}");
+                eprintln!("SKIPPED {test}: no S3 test server ({error:#})");
+                return None;
+            }
+        };
+        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
+        let child = Command::new(python)
+            .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
+            .env("S3_UPLOAD_PART_MIN_SIZE", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start moto_server");
+        let server = S3Server { child, port };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "moto_server did not start listening");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server.create_bucket(BUCKET);
+        Some(server)
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// What a user sets: the endpoint, plain HTTP allowed, and credentials.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.endpoint()),
+            ("AWS_ALLOW_HTTP", "true".to_owned()),
+            ("AWS_ACCESS_KEY_ID", "test".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", "test".to_owned()),
+            ("AWS_REGION", "us-east-1".to_owned()),
+        ]
+    }
+
+    /// Buckets are made by the S3 API itself (object_store has no call for it).
+    fn create_bucket(&self, bucket: &str) {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        let request = format!(
+            "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.port
+        );
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).expect("reply");
+        assert!(reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200"), "{reply}");
+    }
+
+    fn store(&self) -> Arc<dyn ObjectStore> {
+        Arc::new(
+            AmazonS3Builder::new()
+                .with_endpoint(self.endpoint())
+                .with_allow_http(true)
+                .with_bucket_name(BUCKET)
+                .with_access_key_id("test")
+                .with_secret_access_key("test")
+                .with_region("us-east-1")
+                .build()
+                .expect("store"),
+        )
+    }
+
+    fn put(&self, key: &str, file: &Path) {
+        let bytes = std::fs::read(file).expect("read");
+        block_on(self.store().put(&ObjectPath::from(key), PutPayload::from(bytes))).expect("put");
+    }
+
+    /// Keys under `prefix`, sorted: what a LIST shows.
+    fn list(&self, prefix: &str) -> Vec<String> {
+        let store = self.store();
+        let metas: Vec<_> = block_on(store.list(Some(&ObjectPath::from(prefix))).try_collect()).expect("list");
+        let mut keys: Vec<String> = metas.into_iter().map(|m| m.location.to_string()).collect();
+        keys.sort();
+        keys
+    }
+
+    /// Every part under `prefix`, downloaded and read, in part order.
+    fn read_parts(&self, prefix: &str) -> RecordBatch {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let batches: Vec<RecordBatch> = self
+            .list(prefix)
+            .iter()
+            .filter(|k| k.contains("/part-"))
+            .map(|key| {
+                let bytes = block_on(async { self.store().get(&ObjectPath::from(key.as_str())).await?.bytes().await })
+                    .expect("get");
+                let local = dir.path().join(key.replace('/', "_"));
+                std::fs::write(&local, &bytes).expect("write");
+                read(&local)
+            })
+            .collect();
+        arrow::compute::concat_batches(&batches[0].schema(), &batches).expect("concat")
+    }
+
+    fn pipeline(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pipeline"));
+        command.args(args).arg("--model").arg(tiny_model()).envs(self.env());
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.pipeline(args).output().expect("run pipeline")
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// (id, prediction, probabilities) per row, sorted by id, and no id twice.
+fn rows_by_id(batch: &RecordBatch) -> Vec<(String, String, Vec<f32>)> {
+    let mut rows: Vec<(String, String, Vec<f32>)> = strings(batch, "id")
+        .into_iter()
+        .zip(strings(batch, "prediction"))
+        .zip(probabilities(batch))
+        .map(|((id, p), q)| (id.expect("id"), p.expect("prediction"), q.expect("probabilities")))
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut ids: Vec<&String> = rows.iter().map(|r| &r.0).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), rows.len(), "an id appears twice");
+    rows
+}
+
+fn assert_same_rows(a: &RecordBatch, b: &RecordBatch) {
+    let (a, b) = (rows_by_id(a), rows_by_id(b));
+    assert_eq!(a.len(), b.len(), "row counts");
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!((&x.0, &x.1), (&y.0, &y.1));
+        let worst = x.2.iter().zip(&y.2).map(|(p, q)| (p - q).abs()).fold(0.0f32, f32::max);
+        assert!(worst <= 1e-5, "{}: probabilities differ by {worst}", x.0);
+    }
+}
+
+#[test]
+fn inputs_and_outputs_in_a_bucket_give_what_local_files_give() {
+    let Some(s3) = S3Server::start("inputs_and_outputs_in_a_bucket_give_what_local_files_give") else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("local.parquet");
+    assert!(run(&reviews(), &local, &[]).status.success());
+    s3.put("in/a/reviews.parquet", &reviews());
+    s3.put("in/notes.txt", &reviews());
+
+    // One object in, one object out.
+    let output = s3.run(&["run", "--input", "s3://corpus/in/a/reviews.parquet", "--output", "s3://corpus/one.parquet"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(s3.list("").contains(&"one.parquet".to_owned()), "{:?}", s3.list(""));
+    let copy = dir.path().join("copy.parquet");
+    let bytes = block_on(async { s3.store().get(&ObjectPath::from("one.parquet")).await?.bytes().await }).expect("get");
+    std::fs::write(&copy, &bytes).expect("write");
+    assert_same_rows(&read(&local), &read(&copy));
+
+    // A glob in, a dataset out.
+    let output = s3.run(&[
+        "run",
+        "--input",
+        "s3://corpus/in/*/*.parquet",
+        "--output",
+        "s3://corpus/ds/",
+        "--rows-per-part",
+        "64",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let keys = s3.list("ds");
+    assert_eq!(keys.len(), 6, "{keys:?}");
+    assert!(keys.contains(&"ds/_SUCCESS".to_owned()), "{keys:?}");
+    assert_same_rows(&read(&local), &s3.read_parts("ds"));
+
+    // A rerun finds it complete.
+    let output = s3.run(&[
+        "run",
+        "--input",
+        "s3://corpus/in/*/*.parquet",
+        "--output",
+        "s3://corpus/ds/",
+        "--rows-per-part",
+        "64",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("0 parts written, 5 already committed"));
+}
+
+#[cfg(unix)]
+#[test]
+fn four_shards_with_one_killed_and_rerun_write_every_row_once() {
+    let Some(s3) = S3Server::start("four_shards_with_one_killed_and_rerun_write_every_row_once") else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("many.parquet");
+    many_reviews(&input, 20, 500);
+    s3.put("in/many.parquet", &input);
+    let single = dir.path().join("single.parquet");
+    assert!(run(&input, &single, &[]).status.success());
+
+    let common = [
+        "run",
+        "--input",
+        "s3://corpus/in/many.parquet",
+        "--output",
+        "s3://corpus/out/",
+        "--rows-per-part",
+        "500",
+        "--window",
+        "100",
+    ];
+    let shard = |i: usize| {
+        let spec = format!("{i}/4");
+        let mut args = common.to_vec();
+        args.extend(["--shard", spec.as_str()]);
+        s3.pipeline(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn")
+    };
+    let mut shards: Vec<Child> = (0..4).map(shard).collect();
+    // Shard 1 owns parts 1, 5 and 9: kill it once its first part is committed, while it
+    // writes the next (parts in a bucket are invisible until their upload completes).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !s3.list("out").contains(&"out/part-00001.parquet".to_owned()) {
+        assert!(Instant::now() < deadline, "shard 1 committed nothing");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(shards[1].try_wait().expect("wait").is_none(), "shard 1 finished before it could be killed");
+    shards[1].kill().expect("SIGKILL");
+    for child in &mut shards {
+        child.wait().expect("wait");
+    }
+    let keys = s3.list("out");
+    assert!(!keys.contains(&"out/_SUCCESS".to_owned()), "{keys:?}");
+    assert!(keys.len() < 12, "shard 1's later parts are missing: {keys:?}");
+
+    let mut args = common.to_vec();
+    args.extend(["--shard", "1/4"]);
+    let output = s3.run(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(summary.contains("already committed") && !summary.contains(" 0 already committed"), "{summary}");
+    assert!(summary.contains("complete, _SUCCESS written"), "{summary}");
+    let keys = s3.list("out");
+    let expected: Vec<String> =
+        (0..12).map(|i| format!("out/part-{i:05}.parquet")).chain(["out/_SUCCESS".to_owned()]).collect();
+    let mut expected_sorted = expected.clone();
+    expected_sorted.sort();
+    assert_eq!(keys, expected_sorted, "exactly the parts and _SUCCESS, nothing left over");
+    assert_same_rows(&read(&single), &s3.read_parts("out"));
+}
+
+#[test]
+fn a_missing_bucket_or_object_is_a_clear_error_and_commits_nothing() {
+    let Some(s3) = S3Server::start("a_missing_bucket_or_object_is_a_clear_error_and_commits_nothing") else { return };
+    s3.put("in/reviews.parquet", &reviews());
+    let output = s3.run(&["run", "--input", "s3://corpus/in/nothing.parquet", "--output", "s3://corpus/out/"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("s3://corpus/in/nothing.parquet does not exist"), "{}", stderr(&output));
+
+    let output = s3.run(&["run", "--input", "s3://no-such-bucket/in/*.parquet", "--output", "s3://corpus/out/"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("bucket does not exist"), "{}", stderr(&output));
+
+    let output = s3.run(&["run", "--input", "s3://corpus/in/reviews.parquet", "--output", "s3://no-such-bucket/out/"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("bucket does not exist"), "{}", stderr(&output));
+    assert!(s3.list("out").is_empty());
+
+    let output = s3.run(&["run", "--input", "s3://corpus/in/reviews.parquet", "--output", "s3://corpus/in/"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("is covered by the input"), "{}", stderr(&output));
+}
