@@ -402,3 +402,67 @@ impl DatasetDir {
         Ok((0..part.run.parts).filter(|i| !parts.contains_key(i)).collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run() -> RunFingerprint {
+        RunFingerprint {
+            inputs: vec![
+                InputIdentity { location: "s3://corpus/a.parquet".into(), size: 100, version: "\"etag-1\"".into() },
+                InputIdentity { location: "s3://corpus/b.parquet".into(), size: 200, version: "\"etag-2\"".into() },
+            ],
+            model_sha256: "0123456789abcdef0123".into(),
+            text_column: "text".into(),
+            pass_through: vec!["id".into()],
+            max_tokens: 512,
+            embedding: false,
+            rows_per_part: 2500,
+            parts: 4,
+        }
+    }
+
+    #[test]
+    fn the_same_run_has_no_differences() {
+        assert!(run().differences(&run()).is_empty());
+    }
+
+    #[test]
+    fn a_changed_input_is_named_with_what_changed() {
+        let earlier = run();
+        let mut now = run();
+        now.inputs[0].size = 150;
+        now.inputs[1].version = "\"etag-3\"".into();
+        let found = now.differences(&earlier);
+        assert_eq!(
+            found,
+            vec![
+                "input s3://corpus/a.parquet changed size (100 → 150 bytes)".to_owned(),
+                "input s3://corpus/b.parquet changed (version \"etag-2\" → \"etag-3\")".to_owned(),
+            ]
+        );
+        now.inputs.pop();
+        now.inputs.push(InputIdentity { location: "s3://corpus/c.parquet".into(), size: 1, version: "x".into() });
+        let found = now.differences(&earlier).join("; ");
+        assert!(found.contains("input s3://corpus/c.parquet is new"), "{found}");
+        assert!(found.contains("input s3://corpus/b.parquet is no longer read"), "{found}");
+    }
+
+    #[test]
+    fn a_changed_model_or_option_is_named() {
+        let earlier = run();
+        let mut now = run();
+        now.model_sha256 = "fedcba9876543210fedc".into();
+        now.max_tokens = 256;
+        now.embedding = true;
+        assert_eq!(
+            now.differences(&earlier),
+            vec![
+                "the model differs (sha256 0123456789ab → fedcba987654)".to_owned(),
+                "--max-tokens was 512, now 256".to_owned(),
+                "--embedding was false, now true".to_owned(),
+            ]
+        );
+    }
+}
