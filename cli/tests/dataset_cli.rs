@@ -20,34 +20,6 @@ fn read_dataset(dir: &Path) -> RecordBatch {
     arrow::compute::concat_batches(&batches[0].schema(), &batches).expect("concat")
 }
 
-/// (id, prediction, probabilities) per row, sorted by id: what two runs must agree on.
-fn rows_by_id(batch: &RecordBatch) -> Vec<(String, String, Vec<f32>)> {
-    let ids = strings(batch, "id");
-    let predictions = strings(batch, "prediction");
-    let probabilities = probabilities(batch);
-    let mut rows: Vec<(String, String, Vec<f32>)> = ids
-        .into_iter()
-        .zip(predictions)
-        .zip(probabilities)
-        .map(|((id, p), q)| (id.expect("id"), p.expect("prediction"), q.expect("probabilities")))
-        .collect();
-    rows.sort_by(|a, b| a.0.cmp(&b.0));
-    rows
-}
-
-fn assert_same_rows(a: &RecordBatch, b: &RecordBatch) {
-    let (a, b) = (rows_by_id(a), rows_by_id(b));
-    assert_eq!(a.len(), b.len(), "row counts");
-    for (x, y) in a.iter().zip(&b) {
-        assert_eq!((&x.0, &x.1), (&y.0, &y.1));
-        let worst = x.2.iter().zip(&y.2).map(|(p, q)| (p - q).abs()).fold(0.0f32, f32::max);
-        assert!(worst <= 1e-5, "{}: probabilities differ by {worst}", x.0);
-    }
-    let mut ids: Vec<&String> = a.iter().map(|r| &r.0).collect();
-    ids.dedup();
-    assert_eq!(ids.len(), a.len(), "no id twice");
-}
-
 #[test]
 fn a_dataset_holds_the_rows_of_a_single_file_run_and_a_manifest() {
     let dir = tempfile::tempdir().expect("tempdir");

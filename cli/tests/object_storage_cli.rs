@@ -151,31 +151,6 @@ impl Drop for S3Server {
     }
 }
 
-/// (id, prediction, probabilities) per row, sorted by id, and no id twice.
-fn rows_by_id(batch: &RecordBatch) -> Vec<(String, String, Vec<f32>)> {
-    let mut rows: Vec<(String, String, Vec<f32>)> = strings(batch, "id")
-        .into_iter()
-        .zip(strings(batch, "prediction"))
-        .zip(probabilities(batch))
-        .map(|((id, p), q)| (id.expect("id"), p.expect("prediction"), q.expect("probabilities")))
-        .collect();
-    rows.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut ids: Vec<&String> = rows.iter().map(|r| &r.0).collect();
-    ids.dedup();
-    assert_eq!(ids.len(), rows.len(), "an id appears twice");
-    rows
-}
-
-fn assert_same_rows(a: &RecordBatch, b: &RecordBatch) {
-    let (a, b) = (rows_by_id(a), rows_by_id(b));
-    assert_eq!(a.len(), b.len(), "row counts");
-    for (x, y) in a.iter().zip(&b) {
-        assert_eq!((&x.0, &x.1), (&y.0, &y.1));
-        let worst = x.2.iter().zip(&y.2).map(|(p, q)| (p - q).abs()).fold(0.0f32, f32::max);
-        assert!(worst <= 1e-5, "{}: probabilities differ by {worst}", x.0);
-    }
-}
-
 #[test]
 fn inputs_and_outputs_in_a_bucket_give_what_local_files_give() {
     let Some(s3) = S3Server::start("inputs_and_outputs_in_a_bucket_give_what_local_files_give") else { return };
@@ -195,15 +170,9 @@ fn inputs_and_outputs_in_a_bucket_give_what_local_files_give() {
     assert_same_rows(&read(&local), &read(&copy));
 
     // A glob in, a dataset out.
-    let output = s3.run(&[
-        "run",
-        "--input",
-        "s3://corpus/in/*/*.parquet",
-        "--output",
-        "s3://corpus/ds/",
-        "--rows-per-part",
-        "64",
-    ]);
+    let glob_to_dataset =
+        ["run", "--input", "s3://corpus/in/*/*.parquet", "--output", "s3://corpus/ds/", "--rows-per-part", "64"];
+    let output = s3.run(&glob_to_dataset);
     assert!(output.status.success(), "{}", stderr(&output));
     let keys = s3.list("ds");
     assert_eq!(keys.len(), 6, "{keys:?}");
@@ -211,15 +180,7 @@ fn inputs_and_outputs_in_a_bucket_give_what_local_files_give() {
     assert_same_rows(&read(&local), &s3.read_parts("ds"));
 
     // A rerun finds it complete.
-    let output = s3.run(&[
-        "run",
-        "--input",
-        "s3://corpus/in/*/*.parquet",
-        "--output",
-        "s3://corpus/ds/",
-        "--rows-per-part",
-        "64",
-    ]);
+    let output = s3.run(&glob_to_dataset);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(String::from_utf8_lossy(&output.stdout).contains("0 parts written, 5 already committed"));
 }

@@ -122,6 +122,15 @@ struct CommittedPart {
     run: RunFingerprint,
 }
 
+/// What [`DatasetDir::finalize`] found.
+#[derive(Debug)]
+pub enum Finalized {
+    /// Every part is committed and `_SUCCESS` is written.
+    Complete(RunManifest),
+    /// These units' parts are not committed yet (another shard may still be at work).
+    Missing(Vec<usize>),
+}
+
 /// Where a dataset output stands before a run.
 #[derive(Debug)]
 pub enum Progress {
@@ -191,8 +200,8 @@ impl DatasetDir {
     }
 
     /// Where the part of unit `index` goes.
-    pub fn part(&self, index: usize) -> anyhow::Result<Destination> {
-        Ok(self.destination(&part_name(index)))
+    pub fn part(&self, index: usize) -> Destination {
+        self.destination(&part_name(index))
     }
 
     fn destination(&self, name: &str) -> Destination {
@@ -352,21 +361,21 @@ impl DatasetDir {
         Ok(())
     }
 
-    /// Writes `_SUCCESS` if every part of the run is committed, and returns the manifest;
-    /// `Ok(None)` while parts are missing (another shard is still at work). With `run`, the
-    /// parts must belong to it; without (`--finalize`), to the run their footers name.
-    pub fn finalize(&self, run: Option<&RunFingerprint>) -> anyhow::Result<Option<RunManifest>> {
+    /// Writes `_SUCCESS` if every part of the run is committed, or says which are missing.
+    /// With `run`, the parts must belong to it; without (`--finalize`), to the run their
+    /// footers name.
+    pub fn finalize(&self, run: Option<&RunFingerprint>) -> anyhow::Result<Finalized> {
         let (parts, success) = self.scan()?;
         let run = match (run, parts.values().next()) {
             (Some(run), _) => run.clone(),
             (None, Some(part)) => part.run.clone(),
             (None, None) => match success {
-                Some(manifest) => return Ok(Some(manifest)),
+                Some(manifest) => return Ok(Finalized::Complete(manifest)),
                 None => bail!("output {} holds no parts; run `pipeline run` into it first", self.location()),
             },
         };
         if let Some(manifest) = success.filter(|m| m.run == run) {
-            return Ok(Some(manifest));
+            return Ok(Finalized::Complete(manifest));
         }
         if let Some((index, _)) = parts.iter().find(|(_, p)| p.run != run) {
             bail!(
@@ -377,7 +386,7 @@ impl DatasetDir {
         }
         let missing: Vec<usize> = (0..run.parts).filter(|i| !parts.contains_key(i)).collect();
         if !missing.is_empty() {
-            return Ok(None);
+            return Ok(Finalized::Missing(missing));
         }
         let records: Vec<PartRecord> =
             parts.iter().map(|(index, part)| PartRecord { name: part_name(*index), rows: part.rows }).collect();
@@ -392,14 +401,7 @@ impl DatasetDir {
         std::io::Write::write_all(&mut sink, serde_json::to_string_pretty(&manifest)?.as_bytes())
             .map_err(|e| write_failed(Path::new(&destination.to_string()), &e))?;
         sink.publish()?;
-        Ok(Some(manifest))
-    }
-
-    /// The parts missing from a finished output, for `--finalize`'s error.
-    pub fn missing_parts(&self) -> anyhow::Result<Vec<usize>> {
-        let (parts, _) = self.scan()?;
-        let Some(part) = parts.values().next() else { return Ok(Vec::new()) };
-        Ok((0..part.run.parts).filter(|i| !parts.contains_key(i)).collect())
+        Ok(Finalized::Complete(manifest))
     }
 }
 

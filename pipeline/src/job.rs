@@ -28,7 +28,9 @@ use runtime::inference::{BackendOptions, InferenceBackend, NullBackend};
 use runtime::output_table::OutputTable;
 use runtime::package::ModelPackage;
 
-use crate::dataset::{DatasetDir, FINGERPRINT_KEY, InputIdentity, Progress as DatasetProgress, RunFingerprint};
+use crate::dataset::{
+    DatasetDir, FINGERPRINT_KEY, Finalized, InputIdentity, Progress as DatasetProgress, RunFingerprint, RunManifest,
+};
 use crate::stages::{Line, Output, OutputFile, Progress, StageSeconds, WriteStage, run_line};
 use crate::units::{FileLayout, Shard, WorkUnit, part_name, plan_units};
 
@@ -265,6 +267,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     let layouts: Vec<FileLayout> = streams.iter().map(|s| if dataset { s.row_groups.clone() } else { None }).collect();
     let units = plan_units(&layouts, options.rows_per_part);
     let mut todo: Vec<WorkUnit> = units.iter().filter(|u| options.shard.owns(u)).copied().collect();
+    let owned = todo.len();
     let run = dataset
         .then(|| {
             anyhow::Ok(RunFingerprint {
@@ -297,7 +300,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
             (Output::parts(dir.clone()), Some(dir))
         }
     };
-    let skipped = units.iter().filter(|u| options.shard.owns(u)).count() - todo.len();
+    let skipped = owned - todo.len();
 
     let total_rows: Option<usize> = todo
         .iter()
@@ -334,7 +337,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
             written: *committed,
             skipped,
             total: run.parts,
-            complete: dir.finalize(Some(run))?.is_some(),
+            complete: matches!(dir.finalize(Some(run))?, Finalized::Complete(_)),
         }),
         _ => None,
     };
@@ -403,15 +406,14 @@ fn input_identity(file: &InputFile) -> anyhow::Result<InputIdentity> {
 
 /// `pipeline run --finalize DIR`: writes `_SUCCESS` into a dataset output whose parts are
 /// all committed (by shards that each found others still at work), and returns it.
-pub fn finalize(dir: &str) -> anyhow::Result<crate::dataset::RunManifest> {
+pub fn finalize(dir: &str) -> anyhow::Result<RunManifest> {
     if !is_url(dir) && !Path::new(dir).is_dir() {
         bail!("--finalize {dir}: no such directory; give the --output of the sharded run");
     }
     let dataset = DatasetDir::prepare(dir)?;
     match dataset.finalize(None)? {
-        Some(manifest) => Ok(manifest),
-        None => {
-            let missing = dataset.missing_parts()?;
+        Finalized::Complete(manifest) => Ok(manifest),
+        Finalized::Missing(missing) => {
             let names: Vec<String> = missing.iter().take(10).map(|&i| part_name(i)).collect();
             let more = if missing.len() > 10 { format!(" and {} more", missing.len() - 10) } else { String::new() };
             bail!(

@@ -23,20 +23,7 @@ pub fn onnxruntime_library() -> anyhow::Result<PathBuf> {
     let dir = root.join(INSTALL_DIR);
     let library = dir.join(LIBRARY_FILE);
     if !library.is_file() {
-        let script = root.join("scripts").join("install-onnxruntime.sh");
-        let output = Command::new("bash")
-            .arg(&script)
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .with_context(|| format!("could not run `bash {}`", script.display()))?;
-        ensure!(
-            output.status.success(),
-            "`bash {}` failed ({}); see its messages above",
-            script.display(),
-            output.status
-        );
+        let (script, output) = run_install_script("install-onnxruntime.sh", &dir)?;
         ensure!(
             library.is_file(),
             "`bash {}` succeeded but {} does not exist (it printed: {})",
@@ -55,18 +42,24 @@ pub fn s3_test_server_python() -> anyhow::Result<PathBuf> {
     static INSTALL: Mutex<()> = Mutex::new(());
     let _guard = INSTALL.lock().unwrap_or_else(PoisonError::into_inner);
 
-    let root = repo_root();
-    let dir = root.join("target").join("moto");
-    let script = root.join("scripts").join("install-s3-test-server.sh");
+    let dir = repo_root().join("target").join("moto");
+    let (script, _) = run_install_script("install-s3-test-server.sh", &dir)?;
+    let python = dir.join("bin").join("python");
+    ensure!(python.is_file(), "`bash {}` succeeded but {} does not exist", script.display(), python.display());
+    Ok(python)
+}
+
+/// Runs `scripts/NAME DEST` (its messages go to the test's stderr) and returns the script's
+/// path and what it printed; an error if it fails.
+fn run_install_script(name: &str, dest: &Path) -> anyhow::Result<(PathBuf, std::process::Output)> {
+    let script = repo_root().join("scripts").join(name);
     let output = Command::new("bash")
         .arg(&script)
-        .arg(&dir)
+        .arg(dest)
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .output()
         .with_context(|| format!("could not run `bash {}`", script.display()))?;
     ensure!(output.status.success(), "`bash {}` failed ({}); see its messages above", script.display(), output.status);
-    let python = dir.join("bin").join("python");
-    ensure!(python.is_file(), "`bash {}` succeeded but {} does not exist", script.display(), python.display());
-    Ok(python)
+    Ok((script, output))
 }

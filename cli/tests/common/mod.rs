@@ -113,3 +113,30 @@ pub fn many_reviews(path: &Path, copies: usize, group: usize) {
     writer.write(&batch).expect("write");
     writer.close().expect("close");
 }
+
+/// (id, prediction, probabilities) per row, sorted by id; no id may appear twice.
+pub fn rows_by_id(batch: &RecordBatch) -> Vec<(String, String, Vec<f32>)> {
+    let mut rows: Vec<(String, String, Vec<f32>)> = strings(batch, "id")
+        .into_iter()
+        .zip(strings(batch, "prediction"))
+        .zip(probabilities(batch))
+        .map(|((id, p), q)| (id.expect("id"), p.expect("prediction"), q.expect("probabilities")))
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut ids: Vec<&String> = rows.iter().map(|r| &r.0).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), rows.len(), "an id appears twice");
+    rows
+}
+
+/// Two outputs hold the same rows (in any order): same ids and predictions, probabilities
+/// within 1e-5.
+pub fn assert_same_rows(a: &RecordBatch, b: &RecordBatch) {
+    let (a, b) = (rows_by_id(a), rows_by_id(b));
+    assert_eq!(a.len(), b.len(), "row counts");
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!((&x.0, &x.1), (&y.0, &y.1));
+        let worst = x.2.iter().zip(&y.2).map(|(p, q)| (p - q).abs()).fold(0.0f32, f32::max);
+        assert!(worst <= 1e-5, "{}: probabilities differ by {worst}", x.0);
+    }
+}

@@ -53,7 +53,7 @@ impl Output {
             Output::Parts { dir, current, committed } => {
                 let part = match current {
                     Some(part) => part,
-                    None => current.insert(OutputFile::create(&dir.part(unit.index)?, schema.clone())?),
+                    None => current.insert(OutputFile::create(&dir.part(unit.index), schema.clone())?),
                 };
                 part.write(batch)?;
                 if ends_unit && let Some(part) = current.take() {
