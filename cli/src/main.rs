@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use backend_flags::BackendFlags;
-use batch_io::command_line::{LogFormat, print_report};
+use batch_io::command_line::{LogFormat, logs_are_json, print_report};
 use clap::{Args, Parser, Subcommand};
 use pipeline::job::{JobOptions, run_job};
 use pipeline::units::Shard;
@@ -187,7 +187,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 overwrite: args.overwrite,
             };
             let summary = run_job(&package, &options)?;
-            summary.log();
+            // On stdout for a person; also as one log event for a log shipper.
+            if logs_are_json() {
+                summary.log();
+            }
             print_report(&format!("{summary}\n"))?;
             Ok(())
         }
