@@ -162,6 +162,12 @@ fn store_for(url: &Url) -> anyhow::Result<(Arc<dyn ObjectStore>, ObjectPath)> {
     Ok((store, path))
 }
 
+/// The store that serves `url`'s scheme and bucket, built from the environment on first use
+/// (for DataFusion, which asks for a store by URL).
+pub fn store_at(url: &Url) -> anyhow::Result<Arc<dyn ObjectStore>> {
+    store_for(url).map(|(store, _)| store)
+}
+
 /// An object in a store: where it is and what the listing said about it.
 #[derive(Clone)]
 pub struct RemoteObject {

@@ -15,10 +15,11 @@ const DEFAULT_TABLE: (&str, &str) = ("predictions", "predictions.parquet");
 pub struct SqlArgs {
     /// The query. Left out: read from stdin, or an interactive prompt on a terminal.
     query: Option<String>,
-    /// Register a Parquet file, directory or glob as a table (repeatable). Default:
+    /// Register a Parquet file, directory or glob as a table, locally or in object storage
+    /// (s3://bucket/out/, gs://…/*.parquet; repeatable). Default:
     /// predictions=predictions.parquet when that file exists. Files can also be named in
     /// the query itself: FROM 'reviews.parquet'.
-    #[arg(long = "table", value_name = "NAME=PATH")]
+    #[arg(long = "table", value_name = "NAME=LOCATION")]
     tables: Vec<String>,
     /// Output format (default: from --output's extension, else a table).
     #[arg(long, value_enum)]
@@ -74,7 +75,7 @@ fn run_here(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
         .build()
         .context("cannot start the query runtime")?;
     runtime.block_on(async {
-        let mut session = SqlSession::new(classify);
+        let mut session = SqlSession::new(classify)?;
         register_tables(&mut session, &args.tables).await?;
         let format = match (args.format, &args.output) {
             (Some(format), _) => format,

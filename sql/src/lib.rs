@@ -1,7 +1,7 @@
 //! SQL over predictions: a DataFusion session with attention-aware functions and
 //! `classify()` on raw text, for `pipeline sql`.
 //!
-//! `tables` turns Parquet paths into tables, `functions` adds the SQL functions,
+//! `tables` turns Parquet paths and URLs into tables (`object_stores` finds their stores), `functions` adds the SQL functions,
 //! `field_access` lets `classify(text).prediction` plan, `session` puts them together, and
 //! `output` prints or writes what a query returns.
 
@@ -11,6 +11,7 @@
 
 mod field_access;
 pub mod functions;
+mod object_stores;
 pub mod output;
 pub mod session;
 pub mod tables;

@@ -6,11 +6,12 @@ use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::{Arc, PoisonError};
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use datafusion::catalog::DynamicFileCatalog;
 use datafusion::dataframe::DataFrame;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 
 use crate::field_access::rewrite_field_access;
@@ -19,7 +20,8 @@ use batch_io::locations::refuse_output_among_inputs;
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::{Expr, Visit, Visitor};
 
-use crate::tables::{ParquetPathTables, ReadLocations, parquet_table, resolve_parquet_files};
+use crate::object_stores::StoresFromEnvironment;
+use crate::tables::{ParquetPathTables, ReadLocations, find_parquet_files, parquet_table};
 
 pub struct SqlSession {
     ctx: SessionContext,
@@ -34,22 +36,27 @@ pub struct SqlSession {
 pub const MAX_EXPRESSION_DEPTH: usize = 500;
 
 impl SqlSession {
-    pub fn new(classify: ClassifyOptions) -> Self {
+    pub fn new(classify: ClassifyOptions) -> anyhow::Result<Self> {
         // information_schema gives `SHOW TABLES` and `SHOW COLUMNS FROM t`.
-        let ctx = SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
+        let config = SessionConfig::new().with_information_schema(true);
+        let stores = RuntimeEnvBuilder::new()
+            .with_object_store_registry(Arc::new(StoresFromEnvironment::default()))
+            .build_arc()
+            .context("cannot set up the query engine")?;
+        let ctx = SessionContext::new_with_config_rt(config, stores);
         let read = ReadLocations::default();
         functions::register(&ctx, classify, read.clone());
         let paths = Arc::new(ParquetPathTables::new(ctx.state(), read.clone()));
         let catalogs = Arc::new(DynamicFileCatalog::new(ctx.state().catalog_list().clone(), paths));
         let state = SessionStateBuilder::new_from_existing(ctx.state()).with_catalog_list(catalogs).build();
-        Self { ctx: SessionContext::new_with_state(state), tables: BTreeMap::new(), read }
+        Ok(Self { ctx: SessionContext::new_with_state(state), tables: BTreeMap::new(), read })
     }
 
     pub fn context(&self) -> &SessionContext {
         &self.ctx
     }
 
-    /// Registers the Parquet file, directory or glob at `location` as table `name`.
+    /// Registers the Parquet file, directory, prefix or glob at `location` as table `name`.
     pub async fn register_table(&mut self, name: &str, location: &str) -> anyhow::Result<()> {
         let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -61,13 +68,15 @@ impl SqlSession {
         if self.tables.contains_key(&name) {
             bail!("table `{name}` is given twice");
         }
-        let input = resolve_parquet_files(location)?;
-        let table = parquet_table(&self.ctx.state(), &input.files)
+        let files = find_parquet_files(location).await?;
+        let table = parquet_table(&self.ctx.state(), &files)
             .await
             .map_err(|e| anyhow::anyhow!("cannot register {location} as table `{name}`: {e}"))?;
         self.ctx.register_table(name.as_str(), table)?;
         self.tables.insert(name, location.to_owned());
-        self.read.lock().unwrap_or_else(PoisonError::into_inner).push(input);
+        if let Some(input) = files.local() {
+            self.read.lock().unwrap_or_else(PoisonError::into_inner).push(input);
+        }
         Ok(())
     }
 

@@ -1,15 +1,18 @@
-//! Parquet files as SQL tables: `--table NAME=PATH` registrations and paths quoted in a
-//! query (`FROM 'reviews.parquet'`). A path is a file, a directory of `*.parquet` files or a
-//! glob. Every file is checked up front, so a file that is not Parquet fails with its name
-//! instead of an anonymous footer error in the middle of a query.
+//! Parquet files as SQL tables: `--table NAME=LOCATION` registrations and locations quoted
+//! in a query (`FROM 'reviews.parquet'`, `FROM 's3://bucket/out/'`). A location is a file, a
+//! directory of `*.parquet` files or a glob, locally or in object storage. Every file is
+//! checked up front, so a file that is not Parquet fails with its name instead of an
+//! anonymous footer error in the middle of a query.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context;
 use async_trait::async_trait;
 use batch_io::locations::{InputLocation, resolve_inputs};
+use batch_io::object_storage::{RemoteObject, is_url, list_inputs};
+use batch_io::source::{InputFile, parquet_footer};
 use datafusion::catalog::{TableProvider, UrlTableFactory};
 use datafusion::datasource::listing::{ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::error::{DataFusionError, Result};
@@ -18,9 +21,45 @@ use datafusion::execution::options::ReadOptions;
 use datafusion::prelude::ParquetReadOptions;
 use parquet::file::reader::SerializedFileReader;
 
-/// The Parquet files behind `location` (a file, a directory's `*.parquet` files or a glob),
-/// sorted, each checked to have a readable footer.
-pub fn resolve_parquet_files(location: &str) -> anyhow::Result<InputLocation> {
+/// The Parquet files behind a location.
+pub enum ParquetFiles {
+    Local(InputLocation),
+    Remote(Vec<RemoteObject>),
+}
+
+impl ParquetFiles {
+    /// The local location, which an output must not overwrite.
+    pub fn local(self) -> Option<InputLocation> {
+        match self {
+            ParquetFiles::Local(input) => Some(input),
+            ParquetFiles::Remote(_) => None,
+        }
+    }
+
+    /// The URLs DataFusion reads the files by.
+    fn urls(&self) -> Result<Vec<ListingTableUrl>> {
+        match self {
+            ParquetFiles::Local(input) => input
+                .files
+                .iter()
+                .map(|file| ListingTableUrl::parse(std::path::absolute(file)?.to_string_lossy()))
+                .collect(),
+            ParquetFiles::Remote(objects) => objects.iter().map(|object| ListingTableUrl::parse(&object.url)).collect(),
+        }
+    }
+}
+
+/// The Parquet files behind `location` (a file, a directory's or prefix's `*.parquet` files
+/// or a glob), sorted, each checked to have a readable footer. This blocks: from async code
+/// call [`find_parquet_files`].
+pub fn resolve_parquet_files(location: &str) -> anyhow::Result<ParquetFiles> {
+    if is_url(location) {
+        let objects = list_inputs(location, &["parquet"])?;
+        for object in &objects {
+            parquet_footer(&InputFile::Remote(object.clone()))?;
+        }
+        return Ok(ParquetFiles::Remote(objects));
+    }
     let input = resolve_inputs(location, &["parquet"])?;
     for file in &input.files {
         let opened = File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
@@ -28,24 +67,28 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<InputLocation> {
             .map_err(|e| anyhow::anyhow!("{e}"))
             .with_context(|| format!("{} is not a Parquet file; `pipeline sql` reads Parquet only", file.display()))?;
     }
-    Ok(input)
+    Ok(ParquetFiles::Local(input))
+}
+
+/// [`resolve_parquet_files`] off the query runtime's threads: listing and footer reads block,
+/// and object-storage requests wait on their own runtime, which a runtime thread cannot do.
+pub async fn find_parquet_files(location: &str) -> anyhow::Result<ParquetFiles> {
+    let location = location.to_owned();
+    tokio::task::spawn_blocking(move || resolve_parquet_files(&location))
+        .await
+        .context("resolving a table's files failed")?
 }
 
 /// A table over `files`, with the schema merged from their footers.
-pub async fn parquet_table(state: &SessionState, files: &[PathBuf]) -> Result<Arc<dyn TableProvider>> {
-    let urls = files
-        .iter()
-        .map(|file| {
-            let absolute = std::path::absolute(file)?;
-            ListingTableUrl::parse(absolute.to_string_lossy())
-        })
-        .collect::<Result<Vec<_>>>()?;
+pub async fn parquet_table(state: &SessionState, files: &ParquetFiles) -> Result<Arc<dyn TableProvider>> {
     // The files were chosen above, whatever their extension.
     let options = ParquetReadOptions::default()
         .to_listing_options(state.config(), state.default_table_options())
         .with_file_extension("");
-    let config =
-        ListingTableConfig::new_with_multi_paths(urls).with_listing_options(options).infer_schema(state).await?;
+    let config = ListingTableConfig::new_with_multi_paths(files.urls()?)
+        .with_listing_options(options)
+        .infer_schema(state)
+        .await?;
     Ok(Arc::new(ListingTable::try_new(config)?))
 }
 
@@ -68,7 +111,7 @@ impl ParquetPathTables {
 }
 
 fn looks_like_path(name: &str) -> bool {
-    name.contains(['/', '.', '*', '?', '[']) || Path::new(name).exists()
+    is_url(name) || name.contains(['/', '.', '*', '?', '[']) || Path::new(name).exists()
 }
 
 #[async_trait]
@@ -78,9 +121,11 @@ impl UrlTableFactory for ParquetPathTables {
         if !looks_like_path(name) {
             return Ok(None);
         }
-        let input = resolve_parquet_files(name).map_err(|e| DataFusionError::Plan(format!("{e:#}")))?;
-        let table = parquet_table(&self.state, &input.files).await?;
-        self.read.lock().unwrap_or_else(PoisonError::into_inner).push(input);
+        let files = find_parquet_files(name).await.map_err(|e| DataFusionError::Plan(format!("{e:#}")))?;
+        let table = parquet_table(&self.state, &files).await?;
+        if let Some(input) = files.local() {
+            self.read.lock().unwrap_or_else(PoisonError::into_inner).push(input);
+        }
         Ok(Some(table))
     }
 }

@@ -91,7 +91,8 @@ fn generated_function_calls_answer_or_fail_clearly() {
         default_model: Some(repo_root().join("fixtures/tiny-san")),
         backend: BackendOptions::default(),
         batch_size: 8,
-    });
+    })
+    .expect("session");
     runtime.block_on(session.register_table("p", &table.display().to_string())).expect("register");
 
     // The same cases every run (CI is reproducible) unless PROPTEST_RNG_SEED picks others.

@@ -79,7 +79,8 @@ async fn open_session(predictions: &Path) -> anyhow::Result<Database> {
         default_model: Some(repo_root().join("fixtures/default-model")),
         backend: BackendOptions::default(),
         batch_size: 16,
-    });
+    })
+    .expect("session");
     session.register_table("predictions", &predictions.display().to_string()).await?;
     session.register_table("reviews", &repo_root().join("fixtures/reviews.parquet").display().to_string()).await?;
     Ok(Database { session })
