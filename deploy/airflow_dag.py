@@ -1,10 +1,12 @@
 """Classify a corpus in object storage with one Airflow task per shard, then finalize.
 
-Dynamic task mapping runs `pipeline run --shard I/N` for I in 0..N-1; a retried task skips
+Dynamic task mapping runs deploy/run-shard.sh (`pipeline run --shard I/N`, the same script the
+Kubernetes Job calls) for I in 0..N-1; a retried task skips
 the parts its earlier attempt committed. `pipeline run --finalize` then writes _SUCCESS (a
 no-op when the last shard already did), so downstream tasks can wait on that one object.
 
-Needs Airflow 2.4+ (dynamic task mapping) and the `pipeline` binary on the workers. Credentials
+Needs Airflow 2.4+ (dynamic task mapping), and the `pipeline` binary and run-shard.sh on the
+workers. Credentials
 come from the standard environment variables (AWS_*, GOOGLE_*, AZURE_*); set them in the
 worker's environment or through `env=` below. The exit code tells what to do with a failure:
 1 = bad input (retrying will not help), 75 = object storage failed after retries (retry later).
@@ -20,28 +22,31 @@ INPUT = "s3://my-corpus/reviews/*.parquet"
 OUTPUT = "s3://my-results/reviews-predictions/"
 SHARDS = 8
 PIPELINE = "/usr/local/bin/pipeline"
+RUN_SHARD = "/opt/attention-classifier/deploy/run-shard.sh"
 
 
-def run(args: list[str]) -> None:
+def run(command: list[str], env: dict[str, str] | None = None) -> None:
+    import os
     import subprocess
 
-    result = subprocess.run([PIPELINE, *args], check=False)
+    result = subprocess.run(command, env={**os.environ, **(env or {})}, check=False)
     if result.returncode == 1 or result.returncode == 2:
         # Bad input or usage: a retry would fail the same way.
-        raise AirflowFailException(f"pipeline {' '.join(args)} exited {result.returncode}")
+        raise AirflowFailException(f"{' '.join(command)} exited {result.returncode}")
     if result.returncode != 0:
-        raise RuntimeError(f"pipeline {' '.join(args)} exited {result.returncode}; Airflow retries it")
+        raise RuntimeError(f"{' '.join(command)} exited {result.returncode}; Airflow retries it")
 
 
 @dag(schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False, tags=["classify"])
 def classify_corpus():
     @task(retries=3, retry_exponential_backoff=True)
     def classify_shard(index: int) -> None:
-        run(["run", "--input", INPUT, "--output", OUTPUT, "--shard", f"{index}/{SHARDS}", "--log-format", "json"])
+        shard = {"PIPELINE": PIPELINE, "PIPELINE_INPUT": INPUT, "PIPELINE_OUTPUT": OUTPUT}
+        run([RUN_SHARD], env={**shard, "SHARD_COUNT": str(SHARDS), "SHARD_INDEX": str(index)})
 
     @task(retries=2)
     def finalize() -> None:
-        run(["run", "--finalize", OUTPUT])
+        run([PIPELINE, "run", "--finalize", OUTPUT])
 
     classify_shard.expand(index=list(range(SHARDS))) >> finalize()
 

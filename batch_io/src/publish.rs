@@ -1,16 +1,18 @@
 //! An output published whole, wherever it goes: a local file is written to a locked
-//! temporary beside it and renamed into place (see `atomic_file`); an object is uploaded and
-//! becomes visible only when the upload completes (one PUT, or a multipart upload's final
-//! request). Dropped before [`Sink::publish`], neither leaves anything a reader can see.
+//! temporary beside it and renamed into place (see `atomic_file`); an object is sent as a
+//! multipart upload, which becomes visible only when its final request completes it.
+//! Dropped before [`Sink::publish`], neither leaves anything a reader can see.
+//!
+//! Objects are always sent as multipart uploads, even small ones (three requests instead of
+//! one PUT): an interrupted object is then always an incomplete upload, which the bucket's
+//! lifecycle rule removes (deploy/) and which a listing of uploads shows while it is written.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use object_store::ObjectStore;
-use object_store::buffered::BufWriter;
 use object_store::path::Path as ObjectPath;
-use tokio::io::AsyncWriteExt;
+use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 
 use crate::atomic_file::{TempFile, temp_beside};
 use crate::object_storage::{block_on, request_failed};
@@ -39,22 +41,27 @@ pub enum Sink {
 
 /// An object upload; aborted if dropped before it is published.
 pub struct Upload {
-    writer: Option<BufWriter>,
+    writer: Option<WriteMultipart>,
     url: String,
 }
 
-/// Data held in memory before an upload turns into a multipart upload (whose parts are then
-/// sent as they fill).
-const UPLOAD_BUFFER: usize = 16 << 20;
+/// Size of each part of an upload (S3 wants at least 5 MiB for all but the last).
+const UPLOAD_PART: usize = 16 << 20;
+/// Parts in flight at once; writing waits beyond that, so memory stays bounded.
+const PARTS_IN_FLIGHT: usize = 2;
 
 impl Sink {
     pub fn create(destination: &Destination) -> anyhow::Result<Self> {
         Ok(match destination {
             Destination::Local(target) => Sink::Local { temp: temp_beside(target)?, target: target.clone() },
-            Destination::Object { store, path, url } => Sink::Object(Upload {
-                writer: Some(BufWriter::with_capacity(store.clone(), path.clone(), UPLOAD_BUFFER)),
-                url: url.clone(),
-            }),
+            Destination::Object { store, path, url } => {
+                let upload = block_on(store.put_multipart(path))
+                    .map_err(|e| request_failed(&format!("cannot upload {url}"), e))?;
+                Sink::Object(Upload {
+                    writer: Some(WriteMultipart::new_with_chunk_size(upload, UPLOAD_PART)),
+                    url: url.clone(),
+                })
+            }
         })
     }
 
@@ -63,19 +70,12 @@ impl Sink {
         match self {
             Sink::Local { temp, target } => temp.publish(&target),
             Sink::Object(mut upload) => {
-                let Some(mut writer) = upload.writer.take() else { return Ok(()) };
-                block_on(writer.shutdown()).map_err(|e| upload_failed(&upload.url, e))
+                let Some(writer) = upload.writer.take() else { return Ok(()) };
+                block_on(writer.finish())
+                    .map(|_| ())
+                    .map_err(|e| request_failed(&format!("cannot upload {}", upload.url), e))
             }
         }
-    }
-}
-
-fn upload_failed(url: &str, error: std::io::Error) -> anyhow::Error {
-    let what = format!("cannot upload {url}");
-    match error.into_inner().map(|inner| inner.downcast::<object_store::Error>()) {
-        Some(Ok(error)) => request_failed(&what, *error),
-        Some(Err(other)) => anyhow::anyhow!("{what}: {other}"),
-        None => anyhow::anyhow!("{what}"),
     }
 }
 
@@ -84,7 +84,13 @@ impl std::io::Write for Sink {
         match self {
             Sink::Local { temp, .. } => temp.write(buf),
             Sink::Object(upload) => match &mut upload.writer {
-                Some(writer) => block_on(writer.write_all(buf)).map(|()| buf.len()),
+                // Inside the runtime: a part that fills is sent by a task spawned there.
+                Some(writer) => block_on(async {
+                    writer.wait_for_capacity(PARTS_IN_FLIGHT).await?;
+                    writer.write(buf);
+                    Ok(buf.len())
+                })
+                .map_err(|e: object_store::Error| std::io::Error::other(e)),
                 None => Err(std::io::Error::other("the upload is finished")),
             },
         }
@@ -103,7 +109,7 @@ impl Drop for Upload {
     fn drop(&mut self) {
         // An unfinished multipart upload is invisible but billed; abort it. (After `kill -9`
         // it cannot be: the bucket's lifecycle rule removes it, see deploy/.)
-        if let Some(writer) = &mut self.writer {
+        if let Some(writer) = self.writer.take() {
             let _ = block_on(writer.abort());
         }
     }

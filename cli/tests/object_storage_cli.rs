@@ -1,6 +1,7 @@
-//! `pipeline run` against a real S3-compatible server on loopback (moto's server, installed
-//! on first use by `scripts/install-s3-test-server.sh`): inputs and outputs in a bucket, four
-//! shards with one killed by SIGKILL, and the errors for a missing bucket or object.
+//! `pipeline run` and `pipeline sql` against a real S3-compatible server on loopback (moto's
+//! server, installed on first use by `scripts/install-s3-test-server.sh`): inputs, outputs
+//! and tables in a bucket, four shards with one killed by SIGKILL, and the errors for a
+//! missing bucket or object.
 //!
 //! Where the server cannot be installed (no network) the tests skip loudly; under `CI=true`
 //! they fail.
@@ -76,15 +77,27 @@ impl S3Server {
 
     /// Buckets are made by the S3 API itself (object_store has no call for it).
     fn create_bucket(&self, bucket: &str) {
+        let reply = self.request("PUT", &format!("/{bucket}"));
+        assert!(reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200"), "{reply}");
+    }
+
+    /// Keys of the multipart uploads in progress: parts being written (object_store cannot
+    /// list them).
+    fn uploads_in_progress(&self) -> String {
+        self.request("GET", &format!("/{BUCKET}?uploads"))
+    }
+
+    /// One plain S3 API request (moto does not check signatures), answered whole.
+    fn request(&self, method: &str, target: &str) -> String {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
         let request = format!(
-            "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            "{method} {target} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
             self.port
         );
         stream.write_all(request.as_bytes()).expect("send");
         let mut reply = String::new();
         stream.read_to_string(&mut reply).expect("reply");
-        assert!(reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200"), "{reply}");
+        reply
     }
 
     fn store(&self) -> Arc<dyn ObjectStore> {
@@ -142,6 +155,11 @@ impl S3Server {
     fn run(&self, args: &[&str]) -> Output {
         self.pipeline(args).output().expect("run pipeline")
     }
+
+    /// `pipeline sql ARGS` with the server's environment.
+    fn sql(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_pipeline")).arg("sql").args(args).envs(self.env()).output().expect("run sql")
+    }
 }
 
 impl Drop for S3Server {
@@ -183,12 +201,38 @@ fn inputs_and_outputs_in_a_bucket_give_what_local_files_give() {
     let output = s3.run(&glob_to_dataset);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(String::from_utf8_lossy(&output.stdout).contains("0 parts written, 5 already committed"));
+
+    // `pipeline sql` answers the same over the bucket as over the local file: a registered
+    // prefix (the dataset's parts, not its _SUCCESS), and a glob named in the query.
+    let query = "SELECT id, prediction FROM t ORDER BY id";
+    let local_table = format!("t={}", local.display());
+    let expected = s3.sql(&["--table", &local_table, "--format", "csv", query]);
+    assert!(expected.status.success(), "{}", stderr(&expected));
+    assert_eq!(String::from_utf8_lossy(&expected.stdout).lines().count(), 1 + read(&local).num_rows());
+    let from_prefix = s3.sql(&["--table", "t=s3://corpus/ds/", "--format", "csv", query]);
+    assert!(from_prefix.status.success(), "{}", stderr(&from_prefix));
+    assert_eq!(from_prefix.stdout, expected.stdout);
+    let in_query = query.replace("FROM t", "FROM 's3://corpus/ds/part-*.parquet'");
+    let from_glob = s3.sql(&["--format", "csv", &in_query]);
+    assert!(from_glob.status.success(), "{}", stderr(&from_glob));
+    assert_eq!(from_glob.stdout, expected.stdout);
+
+    // A location that holds no Parquet is named in the error.
+    let missing = s3.sql(&["--table", "t=s3://corpus/nothing/", "SELECT 1"]);
+    assert_eq!(missing.status.code(), Some(1), "{}", stderr(&missing));
+    assert!(stderr(&missing).contains("s3://corpus/nothing/"), "{}", stderr(&missing));
 }
 
+/// deploy/run-shard.sh, which the Kubernetes Job and the Airflow DAG both call, run for 4
+/// shards at once; one is killed while its part is being uploaded, then rerun.
 #[cfg(unix)]
 #[test]
-fn four_shards_with_one_killed_and_rerun_write_every_row_once() {
-    let Some(s3) = S3Server::start("four_shards_with_one_killed_and_rerun_write_every_row_once") else { return };
+fn four_shards_through_the_deploy_script_with_one_killed_and_rerun_write_every_row_once() {
+    let Some(s3) =
+        S3Server::start("four_shards_through_the_deploy_script_with_one_killed_and_rerun_write_every_row_once")
+    else {
+        return;
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let input = dir.path().join("many.parquet");
     many_reviews(&input, 20, 500);
@@ -196,53 +240,52 @@ fn four_shards_with_one_killed_and_rerun_write_every_row_once() {
     let single = dir.path().join("single.parquet");
     assert!(run(&input, &single, &[]).status.success());
 
-    let common = [
-        "run",
-        "--input",
-        "s3://corpus/in/many.parquet",
-        "--output",
-        "s3://corpus/out/",
-        "--rows-per-part",
-        "500",
-        "--window",
-        "100",
-    ];
-    let shard = |i: usize| {
-        let spec = format!("{i}/4");
-        let mut args = common.to_vec();
-        args.extend(["--shard", spec.as_str()]);
-        s3.pipeline(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn")
+    let tiny = tiny_model();
+    let shard = |index: &(&str, &str)| {
+        let mut script = Command::new(test_support::repo_root().join("deploy/run-shard.sh"));
+        script
+            .args(["--model", &tiny.display().to_string(), "--rows-per-part", "500", "--window", "50"])
+            .envs(s3.env())
+            .env("PIPELINE", env!("CARGO_BIN_EXE_pipeline"))
+            .env("PIPELINE_INPUT", "s3://corpus/in/many.parquet")
+            .env("PIPELINE_OUTPUT", "s3://corpus/out/")
+            .env("SHARD_COUNT", "4")
+            .env(index.0, index.1)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        script
     };
-    let mut shards: Vec<Child> = (0..4).map(shard).collect();
-    // Shard 1 owns parts 1, 5 and 9: kill it once its first part is committed, while it
-    // writes the next (parts in a bucket are invisible until their upload completes).
+    // As a Kubernetes Indexed Job runs them: the index in JOB_COMPLETION_INDEX.
+    let mut shards: Vec<Child> = ["0", "1", "2", "3"]
+        .iter()
+        .map(|i| shard(&("JOB_COMPLETION_INDEX", i)).spawn().expect("spawn run-shard.sh"))
+        .collect();
+    // Shard 1 owns parts 1, 5 and 9: kill it when the upload of its first part appears.
     let deadline = Instant::now() + Duration::from_secs(120);
-    while !s3.list("out").contains(&"out/part-00001.parquet".to_owned()) {
-        assert!(Instant::now() < deadline, "shard 1 committed nothing");
-        std::thread::sleep(Duration::from_millis(5));
+    while !s3.uploads_in_progress().contains("<Key>out/part-00001.parquet</Key>") {
+        assert!(Instant::now() < deadline, "shard 1 started no upload");
+        assert!(shards[1].try_wait().expect("wait").is_none(), "shard 1 finished before it could be killed");
     }
-    assert!(shards[1].try_wait().expect("wait").is_none(), "shard 1 finished before it could be killed");
     shards[1].kill().expect("SIGKILL");
     for child in &mut shards {
         child.wait().expect("wait");
     }
     let keys = s3.list("out");
     assert!(!keys.contains(&"out/_SUCCESS".to_owned()), "{keys:?}");
-    assert!(keys.len() < 12, "shard 1's later parts are missing: {keys:?}");
+    assert!(!keys.contains(&"out/part-00001.parquet".to_owned()), "the killed upload is not visible: {keys:?}");
+    assert_eq!(keys.len(), 9, "the other shards' parts: {keys:?}");
 
-    let mut args = common.to_vec();
-    args.extend(["--shard", "1/4"]);
-    let output = s3.run(&args);
+    // As Airflow reruns a failed task: the index in SHARD_INDEX.
+    let output = shard(&("SHARD_INDEX", "1")).output().expect("rerun run-shard.sh");
     assert!(output.status.success(), "{}", stderr(&output));
-    let summary = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(summary.contains("already committed") && !summary.contains(" 0 already committed"), "{summary}");
-    assert!(summary.contains("complete, _SUCCESS written"), "{summary}");
+    let log = stderr(&output);
+    assert!(log.lines().all(|line| line.starts_with('{')), "JSON log lines only: {log}");
+    assert!(log.contains("\"parts_written\":3") && log.contains("\"complete\":true"), "{log}");
     let keys = s3.list("out");
-    let expected: Vec<String> =
+    let mut expected: Vec<String> =
         (0..12).map(|i| format!("out/part-{i:05}.parquet")).chain(["out/_SUCCESS".to_owned()]).collect();
-    let mut expected_sorted = expected.clone();
-    expected_sorted.sort();
-    assert_eq!(keys, expected_sorted, "exactly the parts and _SUCCESS, nothing left over");
+    expected.sort();
+    assert_eq!(keys, expected, "exactly the parts and _SUCCESS, nothing left over");
     assert_same_rows(&read(&single), &s3.read_parts("out"));
 }
 
