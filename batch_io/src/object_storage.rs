@@ -66,6 +66,20 @@ pub fn request_failed(what: &str, error: object_store::Error) -> anyhow::Error {
         E::Generic { .. } if is_missing_bucket(&error) => {
             anyhow::anyhow!("{what}: the bucket does not exist ({error}); check its name and AWS_ENDPOINT_URL")
         }
+        E::Generic { .. } if is_from_metadata_service(&error) => {
+            let what = format!(
+                "{what}: no credentials: the environment has none (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, \
+                 or AWS_WEB_IDENTITY_TOKEN_FILE; ~/.aws profile files are not read), and the instance metadata \
+                 service, which gives them on EC2, gave none ({error})"
+            );
+            // A metadata service that answers but refuses is final; one that cannot be
+            // reached may be a passing failure on a machine that has one.
+            if error_text(&error).contains("status code: 4") {
+                anyhow::anyhow!(what)
+            } else {
+                anyhow::Error::new(TransientIo(what))
+            }
+        }
         E::Generic { .. } if is_refused_credentials(&error) => anyhow::anyhow!(
             "{what}: credentials missing or refused ({error}); set the cloud's credential variables \
              (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, GOOGLE_SERVICE_ACCOUNT, AZURE_STORAGE_ACCOUNT_KEY)"
@@ -89,6 +103,13 @@ fn error_text(error: &object_store::Error) -> String {
 
 fn is_missing_bucket(error: &object_store::Error) -> bool {
     error_text(error).contains("NoSuchBucket")
+}
+
+/// A failure to get credentials from the EC2 (or ECS) metadata service, which object_store
+/// asks when the environment holds no credentials.
+fn is_from_metadata_service(error: &object_store::Error) -> bool {
+    let text = error_text(error);
+    ["/latest/api/token", "/latest/meta-data/", "169.254.170.2"].iter().any(|s| text.contains(s))
 }
 
 fn is_refused_credentials(error: &object_store::Error) -> bool {

@@ -1,7 +1,7 @@
 //! `pipeline run` and `pipeline sql` against a real S3-compatible server on loopback (moto's
 //! server, installed on first use by `scripts/install-s3-test-server.sh`): inputs, outputs
 //! and tables in a bucket, four shards with one killed by SIGKILL, and the errors for a
-//! missing bucket or object.
+//! missing bucket or object and for refused or missing credentials.
 //!
 //! Where the server cannot be installed (no network) the tests skip loudly; under `CI=true`
 //! they fail.
@@ -34,6 +34,12 @@ struct S3Server {
 impl S3Server {
     /// `None` (with a loud note) where no server is installed, outside CI.
     fn start(test: &str) -> Option<Self> {
+        Self::start_with(test, false)
+    }
+
+    /// With `checks_credentials`, the server makes bucket `corpus` and then refuses every
+    /// request not signed by one of its IAM users (it has none).
+    fn start_with(test: &str, checks_credentials: bool) -> Option<Self> {
         let python = match test_support::s3_test_server_python() {
             Ok(python) => python,
             Err(error) => {
@@ -43,7 +49,12 @@ impl S3Server {
             }
         };
         let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
-        let child = Command::new(python)
+        let mut command = Command::new(python);
+        if checks_credentials {
+            // Only the first request (making the bucket) goes unchecked.
+            command.env("INITIAL_NO_AUTH_ACTION_COUNT", "1");
+        }
+        let child = command
             .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
             .env("S3_UPLOAD_PART_MIN_SIZE", "1")
             .stdout(Stdio::null())
@@ -309,4 +320,45 @@ fn a_missing_bucket_or_object_is_a_clear_error_and_commits_nothing() {
     let output = s3.run(&["run", "--input", "s3://corpus/in/reviews.parquet", "--output", "s3://corpus/in/"]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("is covered by the input"), "{}", stderr(&output));
+}
+
+#[test]
+fn credentials_refused_or_missing_are_clear_errors() {
+    let Some(s3) = S3Server::start_with("credentials_refused_or_missing_are_clear_errors", true) else { return };
+    let reviews = reviews().display().to_string();
+
+    // Refused: the server knows no such key, for an input and for an output.
+    for args in [
+        ["run", "--input", "s3://corpus/in/reviews.parquet", "--output", "/nonexistent/never.parquet"],
+        ["run", "--input", reviews.as_str(), "--output", "s3://corpus/out/"],
+    ] {
+        let output = s3.run(&args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {}", stderr(&output));
+        let message = stderr(&output);
+        assert!(message.contains("s3://corpus/"), "names the location: {message}");
+        assert!(message.contains("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"), "says what to set: {message}");
+    }
+
+    // Missing: no credentials in the environment, and a metadata service that has none
+    // (on EC2 it would hand out the instance role's).
+    let metadata = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let metadata_url = format!("http://{}", metadata.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for mut stream in metadata.incoming().flatten() {
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    let output = s3
+        .pipeline(&["run", "--input", "s3://corpus/in/reviews.parquet", "--output", "/nonexistent/never.parquet"])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env("AWS_METADATA_ENDPOINT", &metadata_url)
+        .output()
+        .expect("run pipeline");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("s3://corpus/in/reviews.parquet: no credentials"), "{message}");
+    assert!(message.contains("profile files are not read"), "{message}");
 }
