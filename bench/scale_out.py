@@ -44,6 +44,13 @@ def fresh(path):
     return path
 
 
+def cpu_seconds(pid):
+    """User + system CPU time a process has used so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rows_in(manifest_dir):
     with open(os.path.join(manifest_dir, "_SUCCESS")) as f:
         return json.load(f)["rows"]
@@ -60,19 +67,27 @@ rows = rows_in(out)
 single = rows / single_seconds
 print(f"one process:      {rows} rows in {single_seconds:.1f} s = {single:,.0f} docs/s, peak RSS {rss:.0f} MiB")
 
-out = fresh(os.path.join(work, "sharded"))
-start = time.monotonic()
-running = [timed_run(common + ["--output", out + "/", "--shard", f"{i}/4"]) for i in range(4)]
-results = [finish(*r) for r in running]
-sharded_seconds = time.monotonic() - start
-assert rows_in(out) == rows, "the shards wrote a different number of rows"
-sharded = rows / sharded_seconds
-print(
-    f"4 shards at once: {rows} rows in {sharded_seconds:.1f} s = {sharded:,.0f} docs/s, peak RSS per process "
-    + ", ".join(f"{r:.0f}" for r, _ in results)
-    + " MiB"
-)
-print(f"  ratio 4 shards / one process: {sharded / single:.2f}x")
+def four_shards(extra, label):
+    out = fresh(os.path.join(work, "sharded"))
+    start = time.monotonic()
+    running = [timed_run(common + extra + ["--output", out + "/", "--shard", f"{i}/4"]) for i in range(4)]
+    results = [finish(*r) for r in running]
+    seconds = time.monotonic() - start
+    assert rows_in(out) == rows, "the shards wrote a different number of rows"
+    sharded = rows / seconds
+    print(
+        f"4 shards at once, {label}: {rows} rows in {seconds:.1f} s = {sharded:,.0f} docs/s, peak RSS per process "
+        + ", ".join(f"{r:.0f}" for r, _ in results)
+        + " MiB"
+    )
+    print(f"  ratio 4 shards / one process: {sharded / single:.2f}x")
+
+
+# Each shard sizing itself to the whole machine, and each given its share of the cores (as a
+# Kubernetes CPU limit would: the default thread count follows the cgroup's quota).
+four_shards([], "default threads")
+share = max(1, (os.cpu_count() or 1) // 4)
+four_shards(["--threads", str(share)], f"--threads {share} each")
 
 # 2. The same file from loopback S3.
 with socket.socket() as s:
@@ -111,13 +126,31 @@ s3.upload_file("{data}", "corpus", "imdb/test.parquet")
     figures = {}
     for name, source in [("local file", data), ("loopback S3", "s3://corpus/imdb/test.parquet"), ("local file (again)", data)]:
         out = fresh(os.path.join(work, "from-" + name.split()[0]))
-        start = time.monotonic()
+        start, server_cpu = time.monotonic(), cpu_seconds(server.pid)
         rss, _ = finish(*timed_run(["--input", source, "--rows-per-part", rows_per_part, "--output", out + "/"], env))
         seconds = time.monotonic() - start
         figures[name] = rows_in(out) / seconds
-        print(f"read from {name}: {figures[name]:,.0f} docs/s, peak RSS {rss:.0f} MiB")
+        print(
+            f"read from {name}: {figures[name]:,.0f} docs/s, peak RSS {rss:.0f} MiB; "
+            f"the S3 server used {cpu_seconds(server.pid) - server_cpu:.1f} CPU-s of the same cores"
+        )
     local = (figures["local file"] + figures["local file (again)"]) / 2
     print(f"  ratio S3 / local (mean of the two local runs): {figures['loopback S3'] / local:.2f}x")
+
+    # Both ends in the bucket: each part a multipart upload, committed as it completes.
+    start, server_cpu = time.monotonic(), cpu_seconds(server.pid)
+    rss, _ = finish(*timed_run(
+        ["--input", "s3://corpus/imdb/test.parquet", "--rows-per-part", rows_per_part, "--output", "s3://corpus/out/"],
+        env,
+    ))
+    seconds = time.monotonic() - start
+    with urllib.request.urlopen(f"{endpoint}/corpus/out/_SUCCESS") as manifest:  # moto reads unsigned
+        both = json.load(manifest)["rows"] / seconds
+    print(
+        f"read from and write to loopback S3: {both:,.0f} docs/s, peak RSS {rss:.0f} MiB; "
+        f"the S3 server used {cpu_seconds(server.pid) - server_cpu:.1f} CPU-s of the same cores"
+    )
+    print(f"  ratio S3 both ways / local (mean of the two local runs): {both / local:.2f}x")
 finally:
     server.terminate()
     server.wait()

@@ -336,7 +336,8 @@ impl OrtBackend {
         let capacity = match options.device {
             Device::Cuda => 1,
             Device::Cpu => {
-                let cores = std::thread::available_parallelism().map_or(1, usize::from);
+                // The worker threads this run was given: --threads, else every core.
+                let cores = rayon::current_num_threads();
                 match options.intra_op_threads {
                     0 => 1,
                     threads => (cores / threads).max(1),
