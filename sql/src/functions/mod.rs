@@ -1,20 +1,22 @@
 //! The SQL functions this crate adds to DataFusion, one module each.
 
 mod args;
+mod attended_tokens;
 mod attention_entropy;
 mod attention_html;
 mod classify;
 mod head_attention;
 mod row_function;
-mod token_weights;
-mod top_attended;
+pub mod token_weights;
 mod top_tokens;
 
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 use datafusion::prelude::SessionContext;
 
+use attended_tokens::AttendedTokens;
 pub use classify::ClassifyOptions;
 use row_function::scalar_udf;
+use token_weights::Ranking;
 
 use crate::tables::ReadLocations;
 
@@ -25,6 +27,10 @@ pub const FUNCTION_HELP: &[(&str, &str)] = &[
     ("attention_entropy(weights)", "entropy in nats of a row's attention: 0 = one token, ln n = spread evenly"),
     ("attention_html(tokens, weights)", "HTML snippet shading each token by its weight"),
     ("top_attended(tokens, weights, k)", "aggregate: the k tokens with the most attention mass over a group"),
+    (
+        "distinctive_attended(tokens, weights, k)",
+        "aggregate: the k tokens attended most beyond their frequency: (mass + 1) / (even-spread mass + 1)",
+    ),
     ("classify(text[, model])", "classify raw text: {prediction, confidence, probabilities}"),
 ];
 
@@ -36,5 +42,6 @@ pub fn register(ctx: &SessionContext, classify: ClassifyOptions, read: ReadLocat
     ctx.register_udf(scalar_udf(attention_entropy::AttentionEntropy));
     ctx.register_udf(scalar_udf(attention_html::AttentionHtml));
     ctx.register_udf(ScalarUDF::new_from_impl(classify::Classify::new(classify, read)));
-    ctx.register_udaf(AggregateUDF::new_from_impl(top_attended::TopAttended::new()));
+    ctx.register_udaf(AggregateUDF::new_from_impl(AttendedTokens::new(Ranking::Mass)));
+    ctx.register_udaf(AggregateUDF::new_from_impl(AttendedTokens::new(Ranking::Distinctive)));
 }

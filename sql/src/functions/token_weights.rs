@@ -46,52 +46,98 @@ pub fn row_pairs(
     Ok(Some((row_tokens, row_weights)))
 }
 
-/// Attention mass per distinct token. Null tokens and null or non-finite weights are left out.
-#[derive(Debug, Default, Clone)]
-pub struct TokenMass {
-    mass: HashMap<String, f64>,
+/// What a group of rows gave one token: the attention on its occurrences, and the attention
+/// those occurrences would have had if every row spread its weight evenly.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct TokenStats {
+    pub mass: f64,
+    pub even_mass: f64,
 }
 
-impl TokenMass {
-    pub fn add(&mut self, token: &str, weight: f64) {
-        if weight.is_finite() {
-            match self.mass.get_mut(token) {
-                Some(total) => *total += weight,
-                None => {
-                    self.mass.insert(token.to_owned(), weight);
-                }
+impl TokenStats {
+    /// How much more attention the token drew than an even spread would give it, smoothed
+    /// toward 1 by one row's worth of attention (a row's weights sum to 1), so that a token
+    /// seen a few times cannot outrank one the model keeps coming back to:
+    /// `(mass + 1) / (even_mass + 1)`.
+    pub fn distinctiveness(self) -> f64 {
+        (self.mass + 1.0) / (self.even_mass + 1.0)
+    }
+}
+
+/// How tokens are ranked over a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ranking {
+    /// By attention mass: frequent tokens rise.
+    Mass,
+    /// By [`TokenStats::distinctiveness`]: tokens attended beyond their frequency rise.
+    Distinctive,
+}
+
+/// Attention per distinct token over a group of rows. Null tokens and null or non-finite
+/// weights are left out.
+#[derive(Debug, Default, Clone)]
+pub struct TokenAttention {
+    stats: HashMap<String, TokenStats>,
+}
+
+impl TokenAttention {
+    pub fn add(&mut self, token: &str, stats: TokenStats) {
+        if !(stats.mass.is_finite() && stats.even_mass.is_finite()) {
+            return;
+        }
+        match self.stats.get_mut(token) {
+            Some(total) => {
+                total.mass += stats.mass;
+                total.even_mass += stats.even_mass;
+            }
+            None => {
+                self.stats.insert(token.to_owned(), stats);
             }
         }
     }
 
     pub fn add_row(&mut self, tokens: &StringArray, weights: &Float32Array) {
-        for (token, weight) in tokens.iter().zip(weights.iter()) {
-            if let (Some(token), Some(weight)) = (token, weight) {
-                self.add(token, f64::from(weight));
-            }
+        let pairs = || {
+            tokens.iter().zip(weights.iter()).filter_map(|pair| match pair {
+                (Some(token), Some(weight)) if weight.is_finite() => Some((token, f64::from(weight))),
+                _ => None,
+            })
+        };
+        let (count, total) = pairs().fold((0usize, 0.0), |(n, sum), (_, w)| (n + 1, sum + w));
+        let even = if count == 0 { 0.0 } else { total / count as f64 };
+        for (token, weight) in pairs() {
+            self.add(token, TokenStats { mass: weight, even_mass: even });
         }
     }
 
-    pub fn entries(&self) -> impl Iterator<Item = (&str, f64)> {
-        self.mass.iter().map(|(t, m)| (t.as_str(), *m))
+    pub fn entries(&self) -> impl Iterator<Item = (&str, TokenStats)> {
+        self.stats.iter().map(|(t, s)| (t.as_str(), *s))
     }
 
     pub fn len(&self) -> usize {
-        self.mass.len()
+        self.stats.len()
     }
 
-    /// The `k` tokens with the most mass, heaviest first; ties go to the token that sorts
-    /// first, so results do not depend on hashing or on how rows were partitioned.
-    pub fn top(&self, k: usize) -> Vec<&str> {
-        let mut ranked: Vec<(&str, f64)> = self.entries().collect();
+    pub fn is_empty(&self) -> bool {
+        self.stats.is_empty()
+    }
+
+    /// The `k` tokens ranked first, best first; ties go to the token that sorts first, so
+    /// results do not depend on hashing or on how rows were partitioned.
+    pub fn top(&self, k: usize, ranking: Ranking) -> Vec<&str> {
+        let score = |stats: TokenStats| match ranking {
+            Ranking::Mass => stats.mass,
+            Ranking::Distinctive => stats.distinctiveness(),
+        };
+        let mut ranked: Vec<(&str, f64)> = self.entries().map(|(t, s)| (t, score(s))).collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         ranked.into_iter().take(k).map(|(token, _)| token).collect()
     }
 
     /// Bytes held, for DataFusion's memory accounting.
     pub fn size(&self) -> usize {
-        self.mass.capacity() * std::mem::size_of::<(String, f64)>()
-            + self.mass.keys().map(String::capacity).sum::<usize>()
+        self.stats.capacity() * std::mem::size_of::<(String, TokenStats)>()
+            + self.stats.keys().map(String::capacity).sum::<usize>()
     }
 }
 
@@ -109,14 +155,36 @@ pub fn top_k(function: &str, k: Option<i64>) -> Result<Option<usize>> {
 mod tests {
     use super::*;
 
+    fn row(tokens: &[&str], weights: &[f32]) -> (StringArray, Float32Array) {
+        (StringArray::from(tokens.to_vec()), Float32Array::from(weights.to_vec()))
+    }
+
     #[test]
     fn repeated_tokens_add_up_and_ties_sort_by_token() {
-        let mut mass = TokenMass::default();
-        for (token, weight) in [("good", 0.2), ("the", 0.1), ("good", 0.2), ("bad", 0.1), ("x", f64::NAN)] {
-            mass.add(token, weight);
+        let mut attention = TokenAttention::default();
+        let (tokens, weights) = row(&["good", "the", "good", "bad", "x"], &[0.2, 0.1, 0.2, 0.1, f32::NAN]);
+        attention.add_row(&tokens, &weights);
+        assert_eq!(attention.top(10, Ranking::Mass), vec!["good", "bad", "the"]);
+        assert_eq!(attention.top(1, Ranking::Mass), vec!["good"]);
+        assert_eq!(attention.len(), 3);
+    }
+
+    #[test]
+    fn distinctive_ranking_discounts_frequency_and_rare_tokens() {
+        let mut attention = TokenAttention::default();
+        // "the" is everywhere and draws the most mass; "great" draws far more than its share.
+        for _ in 0..50 {
+            let (tokens, weights) =
+                row(&["the", "the", "the", "the", "great", "plot"], &[0.15, 0.15, 0.15, 0.15, 0.3, 0.1]);
+            attention.add_row(&tokens, &weights);
         }
-        assert_eq!(mass.top(10), vec!["good", "bad", "the"]);
-        assert_eq!(mass.top(1), vec!["good"]);
-        assert_eq!(mass.len(), 3);
+        // Seen once, with almost all of its row's attention.
+        let (tokens, weights) = row(&["gawd", "the", "the", "the", "the"], &[0.96, 0.01, 0.01, 0.01, 0.01]);
+        attention.add_row(&tokens, &weights);
+        assert_eq!(attention.top(1, Ranking::Mass), vec!["the"]);
+        assert_eq!(attention.top(3, Ranking::Distinctive), vec!["great", "gawd", "the"]);
+        let great = attention.entries().find(|(t, _)| *t == "great").map(|(_, s)| s);
+        // 50 occurrences at 0.3 against an even 1/6: (15 + 1) / (50/6 + 1), up to f32 rounding.
+        assert!((great.expect("great").distinctiveness() - 16.0 / (50.0 / 6.0 + 1.0)).abs() < 1e-5);
     }
 }

@@ -9,7 +9,7 @@ use datafusion::common::Result;
 
 use super::args::{Parameters, int_argument, list_argument, list_of};
 use super::row_function::RowFunction;
-use super::token_weights::{TokenMass, row_pairs, tokens_weights_k, top_k};
+use super::token_weights::{Ranking, TokenAttention, row_pairs, tokens_weights_k, top_k};
 
 const NAME: &str = "top_tokens";
 const PARAMETERS: Parameters = tokens_weights_k(NAME);
@@ -35,9 +35,9 @@ impl RowFunction for TopTokens {
                 out.append_null();
                 continue;
             };
-            let mut mass = TokenMass::default();
-            mass.add_row(&row_tokens, &row_weights);
-            for token in mass.top(k) {
+            let mut attention = TokenAttention::default();
+            attention.add_row(&row_tokens, &row_weights);
+            for token in attention.top(k, Ranking::Mass) {
                 out.values().append_value(token);
             }
             out.append(true);
