@@ -13,6 +13,7 @@
 
 pub mod atomic_file;
 pub mod command_line;
+pub mod inputs;
 pub mod locations;
 pub mod object_storage;
 pub mod panic_guard;

@@ -16,6 +16,7 @@ use runtime::package::{InputLayout, ModelPackage};
 
 mod backend_flags;
 mod default_model;
+mod report_command;
 mod sql_command;
 
 #[derive(Parser)]
@@ -41,6 +42,9 @@ enum Command {
     Run(RunArgs),
     /// Query predictions (or any Parquet) with SQL, with attention functions and classify(text).
     Sql(sql_command::SqlArgs),
+    /// Write an HTML page that shows why documents were classified as they were: accuracy,
+    /// calibration, the tokens each class and hop attends to, and example heat maps.
+    Report(report_command::ReportArgs),
     /// Show a model package: manifest, graph inputs and outputs, labels, parameter count.
     Inspect {
         /// Model package directory (default: the embedded IMDB SAN model).
@@ -198,6 +202,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let (_guard, default_model) = default_model::unpack()?;
             sql_command::run(args, default_model.dir)
         }
+        Command::Report(args) => report_command::run(args),
         Command::Inspect { dir } => {
             let (guard, package) = open_model(dir)?;
             // The checks `pipeline run` makes, so that a package it would refuse is not shown as fine.

@@ -19,8 +19,9 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use batch_io::atomic_file::{check_replaceable, temp_beside, write_failed};
-use batch_io::locations::{InputLocation, refuse_output_among_inputs, resolve_inputs, same_location};
-use batch_io::object_storage::{is_url, list_inputs, remote_prefix};
+use batch_io::inputs::{InputFiles, resolve_input_files};
+use batch_io::locations::{InputLocation, refuse_output_among_inputs, same_location};
+use batch_io::object_storage::{is_url, remote_prefix};
 use batch_io::publish::Destination;
 use batch_io::source::{BatchStream, DATA_EXTENSIONS, InputFile, RowSpan, column_list, is_text_type, open_span};
 use runtime::classifier::{Classifier, TextCounts};
@@ -74,22 +75,6 @@ pub fn is_dataset(output: &str) -> bool {
     }
     let is_parquet = output.rsplit_once('.').is_some_and(|(_, e)| e.eq_ignore_ascii_case("parquet"));
     !is_parquet && (is_url(output) || std::fs::symlink_metadata(path).is_err())
-}
-
-/// The input files, and (for local inputs) how they were given, to check outputs against.
-struct Inputs {
-    local: Option<InputLocation>,
-    files: Vec<InputFile>,
-}
-
-fn resolve(location: &str) -> anyhow::Result<Inputs> {
-    if is_url(location) {
-        let objects = list_inputs(location, &["parquet"])?;
-        return Ok(Inputs { local: None, files: objects.into_iter().map(InputFile::Remote).collect() });
-    }
-    let local = resolve_inputs(location, DATA_EXTENSIONS)?;
-    let files = local.files.iter().cloned().map(InputFile::Local).collect();
-    Ok(Inputs { local: Some(local), files })
 }
 
 /// What a dataset run did with its parts.
@@ -188,7 +173,12 @@ impl std::fmt::Display for JobSummary {
 /// Checks every output location before any work: each may be replaced (see
 /// [`check_replaceable`]), none is read by the input (now or on a rerun) or is a file of the
 /// model package, and the metrics file is not the predictions file.
-fn check_outputs(options: &JobOptions, input: &Inputs, package: &ModelPackage, dataset: bool) -> anyhow::Result<()> {
+fn check_outputs(
+    options: &JobOptions,
+    input: &InputFiles,
+    package: &ModelPackage,
+    dataset: bool,
+) -> anyhow::Result<()> {
     if !dataset && options.shard != Shard::WHOLE {
         bail!("--shard and --shards need a dataset output: give --output a directory (a path without .parquet)");
     }
@@ -240,7 +230,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     anyhow::ensure!(options.window > 0, "--window must be at least 1");
     anyhow::ensure!(options.rows_per_part > 0, "--rows-per-part must be at least 1");
     let started = Instant::now();
-    let input = resolve(&options.input)?;
+    let input = resolve_input_files(&options.input, DATA_EXTENSIONS)?;
     let dataset = is_dataset(&options.output);
     check_outputs(options, &input, package, dataset)?;
     let files = input.files;

@@ -1,0 +1,42 @@
+//! `pipeline report`: the command line of the HTML attention report.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use report::{ReportOptions, write_report};
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// An output of `pipeline run`: a Parquet file, a dataset directory or a glob of parts,
+    /// locally or in object storage.
+    #[arg(long)]
+    input: String,
+    /// The column with the true labels (default: `label` when there is one). Gives accuracy,
+    /// macro-F1, the confusion matrix, calibration and the misclassified examples.
+    #[arg(long)]
+    label_column: Option<String>,
+    /// The HTML file to write (self-contained: it opens from disk, with no network).
+    #[arg(long, default_value = "report.html")]
+    output: PathBuf,
+    /// Documents drawn in each example group (most confident, least confident, misclassified).
+    #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=200))]
+    examples: usize,
+}
+
+pub fn run(args: ReportArgs) -> anyhow::Result<()> {
+    let options = ReportOptions {
+        input: args.input,
+        label_column: args.label_column,
+        output: args.output,
+        examples: args.examples,
+    };
+    let summary = write_report(&options)?;
+    println!(
+        "{} rows from {} file(s) in {:.1} s -> {}",
+        summary.rows,
+        summary.files,
+        summary.seconds,
+        options.output.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,263 @@
+//! `pipeline report` as a user runs it: on predictions of the embedded default model (a file
+//! and a dataset of parts), on a HAN model's, on inputs it must refuse; and the page opened in
+//! headless Chromium through the DevTools protocol, which sees console errors a screenshot
+//! cannot. Chromium comes from `scripts/install-chromium.sh` (run by .ci/run); where it is
+//! missing the browser test skips loudly, and under `CI=true` it fails.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use arrow::array::{Float32Array, ListArray, ListBuilder, StringArray, StringBuilder};
+use arrow::datatypes::Float32Type;
+use common::*;
+use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
+use headless_chrome::protocol::cdp::types::Event;
+use headless_chrome::{Browser, LaunchOptions};
+
+/// Predictions of the embedded default model (SAN, 8 hops) on the 300 fixture reviews.
+fn default_predictions(dir: &Path) -> PathBuf {
+    let output = dir.join("predictions.parquet");
+    let run = pipeline(&["run"], &[("--input", &reviews()), ("--output", &output)]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    output
+}
+
+fn report(input: &Path, output: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["report"];
+    args.extend_from_slice(extra);
+    pipeline(&args, &[("--input", input), ("--output", output)])
+}
+
+#[test]
+fn a_report_on_default_predictions_has_every_section() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let predictions = default_predictions(dir.path());
+    let html_path = dir.path().join("report.html");
+    let output = report(&predictions, &html_path, &["--examples", "3"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("300 rows from 1 file(s)"));
+    let html = std::fs::read_to_string(&html_path).expect("report");
+    for section in [
+        "id=\"run-summary\"",
+        "id=\"confusion-matrix\"",
+        "id=\"reliability\"",
+        "id=\"confidence\"",
+        "id=\"class-tokens\"",
+        "id=\"hop-entropy\"",
+        "id=\"hop-tokens\"",
+        "id=\"most-confident\"",
+        "id=\"least-confident\"",
+    ] {
+        assert!(html.contains(section), "{section} missing");
+    }
+    // Self-contained: nothing fetched (SVG's xmlns names a namespace, it loads nothing), no scripts.
+    for fetching in ["src=", "href=", "<link", "@import", "url(", "<script", "<iframe"] {
+        assert!(!html.contains(fetching), "the page contains {fetching}");
+    }
+    assert!(html.contains("<td>san</td>"), "the model variant from the Parquet metadata");
+    // 8 hops, each listed.
+    assert_eq!(html.matches("<span class=\"hop-label\">hop ").count() % 8, 0);
+
+    // The same predictions as a dataset of parts give the same page but for the input line.
+    let parts = dir.path().join("parts");
+    let run = pipeline(&["run", "--rows-per-part", "100"], &[("--input", &reviews()), ("--output", &parts)]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let from_parts = dir.path().join("from-parts.html");
+    let output = report(&parts, &from_parts, &["--examples", "3"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("300 rows from 3 file(s)"));
+    let accuracy =
+        |page: &str| page.split("id=\"accuracy\">").nth(1).and_then(|s| s.split('<').next()).map(str::to_owned);
+    let parts_html = std::fs::read_to_string(&from_parts).expect("report");
+    assert_eq!(accuracy(&html), accuracy(&parts_html));
+    assert!(accuracy(&html).is_some());
+}
+
+#[test]
+fn a_han_report_shades_sentences() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let predictions = dir.path().join("han.parquet");
+    let han = repo_root().join("fixtures/tiny-han");
+    let run = pipeline(&["run"], &[("--input", &reviews()), ("--model", &han), ("--output", &predictions)]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let html_path = dir.path().join("han.html");
+    let output = report(&predictions, &html_path, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let html = std::fs::read_to_string(&html_path).expect("report");
+    assert!(html.contains("class=\"sentence\""), "sentence blocks");
+    assert!(html.contains("data-sentence-weight="));
+}
+
+#[test]
+fn bad_inputs_are_refused_with_what_to_do_and_no_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let html_path = dir.path().join("report.html");
+
+    // Not an output of `pipeline run`: the missing columns are named.
+    let output = report(&reviews(), &html_path, &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("no column `prediction`, `confidence`"), "{}", stderr(&output));
+
+    // An unknown label column.
+    let predictions = default_predictions(dir.path());
+    let output = report(&predictions, &html_path, &["--label-column", "stars"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("no label column `stars`"), "{}", stderr(&output));
+
+    // Attention that does not belong to the row's tokens: the row is named.
+    let mismatched = dir.path().join("mismatched.parquet");
+    write_mismatched_predictions(&mismatched);
+    let output = report(&mismatched, &html_path, &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("row 1: attention_summary has 2 weights for 3 tokens"), "{}", stderr(&output));
+
+    // The output is the input.
+    let output = report(&predictions, &predictions, &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(read(&predictions).num_rows() == 300, "the input is untouched");
+
+    assert!(!html_path.exists(), "no report is left behind");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").flatten().map(|e| e.file_name()).collect();
+    assert_eq!(leftovers.len(), 2, "only the two inputs: {leftovers:?}");
+}
+
+fn write_mismatched_predictions(path: &Path) {
+    let mut tokens = ListBuilder::new(StringBuilder::new());
+    tokens.append_value([Some("a"), Some("b")]);
+    tokens.append_value([Some("x"), Some("y"), Some("z")]);
+    let weights = ListArray::from_iter_primitive::<Float32Type, _, _>(vec![
+        Some(vec![Some(0.5), Some(0.5)]),
+        Some(vec![Some(0.5), Some(0.5)]),
+    ]);
+    write_parquet(
+        path,
+        vec![
+            ("prediction", Arc::new(StringArray::from(vec!["pos", "neg"]))),
+            ("confidence", Arc::new(Float32Array::from(vec![0.9, 0.8]))),
+            ("tokens", Arc::new(tokens.finish())),
+            ("attention_summary", Arc::new(weights)),
+        ],
+    );
+}
+
+/// Chromium's path, or `None` (with a loud note) where it is not installed, outside CI.
+fn chromium(test: &str) -> Option<PathBuf> {
+    let candidates = [std::env::var_os("CHROME").map(PathBuf::from), Some("/usr/bin/chromium".into())];
+    if let Some(found) = candidates.into_iter().flatten().find(|p| p.is_file()) {
+        return Some(found);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "no Chromium: run scripts/install-chromium.sh (or set CHROME)"
+    );
+    eprintln!("SKIPPED {test}: no Chromium (run scripts/install-chromium.sh, or set CHROME=/path/to/chromium)");
+    None
+}
+
+#[test]
+fn the_report_renders_in_chromium_without_errors_and_shades_by_weight() {
+    let Some(chrome) = chromium("the_report_renders_in_chromium_without_errors_and_shades_by_weight") else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let predictions = default_predictions(dir.path());
+    let html_path = dir.path().join("report.html");
+    let output = report(&predictions, &html_path, &["--examples", "2"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    // Without the background-networking flags Chromium tries (and fails) to reach Google.
+    let args: Vec<&std::ffi::OsStr> = [
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ]
+    .iter()
+    .map(std::ffi::OsStr::new)
+    .collect();
+    let options = LaunchOptions::default_builder()
+        .path(Some(chrome))
+        .sandbox(false) // Debian's Chromium as root
+        .window_size(Some((1280, 1600)))
+        .args(args)
+        .build()
+        .expect("launch options");
+    let browser = Browser::new(options).expect("start Chromium");
+    let tab = browser.new_tab().expect("tab");
+    let problems: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = problems.clone();
+    tab.add_event_listener(Arc::new(move |event: &Event| {
+        let problem = match event {
+            Event::LogEntryAdded(entry) => format!("{:?}", entry.params.entry),
+            Event::RuntimeExceptionThrown(thrown) => format!("{:?}", thrown.params.exception_details),
+            Event::RuntimeConsoleAPICalled(call) => format!("console {:?}: {:?}", call.params.Type, call.params.args),
+            _ => return,
+        };
+        seen.lock().expect("lock").push(problem);
+    }))
+    .expect("listen");
+    tab.enable_log().expect("log").enable_runtime().expect("runtime");
+    let url = format!("file://{}", html_path.display());
+    tab.navigate_to(&url).expect("navigate").wait_until_navigated().expect("loaded");
+
+    let value = |expression: &str| -> serde_json::Value {
+        tab.evaluate(expression, false).expect("evaluate").value.unwrap_or(serde_json::Value::Null)
+    };
+    // Present and visible: a box with an area, not hidden by CSS.
+    let visible = |selector: &str| -> bool {
+        let script = format!(
+            "(() => {{ const e = document.querySelector('{selector}'); if (!e) return false; \
+             const r = e.getBoundingClientRect(); const s = getComputedStyle(e); \
+             return r.width > 0 && r.height > 0 && s.visibility !== 'hidden' && s.display !== 'none'; }})()"
+        );
+        value(&script) == serde_json::Value::Bool(true)
+    };
+    for selector in [
+        "#confusion-matrix",
+        "#reliability svg",
+        "#confidence svg",
+        "#hop-entropy svg",
+        "#class-tokens",
+        ".heatmap.summed .tok",
+    ] {
+        assert!(visible(selector), "{selector} is not visible");
+    }
+
+    // A token's shading follows its weight: heavier never lighter, the heaviest darkest.
+    let shades = value(
+        "JSON.stringify([...document.querySelector('.heatmap.summed').querySelectorAll('.tok')].map(\
+         t => [parseFloat(t.dataset.weight), getComputedStyle(t).backgroundColor]))",
+    );
+    let pairs: Vec<(f64, String)> = serde_json::from_str(shades.as_str().expect("a JSON string")).expect("pairs");
+    let mut shaded: Vec<(f64, f64)> = pairs.iter().map(|(w, colour)| (*w, alpha(colour))).collect();
+    shaded.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert!(shaded.len() > 3, "{pairs:?}");
+    for pair in shaded.windows(2) {
+        assert!(pair[1].1 + 1e-6 >= pair[0].1, "a heavier token is lighter: {pair:?}");
+    }
+    let (lightest, heaviest) = (shaded[0], shaded[shaded.len() - 1]);
+    assert!(heaviest.1 > lightest.1 + 0.3, "shading barely varies: {lightest:?} .. {heaviest:?}");
+
+    // The artefact: what a person sees.
+    let png = tab.capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true).expect("screenshot");
+    let artefacts = repo_root().join("target/test-artifacts");
+    std::fs::create_dir_all(&artefacts).expect("artefact dir");
+    std::fs::write(artefacts.join("report.png"), &png).expect("write screenshot");
+    assert!(png.len() > 10_000, "an empty screenshot");
+
+    let problems = problems.lock().expect("lock");
+    assert!(problems.is_empty(), "console errors or messages: {problems:?}");
+}
+
+/// The alpha of a CSS colour as `getComputedStyle` gives it: `rgba(r, g, b, a)` or `rgb(r, g, b)`.
+fn alpha(colour: &str) -> f64 {
+    let inside = colour.split_once('(').and_then(|(_, rest)| rest.strip_suffix(')')).expect("a CSS colour");
+    let parts: Vec<&str> = inside.split(',').map(str::trim).collect();
+    match parts.as_slice() {
+        [_, _, _, a] => a.parse().expect("alpha"),
+        [_, _, _] => 1.0,
+        _ => panic!("unexpected colour {colour}"),
+    }
+}

@@ -1,0 +1,168 @@
+//! The columns of a `pipeline run` output that the report reads, found by name and cast to
+//! one layout per column whatever the writer produced (`Utf8View`, `Float64`, large lists).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use arrow::array::{Array, ArrayRef, AsArray, Float32Array, Float64Array, Int32Array, ListArray, StringArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Float32Type, Int32Type, Schema};
+use arrow::record_batch::RecordBatch;
+use batch_io::source::column_list;
+
+/// Columns every output of `pipeline run` has; without them a file is something else.
+const REQUIRED: &[&str] = &["prediction", "confidence"];
+
+/// Which optional columns the input has: the report shows a section only when its columns exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub label: Option<String>,
+    pub id: bool,
+    pub tokens: bool,
+    pub attention: bool,
+    pub summary: bool,
+    pub sentences: bool,
+}
+
+impl Layout {
+    /// The layout of `schema` (of `file`). `label_column`: the one named by the user (an error
+    /// if missing), or `None` for `label` when there is one.
+    pub fn of(schema: &Schema, file: &str, label_column: Option<&str>) -> anyhow::Result<Self> {
+        let has = |name: &str| schema.index_of(name).is_ok();
+        let missing: Vec<&str> = REQUIRED.iter().copied().filter(|c| !has(c)).collect();
+        if !missing.is_empty() {
+            bail!(
+                "{file} is not an output of `pipeline run`: it has no column {}; its columns are: {}",
+                missing.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", "),
+                column_list(&Arc::new(schema.clone()))
+            );
+        }
+        let label = match label_column {
+            Some(name) if has(name) => Some(name.to_owned()),
+            Some(name) => bail!(
+                "{file} has no label column `{name}`; its columns are: {} (leave --label-column out for a report without accuracy)",
+                column_list(&Arc::new(schema.clone()))
+            ),
+            None => has("label").then(|| "label".to_owned()),
+        };
+        let tokens = has("tokens");
+        Ok(Self {
+            label,
+            id: has("id"),
+            tokens,
+            attention: tokens && has("attention"),
+            summary: tokens && has("attention_summary"),
+            sentences: tokens && has("sentence_lengths") && has("sentence_attention"),
+        })
+    }
+
+    /// The columns to read.
+    pub fn columns(&self) -> Vec<String> {
+        let mut columns: Vec<String> = REQUIRED.iter().map(|c| (*c).to_owned()).collect();
+        columns.extend(self.label.clone());
+        let optional = [
+            ("id", self.id),
+            ("tokens", self.tokens),
+            ("attention", self.attention),
+            ("attention_summary", self.summary),
+            ("sentence_lengths", self.sentences),
+            ("sentence_attention", self.sentences),
+        ];
+        columns.extend(optional.iter().filter(|(_, present)| *present).map(|(name, _)| (*name).to_owned()));
+        columns
+    }
+}
+
+/// One record batch, cast to the layout the report reads.
+pub struct Batch {
+    pub prediction: StringArray,
+    pub confidence: Float64Array,
+    pub label: Option<StringArray>,
+    pub id: Option<StringArray>,
+    pub tokens: Option<ListArray>,
+    pub attention: Option<ListArray>,
+    pub summary: Option<ListArray>,
+    pub sentence_lengths: Option<ListArray>,
+    pub sentence_attention: Option<ListArray>,
+}
+
+fn list_of(item: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(item, true)))
+}
+
+impl Batch {
+    /// `labels`: the model's label names in index order, to read an integer label column.
+    pub fn read(batch: &RecordBatch, layout: &Layout, labels: &[String], file: &str) -> anyhow::Result<Self> {
+        let column = |name: &str, to: &DataType| -> anyhow::Result<ArrayRef> {
+            let array = batch.column_by_name(name).with_context(|| format!("{file}: no column `{name}`"))?;
+            cast(array, to).with_context(|| {
+                format!("{file}: column `{name}` is {}, which the report cannot read as {to}", array.data_type())
+            })
+        };
+        let strings = |name: &str| -> anyhow::Result<StringArray> {
+            Ok(column(name, &DataType::Utf8)?.as_string::<i32>().clone())
+        };
+        let list = |name: &str, item: DataType| -> anyhow::Result<ListArray> {
+            Ok(column(name, &list_of(item))?.as_list::<i32>().clone())
+        };
+        let label = match &layout.label {
+            Some(name) => Some(label_names(batch, name, labels, file)?),
+            None => None,
+        };
+        Ok(Self {
+            prediction: strings("prediction")?,
+            confidence: column("confidence", &DataType::Float64)?.as_primitive().clone(),
+            label,
+            id: layout.id.then(|| strings("id")).transpose()?,
+            tokens: layout.tokens.then(|| list("tokens", DataType::Utf8)).transpose()?,
+            attention: layout.attention.then(|| list("attention", list_of(DataType::Float32))).transpose()?,
+            summary: layout.summary.then(|| list("attention_summary", DataType::Float32)).transpose()?,
+            sentence_lengths: layout.sentences.then(|| list("sentence_lengths", DataType::Int32)).transpose()?,
+            sentence_attention: layout.sentences.then(|| list("sentence_attention", DataType::Float32)).transpose()?,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.prediction.len()
+    }
+}
+
+/// A label column as label names: strings as they are; integers as indices into the
+/// model's labels (IMDB-style 0/1 labels), out-of-range ones kept as their number.
+fn label_names(batch: &RecordBatch, name: &str, labels: &[String], file: &str) -> anyhow::Result<StringArray> {
+    let array = batch.column_by_name(name).with_context(|| format!("{file}: no column `{name}`"))?;
+    if array.data_type().is_integer() && !labels.is_empty() {
+        let indices = cast(array, &DataType::Int64)?;
+        let indices = indices.as_primitive::<arrow::datatypes::Int64Type>();
+        let by_index: HashMap<i64, &str> = labels.iter().enumerate().map(|(i, l)| (i as i64, l.as_str())).collect();
+        return Ok(indices
+            .iter()
+            .map(|index| index.map(|i| by_index.get(&i).map_or_else(|| i.to_string(), |l| (*l).to_owned())))
+            .collect());
+    }
+    let strings = cast(array, &DataType::Utf8).with_context(|| {
+        format!("{file}: label column `{name}` is {}; give a string or integer column", array.data_type())
+    })?;
+    Ok(strings.as_string::<i32>().clone())
+}
+
+/// Row `row` of a `List<Utf8>` column, or `None` when null.
+pub fn strings_at(list: &ListArray, row: usize) -> Option<StringArray> {
+    list.is_valid(row).then(|| list.value(row).as_string::<i32>().clone())
+}
+
+/// Row `row` of a `List<Float32>` column, or `None` when null.
+pub fn floats_at(list: &ListArray, row: usize) -> Option<Float32Array> {
+    list.is_valid(row).then(|| list.value(row).as_primitive::<Float32Type>().clone())
+}
+
+/// Row `row` of a `List<Int32>` column, or `None` when null.
+pub fn ints_at(list: &ListArray, row: usize) -> Option<Int32Array> {
+    list.is_valid(row).then(|| list.value(row).as_primitive::<Int32Type>().clone())
+}
+
+/// Row `row` of a `List<List<Float32>>` column (hops × tokens), or `None` when null.
+pub fn hops_at(list: &ListArray, row: usize) -> Option<ListArray> {
+    list.is_valid(row).then(|| list.value(row).as_list::<i32>().clone())
+}

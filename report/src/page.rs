@@ -1,0 +1,338 @@
+//! The HTML page, through the `maud` template engine, which escapes every value it inserts:
+//! tokens, labels, ids and file names from the data never reach the page unescaped. The page
+//! is self-contained: inline CSS and SVG, no scripts, nothing fetched.
+
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+use sql::functions::token_weights::Ranking;
+
+use crate::charts;
+use crate::tally::{Example, Ranked, Tally};
+
+/// Tokens listed per class and per hop.
+const TOP_TOKENS: usize = 15;
+
+/// What the page says about where the predictions came from.
+pub struct RunInfo {
+    pub input: String,
+    pub files: usize,
+    pub variant: Option<String>,
+    pub model_sha256: Option<String>,
+    pub labels: Vec<String>,
+    pub backend: Option<String>,
+    pub max_tokens: Option<usize>,
+    pub label_column: Option<String>,
+}
+
+const CSS: &str = r#"
+body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1.5em; color: #222; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; }
+h2 { font-size: 1.25em; margin-top: 2em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; }
+h3 { font-size: 1.05em; margin: 1.2em 0 0.4em; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { padding: 0.25em 0.7em; text-align: left; vertical-align: top; border-bottom: 1px solid #eee; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+.muted { color: #777; }
+.charts { display: flex; flex-wrap: wrap; gap: 1.5em; }
+.charts figure { margin: 0; }
+.charts figcaption { font-weight: 600; margin-bottom: 0.3em; }
+.confusion td.cell { text-align: center; min-width: 5em; font-variant-numeric: tabular-nums; }
+.tokens { max-width: 34em; }
+.heatmap { line-height: 1.9; margin: 0.3em 0 0.8em; }
+.tok { padding: 0.1em 0.12em; border-radius: 3px; }
+.sentence { display: inline; padding: 0.15em 0.2em; border-left: 4px solid; margin-right: 0.2em; }
+.example { border: 1px solid #ddd; border-radius: 6px; padding: 0.6em 1em; margin: 0.8em 0; }
+.example h4 { margin: 0 0 0.3em; font-size: 0.95em; }
+details summary { cursor: pointer; color: #445; }
+.hop-label { display: inline-block; min-width: 4.5em; color: #666; font-size: 0.85em; }
+"#;
+
+pub fn render(run: &RunInfo, tally: &Tally) -> anyhow::Result<String> {
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { "Attention report: " (run.input) }
+                style { (PreEscaped(CSS)) }
+            }
+            body {
+                h1 { "Why the documents were classified as they were" }
+                p.muted { (run.input) " · " (run.files) " file(s) · written by pipeline report" }
+                (summary(run, tally))
+                @if tally.labelled > 0 { (accuracy(tally)?) }
+                (confidence(tally)?)
+                @if tally.classes.values().any(|c| !c.attention.is_empty()) { (class_tokens(tally)) }
+                @if !tally.hops.is_empty() { (hops(tally)?) }
+                (examples(tally))
+            }
+        }
+    };
+    Ok(page.into_string())
+}
+
+fn summary(run: &RunInfo, tally: &Tally) -> Markup {
+    html! {
+        h2 { "Run" }
+        table id="run-summary" {
+            tr { th { "rows" } td.num { (tally.rows) } }
+            tr { th { "predicted" } td.num { (tally.rows - tally.no_prediction) } }
+            tr { th { "no prediction (null or empty text)" } td.num { (tally.no_prediction) } }
+            @if let Some(limit) = run.max_tokens {
+                tr { th { "at the token limit (" (limit) ", text probably cut)" } td.num { (tally.at_token_limit) } }
+            }
+            tr { th { "model" } td { (run.variant.as_deref().unwrap_or("unknown (no model.variant metadata)")) } }
+            @if let Some(sha) = &run.model_sha256 { tr { th { "model sha256" } td { code { (sha) } } } }
+            @if !run.labels.is_empty() { tr { th { "labels" } td { (run.labels.join(", ")) } } }
+            @if let Some(backend) = &run.backend { tr { th { "backend" } td { (backend) } } }
+            tr {
+                th { "label column" }
+                td { (run.label_column.as_deref().unwrap_or("none (add --label-column for accuracy)")) }
+            }
+        }
+    }
+}
+
+fn accuracy(tally: &Tally) -> anyhow::Result<Markup> {
+    let labels: Vec<&String> = {
+        let mut all: Vec<&String> = tally.confusion.keys().flat_map(|(l, p)| [l, p]).collect();
+        all.sort();
+        all.dedup();
+        all
+    };
+    let count = |label: &String, prediction: &String| {
+        tally.confusion.get(&(label.clone(), prediction.clone())).copied().unwrap_or(0)
+    };
+    let largest = tally.confusion.values().copied().max().unwrap_or(1).max(1);
+    let accuracy = tally.correct as f64 / tally.labelled as f64;
+    let reliability = charts::reliability_diagram(&tally.reliability)?;
+    Ok(html! {
+        h2 { "Accuracy" }
+        p {
+            "accuracy " strong id="accuracy" { (format!("{accuracy:.4}")) }
+            " · macro-F1 " strong id="macro-f1" { (format!("{:.4}", macro_f1(tally, &labels))) }
+            " · over " (tally.labelled) " labelled rows"
+        }
+        div.charts {
+            figure {
+                figcaption { "Confusion matrix (rows: label, columns: prediction)" }
+                table.confusion id="confusion-matrix" {
+                    tr { th {} @for p in &labels { th { (p) } } }
+                    @for l in &labels {
+                        tr {
+                            th { (l) }
+                            @for p in &labels {
+                                @let n = count(l, p);
+                                @let shade = n as f64 / largest as f64;
+                                td.cell style=(cell_style(shade, l == p)) data-count=(n) { (n) }
+                            }
+                        }
+                    }
+                }
+            }
+            figure id="reliability" {
+                figcaption { "Reliability: accuracy per confidence bin (bars), mean confidence (dots)" }
+                (PreEscaped(reliability))
+            }
+        }
+    })
+}
+
+fn cell_style(shade: f64, diagonal: bool) -> String {
+    let (r, g, b) = if diagonal { (40, 140, 80) } else { (200, 70, 50) };
+    let text = if shade > 0.55 { "#fff" } else { "#222" };
+    format!("background: rgba({r}, {g}, {b}, {:.3}); color: {text}", shade.clamp(0.0, 1.0))
+}
+
+/// The mean over labels of each label's F1 (precision and recall from the confusion counts).
+fn macro_f1(tally: &Tally, labels: &[&String]) -> f64 {
+    let actual: Vec<&String> =
+        labels.iter().copied().filter(|l| tally.confusion.keys().any(|(a, _)| a == *l)).collect();
+    if actual.is_empty() {
+        return 0.0;
+    }
+    let sum: f64 = actual
+        .iter()
+        .map(|class| {
+            let tp = tally.confusion.get(&((*class).clone(), (*class).clone())).copied().unwrap_or(0) as f64;
+            let predicted: u64 = tally.confusion.iter().filter(|((_, p), _)| p == *class).map(|(_, n)| n).sum();
+            let actual: u64 = tally.confusion.iter().filter(|((l, _), _)| l == *class).map(|(_, n)| n).sum();
+            let precision = if predicted > 0 { tp / predicted as f64 } else { 0.0 };
+            let recall = if actual > 0 { tp / actual as f64 } else { 0.0 };
+            if precision + recall > 0.0 { 2.0 * precision * recall / (precision + recall) } else { 0.0 }
+        })
+        .sum();
+    sum / actual.len() as f64
+}
+
+fn confidence(tally: &Tally) -> anyhow::Result<Markup> {
+    let charts: Vec<(String, u64, String)> = tally
+        .classes
+        .iter()
+        .map(|(class, t)| Ok((class.clone(), t.rows, charts::confidence_histogram(&t.confidence)?)))
+        .collect::<anyhow::Result<_>>()?;
+    Ok(html! {
+        h2 { "Confidence per predicted class" }
+        div.charts id="confidence" {
+            @for (class, rows, svg) in &charts {
+                figure { figcaption { (class) " " span.muted { "(" (rows) " rows)" } } (PreEscaped(svg)) }
+            }
+        }
+    })
+}
+
+fn class_tokens(tally: &Tally) -> Markup {
+    html! {
+        h2 { "What each class attends to" }
+        p.muted {
+            "Most attended: attention mass summed over the class. Distinctive: attention relative to an even \
+             spread over each document, (mass + 1) / (even mass + 1), as SQL's distinctive_attended."
+        }
+        table id="class-tokens" {
+            tr { th { "predicted class" } th { "most attended" } th { "distinctive" } }
+            @for (class, t) in &tally.classes {
+                tr {
+                    th { (class) }
+                    td.tokens { (t.attention.top(TOP_TOKENS, Ranking::Mass).join(", ")) }
+                    td.tokens { (t.attention.top(TOP_TOKENS, Ranking::Distinctive).join(", ")) }
+                }
+            }
+        }
+    }
+}
+
+fn hops(tally: &Tally) -> anyhow::Result<Markup> {
+    let entropies: Vec<f64> = tally.hops.iter().map(|h| h.mean_entropy().unwrap_or(0.0)).collect();
+    // The entropy of an even spread over a typical document, for scale.
+    let even = mean_even_entropy(tally);
+    let chart = charts::hop_entropy(&entropies, even)?;
+    Ok(html! {
+        h2 { "Hops (heads)" }
+        p.muted {
+            "A hop whose mean entropy is far below an even spread (line, ln of the mean token count: "
+            (format!("{even:.2}")) " nats) attends to a few tokens; one near it attends to nothing in particular."
+        }
+        div.charts { figure id="hop-entropy" { figcaption { "Mean attention entropy per hop" } (PreEscaped(chart)) } }
+        table id="hop-tokens" {
+            tr { th { "hop" } th.num { "mean entropy" } th { "most attended" } th { "distinctive" } }
+            @for (i, hop) in tally.hops.iter().enumerate() {
+                tr {
+                    td { (i + 1) }
+                    td.num { (format!("{:.2}", hop.mean_entropy().unwrap_or(0.0))) }
+                    td.tokens { (hop.attention.top(10, Ranking::Mass).join(", ")) }
+                    td.tokens { (hop.attention.top(10, Ranking::Distinctive).join(", ")) }
+                }
+            }
+        }
+    })
+}
+
+fn mean_even_entropy(tally: &Tally) -> f64 {
+    if tally.tokenized_rows == 0 || tally.tokens == 0 {
+        return 0.0;
+    }
+    (tally.tokens as f64 / tally.tokenized_rows as f64).ln()
+}
+
+fn examples(tally: &Tally) -> Markup {
+    let groups: [(&str, &str, &Ranked); 3] = [
+        ("most-confident", "Most confident", &tally.most_confident),
+        ("least-confident", "Least confident", &tally.least_confident),
+        ("misclassified", "Misclassified (most confident first)", &tally.misclassified),
+    ];
+    html! {
+        h2 { "Example documents" }
+        p.muted { "Each token is shaded by its weight relative to the document's heaviest token; hover for the weight." }
+        @for (id, title, ranked) in groups {
+            @if ranked.examples().next().is_some() {
+                section id=(id) {
+                    h3 { (title) }
+                    @for example in ranked.examples() { (example_card(example)) }
+                }
+            }
+        }
+    }
+}
+
+fn example_card(example: &Example) -> Markup {
+    html! {
+        div.example {
+            h4 {
+                @if let Some(id) = &example.id { (id) " · " } @else { (example.file) ", row " (example.row) " · " }
+                "predicted " strong { (example.prediction) }
+                " (" (format!("{:.3}", example.confidence)) ")"
+                @if let Some(label) = &example.label { " · label " strong { (label) } }
+            }
+            @if let Some((lengths, weights)) = &example.sentences {
+                div.heatmap.summed { (sentences_heatmap(&example.tokens, &example.summary, lengths, weights)) }
+            } @else if !example.summary.is_empty() {
+                div.heatmap.summed { span.hop-label { "summed" } (heatmap(&example.tokens, &example.summary)) }
+            }
+            @if example.hops.len() > 1 {
+                details {
+                    summary { "each of the " (example.hops.len()) " hops" }
+                    @for (i, hop) in example.hops.iter().enumerate() {
+                        div.heatmap.hop { span.hop-label { "hop " (i + 1) } (heatmap(&example.tokens, hop)) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Tokens shaded by weight relative to the heaviest; the weight in `title` and `data-weight`.
+fn heatmap(tokens: &[String], weights: &[f32]) -> Markup {
+    let heaviest = weights.iter().copied().fold(0f32, f32::max);
+    html! {
+        @for (token, weight) in tokens.iter().zip(weights) {
+            span.tok style=(shade(*weight, heaviest, (220, 60, 40))) title=(format!("{weight:.4}")) data-weight=(weight) { (token) }
+            " "
+        }
+    }
+}
+
+/// HAN: each sentence framed and shaded by its weight, its words by theirs (Yang et al.).
+fn sentences_heatmap(tokens: &[String], words: &[f32], lengths: &[usize], sentences: &[f32]) -> Markup {
+    let heaviest_sentence = sentences.iter().copied().fold(0f32, f32::max);
+    let mut start = 0usize;
+    let spans: Vec<(usize, usize, f32)> = lengths
+        .iter()
+        .zip(sentences)
+        .map(|(&n, &w)| {
+            let end = (start + n).min(tokens.len());
+            let span = (start, end, w);
+            start = end;
+            span
+        })
+        .collect();
+    html! {
+        @for (from, to, weight) in spans {
+            span.sentence style=(format!("{}; border-color: rgba(60, 90, 200, {:.3})", shade(weight, heaviest_sentence, (60, 90, 200)), relative(weight, heaviest_sentence)))
+                data-sentence-weight=(weight) title=(format!("sentence {weight:.4}")) {
+                (heatmap(tokens.get(from..to).unwrap_or_default(), words.get(from..to).unwrap_or_default()))
+            }
+        }
+    }
+}
+
+fn relative(weight: f32, heaviest: f32) -> f32 {
+    if heaviest > 0.0 && weight.is_finite() { (weight / heaviest).clamp(0.0, 1.0) } else { 0.0 }
+}
+
+fn shade(weight: f32, heaviest: f32, (r, g, b): (u8, u8, u8)) -> String {
+    format!("background: rgba({r}, {g}, {b}, {:.3})", 0.85 * relative(weight, heaviest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_escaped_and_shaded_by_weight() {
+        let tokens = vec!["<script>".to_owned(), "great".to_owned()];
+        let html = heatmap(&tokens, &[0.25, 0.5]).into_string();
+        assert!(html.contains("&lt;script&gt;"), "{html}");
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(html.contains("rgba(220, 60, 40, 0.425)") && html.contains("rgba(220, 60, 40, 0.850)"), "{html}");
+    }
+}

@@ -1,0 +1,350 @@
+//! One streaming pass over the predictions: counts, calibration, attention per class and per
+//! hop, and the example documents to draw. Memory is bounded by the vocabulary, the number of
+//! classes and hops, and the examples kept, not by the number of rows.
+
+use std::collections::BTreeMap;
+
+use anyhow::bail;
+use arrow::array::{Array, Float32Array, StringArray};
+use sql::functions::token_weights::TokenAttention;
+
+use crate::columns::{Batch, floats_at, hops_at, ints_at, strings_at};
+
+/// Bins of the confidence histograms.
+pub const CONFIDENCE_BINS: usize = 20;
+/// Bins of the reliability diagram.
+pub const RELIABILITY_BINS: usize = 10;
+
+/// What was predicted for one class.
+#[derive(Debug, Default)]
+pub struct ClassTally {
+    pub rows: u64,
+    pub confidence: [u64; CONFIDENCE_BINS],
+    /// Over the summed attention (or the mean of the hops when there is no summary).
+    pub attention: TokenAttention,
+}
+
+/// One hop (head) of the attention, over every row.
+#[derive(Debug, Default)]
+pub struct HopTally {
+    pub attention: TokenAttention,
+    pub entropy_sum: f64,
+    pub rows: u64,
+}
+
+impl HopTally {
+    pub fn mean_entropy(&self) -> Option<f64> {
+        (self.rows > 0).then(|| self.entropy_sum / self.rows as f64)
+    }
+}
+
+/// Rows whose confidence fell in one reliability bin.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ReliabilityBin {
+    pub rows: u64,
+    pub correct: u64,
+    pub confidence_sum: f64,
+}
+
+/// One document to draw.
+#[derive(Debug, Clone)]
+pub struct Example {
+    pub file: String,
+    pub row: usize,
+    pub id: Option<String>,
+    pub prediction: String,
+    pub label: Option<String>,
+    pub confidence: f64,
+    pub tokens: Vec<String>,
+    /// Hops × tokens.
+    pub hops: Vec<Vec<f32>>,
+    /// The hops summed and renormalised.
+    pub summary: Vec<f32>,
+    /// Tokens per sentence and each sentence's weight (HAN).
+    pub sentences: Option<(Vec<usize>, Vec<f32>)>,
+}
+
+/// The `capacity` examples that rank first by a key, best first.
+#[derive(Debug)]
+pub struct Ranked {
+    capacity: usize,
+    /// (key, example), highest key first.
+    entries: Vec<(f64, Example)>,
+}
+
+impl Ranked {
+    fn new(capacity: usize) -> Self {
+        Self { capacity, entries: Vec::new() }
+    }
+
+    /// Whether an example with `key` would be kept (checked before building it).
+    fn admits(&self, key: f64) -> bool {
+        self.capacity > 0 && (self.entries.len() < self.capacity || self.entries.last().is_some_and(|(k, _)| key > *k))
+    }
+
+    fn insert(&mut self, key: f64, example: Example) {
+        let at = self.entries.partition_point(|(k, _)| *k >= key);
+        self.entries.insert(at, (key, example));
+        self.entries.truncate(self.capacity);
+    }
+
+    pub fn examples(&self) -> impl Iterator<Item = &Example> {
+        self.entries.iter().map(|(_, e)| e)
+    }
+}
+
+/// Everything the page shows, gathered in one pass.
+#[derive(Debug)]
+pub struct Tally {
+    pub rows: u64,
+    pub no_prediction: u64,
+    /// Rows whose tokens reached the model's token limit (so the text was probably cut).
+    pub at_token_limit: u64,
+    /// Tokens over the rows that have them.
+    pub tokens: u64,
+    pub tokenized_rows: u64,
+    pub classes: BTreeMap<String, ClassTally>,
+    /// (label, prediction) → rows, for rows with both.
+    pub confusion: BTreeMap<(String, String), u64>,
+    pub labelled: u64,
+    pub correct: u64,
+    pub reliability: [ReliabilityBin; RELIABILITY_BINS],
+    pub hops: Vec<HopTally>,
+    pub most_confident: Ranked,
+    pub least_confident: Ranked,
+    pub misclassified: Ranked,
+    max_tokens: Option<usize>,
+}
+
+impl Tally {
+    pub fn new(examples: usize, max_tokens: Option<usize>) -> Self {
+        Self {
+            rows: 0,
+            no_prediction: 0,
+            at_token_limit: 0,
+            tokens: 0,
+            tokenized_rows: 0,
+            classes: BTreeMap::new(),
+            confusion: BTreeMap::new(),
+            labelled: 0,
+            correct: 0,
+            reliability: [ReliabilityBin::default(); RELIABILITY_BINS],
+            hops: Vec::new(),
+            most_confident: Ranked::new(examples),
+            least_confident: Ranked::new(examples),
+            misclassified: Ranked::new(examples),
+            max_tokens,
+        }
+    }
+
+    /// Adds one batch; `first_row` numbers its rows within `file`, for messages.
+    pub fn add(&mut self, batch: &Batch, file: &str, first_row: usize) -> anyhow::Result<()> {
+        for row in 0..batch.len() {
+            self.add_row(batch, row, file, first_row + row)?;
+        }
+        Ok(())
+    }
+
+    fn add_row(&mut self, batch: &Batch, row: usize, file: &str, row_number: usize) -> anyhow::Result<()> {
+        self.rows += 1;
+        let tokens = batch.tokens.as_ref().and_then(|t| strings_at(t, row));
+        if let Some(tokens) = &tokens {
+            self.tokens += tokens.len() as u64;
+            self.tokenized_rows += 1;
+            if self.max_tokens.is_some_and(|limit| tokens.len() >= limit) {
+                self.at_token_limit += 1;
+            }
+        }
+        if batch.prediction.is_null(row) {
+            self.no_prediction += 1;
+            return Ok(());
+        }
+        let prediction = batch.prediction.value(row);
+        let confidence = if batch.confidence.is_valid(row) { batch.confidence.value(row) } else { f64::NAN };
+        let label = batch.label.as_ref().and_then(|l| l.is_valid(row).then(|| l.value(row)));
+
+        let class = self.classes.entry(prediction.to_owned()).or_default();
+        class.rows += 1;
+        if let Some(bin) = bin_of(confidence, CONFIDENCE_BINS).and_then(|b| class.confidence.get_mut(b)) {
+            *bin += 1;
+        }
+        if let Some(label) = label {
+            self.labelled += 1;
+            let correct = label == prediction;
+            self.correct += u64::from(correct);
+            *self.confusion.entry((label.to_owned(), prediction.to_owned())).or_default() += 1;
+            if let Some(bin) = bin_of(confidence, RELIABILITY_BINS).and_then(|b| self.reliability.get_mut(b)) {
+                bin.rows += 1;
+                bin.correct += u64::from(correct);
+                bin.confidence_sum += confidence;
+            }
+        }
+
+        let Some(tokens) = tokens else { return Ok(()) };
+        let hops = self.add_attention(batch, row, &tokens, prediction, file, row_number)?;
+        let misclassified = label.is_some_and(|l| l != prediction);
+        let keys = [(confidence, 0), (-confidence, 1), (if misclassified { confidence } else { f64::NAN }, 2)];
+        for (key, list) in keys {
+            let ranked = match list {
+                0 => &mut self.most_confident,
+                1 => &mut self.least_confident,
+                _ => &mut self.misclassified,
+            };
+            if key.is_nan() || !ranked.admits(key) {
+                continue;
+            }
+            let sentences = match (&batch.sentence_lengths, &batch.sentence_attention) {
+                (Some(lengths), Some(weights)) => ints_at(lengths, row).zip(floats_at(weights, row)).map(|(l, w)| {
+                    (l.iter().map(|n| usize::try_from(n.unwrap_or(0)).unwrap_or(0)).collect(), w.values().to_vec())
+                }),
+                _ => None,
+            };
+            let example = Example {
+                file: file.to_owned(),
+                row: row_number,
+                id: batch.id.as_ref().and_then(|ids| ids.is_valid(row).then(|| ids.value(row).to_owned())),
+                prediction: prediction.to_owned(),
+                label: label.map(str::to_owned),
+                confidence,
+                tokens: tokens.iter().map(|t| t.unwrap_or_default().to_owned()).collect(),
+                hops: hops.iter().map(|h| h.values().to_vec()).collect(),
+                summary: summary_of(batch, row, &hops).map(|s| s.values().to_vec()).unwrap_or_default(),
+                sentences,
+            };
+            ranked.insert(key, example);
+        }
+        Ok(())
+    }
+
+    /// Adds a row's attention to its class and to each hop; returns the hops.
+    fn add_attention(
+        &mut self,
+        batch: &Batch,
+        row: usize,
+        tokens: &StringArray,
+        prediction: &str,
+        file: &str,
+        row_number: usize,
+    ) -> anyhow::Result<Vec<Float32Array>> {
+        let mut hops = Vec::new();
+        if let Some(hop_lists) = batch.attention.as_ref().and_then(|a| hops_at(a, row)) {
+            for hop in 0..hop_lists.len() {
+                let Some(weights) = floats_at(&hop_lists, hop) else { continue };
+                check_length(weights.len(), tokens.len(), &format!("attention hop {}", hop + 1), file, row_number)?;
+                if self.hops.len() <= hop {
+                    self.hops.resize_with(hop + 1, HopTally::default);
+                }
+                if let Some(tally) = self.hops.get_mut(hop) {
+                    tally.attention.add_row(tokens, &weights);
+                    if let Some(entropy) = entropy(&weights) {
+                        tally.entropy_sum += entropy;
+                        tally.rows += 1;
+                    }
+                }
+                hops.push(weights);
+            }
+        }
+        if let Some(summary) = summary_of(batch, row, &hops) {
+            check_length(summary.len(), tokens.len(), "attention_summary", file, row_number)?;
+            if let Some(class) = self.classes.get_mut(prediction) {
+                class.attention.add_row(tokens, &summary);
+            }
+        }
+        Ok(hops)
+    }
+}
+
+/// The row's summed attention: the `attention_summary` column, else the mean of its hops.
+fn summary_of(batch: &Batch, row: usize, hops: &[Float32Array]) -> Option<Float32Array> {
+    if let Some(summary) = batch.summary.as_ref().and_then(|s| floats_at(s, row)) {
+        return Some(summary);
+    }
+    let first = hops.first()?;
+    let mut sum = vec![0f32; first.len()];
+    for hop in hops {
+        for (total, weight) in sum.iter_mut().zip(hop.values().iter()) {
+            *total += weight / hops.len() as f32;
+        }
+    }
+    Some(Float32Array::from(sum))
+}
+
+fn check_length(weights: usize, tokens: usize, what: &str, file: &str, row: usize) -> anyhow::Result<()> {
+    if weights != tokens {
+        bail!(
+            "{file}, row {row}: {what} has {weights} weights for {tokens} tokens; the attention columns must \
+             come from the same run as `tokens` (was the file edited, or columns joined from another run?)"
+        );
+    }
+    Ok(())
+}
+
+/// The bin of a confidence in [0, 1] among `bins` equal bins; `None` for NaN or out of range.
+fn bin_of(confidence: f64, bins: usize) -> Option<usize> {
+    if !(0.0..=1.0).contains(&confidence) {
+        return None;
+    }
+    Some(((confidence * bins as f64) as usize).min(bins - 1))
+}
+
+/// Shannon entropy in nats of the renormalised weights; `None` when they sum to nothing.
+fn entropy(weights: &Float32Array) -> Option<f64> {
+    let total: f64 = weights.values().iter().map(|w| f64::from(*w)).filter(|w| w.is_finite() && *w > 0.0).sum();
+    if total <= 0.0 {
+        return None;
+    }
+    Some(
+        -weights
+            .values()
+            .iter()
+            .map(|w| f64::from(*w) / total)
+            .filter(|p| p.is_finite() && *p > 0.0)
+            .map(|p| p * p.ln())
+            .sum::<f64>(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bins_cover_zero_to_one_and_refuse_the_rest() {
+        assert_eq!(bin_of(0.0, 10), Some(0));
+        assert_eq!(bin_of(0.55, 10), Some(5));
+        assert_eq!(bin_of(1.0, 10), Some(9));
+        assert_eq!(bin_of(f64::NAN, 10), None);
+        assert_eq!(bin_of(1.5, 10), None);
+    }
+
+    #[test]
+    fn entropy_is_zero_for_one_token_and_ln_n_for_an_even_spread() {
+        assert_eq!(entropy(&Float32Array::from(vec![0.0, 1.0, 0.0])), Some(0.0));
+        let even = entropy(&Float32Array::from(vec![0.25; 4])).expect("entropy");
+        assert!((even - 4f64.ln()).abs() < 1e-6);
+        assert_eq!(entropy(&Float32Array::from(vec![0.0, 0.0])), None);
+    }
+
+    #[test]
+    fn ranked_keeps_the_best_in_order() {
+        let example = |row| Example {
+            file: "f".into(),
+            row,
+            id: None,
+            prediction: "pos".into(),
+            label: None,
+            confidence: 0.0,
+            tokens: vec![],
+            hops: vec![],
+            summary: vec![],
+            sentences: None,
+        };
+        let mut ranked = Ranked::new(2);
+        for (row, key) in [(0, 0.5), (1, 0.9), (2, 0.1), (3, 0.7)] {
+            if ranked.admits(key) {
+                ranked.insert(key, example(row));
+            }
+        }
+        assert_eq!(ranked.examples().map(|e| e.row).collect::<Vec<_>>(), vec![1, 3]);
+    }
+}
