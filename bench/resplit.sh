@@ -14,7 +14,9 @@ cd "$(dirname "$0")/.."
 out=${1:-/tmp/imdb-resplit}
 data=../shared/datasets/imdb
 mkdir -p "$out"
-cargo build --release --workspace --bins --quiet
+# The same build as the tests (`cargo test` resolves dev-dependency features too): a
+# `--bins`-only build would resolve features differently and rebuild the workspace.
+cargo test --release --workspace --no-run --quiet
 pipeline="${CARGO_TARGET_DIR:-target}/release/pipeline"
 for part in "train:<" "test:>="; do
     name=${part%%:*}

@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 data=$(realpath "${1:-../shared/datasets/imdb/test.parquet}")
 work=target/bench/scale-out
 mkdir -p "$work"
-cargo build --release --workspace --bins
+# The same build as the tests (`cargo test` resolves dev-dependency features too): a
+# `--bins`-only build would resolve features differently and rebuild the workspace.
+cargo test --release --workspace --no-run
 moto_python=$(bash scripts/install-s3-test-server.sh | tail -n 1)
 python3 bench/scale_out.py "${CARGO_TARGET_DIR:-target}/release/pipeline" "$data" "$work" "$moto_python"

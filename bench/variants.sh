@@ -4,7 +4,9 @@
 # package directories under models/, e.g.: bench/variants.sh san han-w2v lama-ctx-w2v
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --workspace --bins --quiet
+# The same build as the tests (`cargo test` resolves dev-dependency features too): a
+# `--bins`-only build would resolve features differently and rebuild the workspace.
+cargo test --release --workspace --no-run --quiet
 pipeline="${CARGO_TARGET_DIR:-target}/release/pipeline"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT

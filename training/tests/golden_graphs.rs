@@ -47,6 +47,7 @@ fn flags() -> ModelFlags {
         attention_dim: 5,
         hops: 2,
         heads: 2,
+        attention_scale: training::models::lama::AttentionScale::None,
         averaging_dim: 3,
         layers: 2,
         feed_forward_dim: 8,

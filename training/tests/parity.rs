@@ -15,6 +15,7 @@ use training::data::corpus::Columns;
 use training::data::vocabulary::VocabularyConfig;
 use training::fit::{TrainConfig, forward_probs};
 use training::job::{TrainOutcome, TrainRequest, run_variant};
+use training::models::lama::AttentionScale;
 use training::models::{ModelConfig, ModelFlags, Network, Variant};
 
 const RUNTIME_TOLERANCE: f32 = 1e-4;
@@ -36,6 +37,8 @@ fn tiny_flags() -> ModelFlags {
         attention_dim: 8,
         hops: 3,
         heads: 2,
+        // The new code path; golden_graphs covers the paper's formula.
+        attention_scale: AttentionScale::Learned,
         averaging_dim: 4,
         layers: 2,
         feed_forward_dim: 16,
@@ -305,6 +308,7 @@ fn lama_packages_record_where_their_context_comes_from() {
     check_contract(lama_ctx::model(), "lama-ctx", 2, 2 * 2 * 8);
     assert_eq!(lama::model().package.manifest.hyper_parameters["context"], "global");
     assert_eq!(lama_ctx::model().package.manifest.hyper_parameters["context"], "document_mean");
+    assert_eq!(lama::model().package.manifest.hyper_parameters["attention_scale"], "learned");
 }
 
 #[test]

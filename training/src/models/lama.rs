@@ -5,6 +5,12 @@
 //! factored to rank one, `P̃` and `Q̃` holding one column per head) → per head, softmax over
 //! the words (padding masked) → `S = A·H`, flattened → MLP → softmax.
 //!
+//! The scores lie in [−1, 1] (l2-normalised across heads), so over hundreds of words the
+//! softmax stays nearly flat: LAMA's heads then explain nothing. `--attention-scale`, our
+//! extension of the paper, multiplies the scores by `s` before the softmax: `s` learned
+//! (a temperature, as `exp` of a parameter that starts at the paper's `s = 1`), fixed, or
+//! absent (`none`, the paper's formula).
+//!
 //! The context `c` is what the two variants differ in:
 //! - `lama`: one learned global vector in the word-embedding space, initialised to the mean
 //!   word embedding as the paper says;
@@ -30,6 +36,49 @@ use crate::onnx::{GraphBuilder, Value};
 /// Keeps the l2 normalisation finite when every head scores exactly zero.
 const NORM_EPSILON: f32 = 1e-12;
 
+/// How LAMA's scores are scaled before the softmax.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AttentionScale {
+    /// The paper's formula: no scale.
+    None,
+    /// A fixed scale.
+    Fixed(f32),
+    /// A learned scale, starting at 1.
+    Learned,
+}
+
+impl std::str::FromStr for AttentionScale {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "none" => Ok(Self::None),
+            "learned" => Ok(Self::Learned),
+            _ => match text.strip_prefix("fixed:").map(str::parse::<f32>) {
+                Some(Ok(value)) if value.is_finite() && value > 0.0 => Ok(Self::Fixed(value)),
+                _ => Err(format!("`{text}`: give learned, fixed:VALUE (a positive number, e.g. fixed:10) or none")),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for AttentionScale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::None => f.write_str("none"),
+            Self::Fixed(value) => write!(f, "fixed:{value}"),
+            Self::Learned => f.write_str("learned"),
+        }
+    }
+}
+
+/// Recorded in the manifest as the flag's value (`"learned"`, `"fixed:10"`, `"none"`).
+impl Serialize for AttentionScale {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 /// Where the context vector `c` comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -49,6 +98,7 @@ pub struct LamaConfig {
     pub mlp_hidden: usize,
     pub dropout: f64,
     pub context: Context,
+    pub attention_scale: AttentionScale,
 }
 
 impl From<&ModelFlags> for LamaConfig {
@@ -61,6 +111,7 @@ impl From<&ModelFlags> for LamaConfig {
             mlp_hidden: flags.mlp_hidden,
             dropout: flags.dropout,
             context: Context::Global,
+            attention_scale: flags.attention_scale,
         }
     }
 }
@@ -98,6 +149,13 @@ impl ModelConfig for LamaConfig {
             context_projection: dense(context_dim, self.heads, false, device),
             annotation_projection: dense(self.attention_dim, self.heads, false, device),
             global_context,
+            log_scale: match self.attention_scale {
+                AttentionScale::None => None,
+                AttentionScale::Fixed(value) => {
+                    Some(Param::from_tensor(Tensor::from_floats([value.ln()], device)).set_require_grad(false))
+                }
+                AttentionScale::Learned => Some(Param::from_tensor(Tensor::zeros([1], device))),
+            },
             head: MlpHead::new(self.heads * states, self.mlp_hidden, classes, self.dropout, device),
         }
     }
@@ -138,6 +196,8 @@ pub struct Lama {
     annotation_projection: Linear,
     /// `c` for `lama`; absent for `lama-ctx`, whose context is computed per document.
     global_context: Option<Param<Tensor<1>>>,
+    /// `ln s` for `--attention-scale learned|fixed:V`; absent for the paper's formula.
+    log_scale: Option<Param<Tensor<1>>>,
     head: MlpHead,
 }
 
@@ -183,7 +243,10 @@ impl Network for Lama {
         let context = self.context_factors(states.clone(), batch).unsqueeze_dim::<3>(1); // [B|1, 1, m]
         let scores = (self.annotation_projection.forward(annotations) * context).tanh(); // [B, T, m]
         let norms = (scores.clone() * scores.clone()).sum_dim(2).add_scalar(NORM_EPSILON).sqrt();
-        let scores = (scores / norms).swap_dims(1, 2); // [B, m, T]
+        let mut scores = (scores / norms).swap_dims(1, 2); // [B, m, T]
+        if let Some(log_scale) = &self.log_scale {
+            scores = scores * log_scale.val().exp().reshape([1, 1, 1]);
+        }
         let attention = masked_softmax(scores, batch.mask.clone());
         let sentence = attention.clone().matmul(states).reshape([batch.batch, self.sentence_dim()]);
         NetworkOutput {
@@ -211,7 +274,13 @@ impl Network for Lama {
             let epsilon = g.scalar_f32("norm_epsilon", NORM_EPSILON);
             let norms = g.add(&norms, &epsilon);
             let norms = g.sqrt(&norms);
-            let scores = g.div(&scores, &norms);
+            let mut scores = g.div(&scores, &norms);
+            if let Some(log_scale) = &self.log_scale {
+                // A constant of the trained model, as burn computes it.
+                let scale = values(log_scale.val().exp());
+                let scale = g.scalar_f32("attention_scale", scale.first().copied().unwrap_or(1.0));
+                scores = g.mul(&scores, &scale);
+            }
             let scores = g.transpose(&scores, &[0, 2, 1]);
             emit_masked_softmax(g, &scores, &batch.mask_f32)
         });

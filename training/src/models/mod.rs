@@ -180,6 +180,11 @@ pub struct ModelFlags {
     /// Attention heads, m [lama, lama-ctx, te].
     #[arg(long, default_value_t = 4)]
     pub heads: usize,
+    /// Scale on the scores before the softmax: `learned` (a learned temperature, starting at
+    /// 1; our extension, which makes the heads focus), `fixed:VALUE`, or `none` (the paper's
+    /// formula, whose heads stay near uniform) [lama, lama-ctx].
+    #[arg(long, default_value = "none")]
+    pub attention_scale: crate::models::lama::AttentionScale,
     /// Width of each head's projection in the neural averaging layer [nal].
     #[arg(long, default_value_t = 32)]
     pub averaging_dim: usize,
