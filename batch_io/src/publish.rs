@@ -15,13 +15,24 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 
 use crate::atomic_file::{TempFile, temp_beside};
-use crate::object_storage::{block_on, request_failed};
+use crate::object_storage::{block_on, is_url, remote_prefix, request_failed};
 
 /// Where an output goes.
 #[derive(Clone)]
 pub enum Destination {
     Local(PathBuf),
     Object { store: Arc<dyn ObjectStore>, path: ObjectPath, url: String },
+}
+
+impl Destination {
+    /// An output as given on the command line: a URL of object storage, or a local path.
+    pub fn parse(output: &str) -> anyhow::Result<Self> {
+        if !is_url(output) {
+            return Ok(Destination::Local(PathBuf::from(output)));
+        }
+        let object = remote_prefix(output)?;
+        Ok(Destination::Object { store: object.store, path: object.path, url: object.url })
+    }
 }
 
 impl fmt::Display for Destination {

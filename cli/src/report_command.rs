@@ -1,7 +1,5 @@
 //! `pipeline report`: the command line of the HTML attention report.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use report::{ReportOptions, write_report};
 
@@ -15,9 +13,10 @@ pub struct ReportArgs {
     /// macro-F1, the confusion matrix, calibration and the misclassified examples.
     #[arg(long)]
     label_column: Option<String>,
-    /// The HTML file to write (self-contained: it opens from disk, with no network).
+    /// The HTML file to write, a local path or an object-storage URL (self-contained: it
+    /// opens from disk, with no network).
     #[arg(long, default_value = "report.html")]
-    output: PathBuf,
+    output: String,
     /// Documents drawn in each example group (most confident, least confident, misclassified).
     #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=200))]
     examples: usize,
@@ -31,12 +30,6 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
         examples: args.examples,
     };
     let summary = write_report(&options)?;
-    println!(
-        "{} rows from {} file(s) in {:.1} s -> {}",
-        summary.rows,
-        summary.files,
-        summary.seconds,
-        options.output.display()
-    );
+    println!("{} rows from {} file(s) in {:.1} s -> {}", summary.rows, summary.files, summary.seconds, options.output);
     Ok(())
 }

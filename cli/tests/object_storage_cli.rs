@@ -228,6 +228,17 @@ fn inputs_and_outputs_in_a_bucket_give_what_local_files_give() {
     assert!(from_glob.status.success(), "{}", stderr(&from_glob));
     assert_eq!(from_glob.stdout, expected.stdout);
 
+    // `pipeline report` reads the dataset's parts from the bucket and uploads the page there.
+    let report = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["report", "--input", "s3://corpus/ds/", "--output", "s3://corpus/report.html"])
+        .envs(s3.env())
+        .output()
+        .expect("run report");
+    assert!(report.status.success(), "{}", stderr(&report));
+    assert!(String::from_utf8_lossy(&report.stdout).contains("300 rows from 5 file(s)"));
+    let page = block_on(async { s3.store().get(&ObjectPath::from("report.html")).await?.bytes().await }).expect("get");
+    assert!(String::from_utf8_lossy(&page).contains("id=\"confusion-matrix\""));
+
     // A location that holds no Parquet is named in the error.
     let missing = s3.sql(&["--table", "t=s3://corpus/nothing/", "SELECT 1"]);
     assert_eq!(missing.status.code(), Some(1), "{}", stderr(&missing));

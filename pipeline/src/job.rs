@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use batch_io::atomic_file::{check_replaceable, temp_beside, write_failed};
 use batch_io::inputs::{InputFiles, resolve_input_files};
 use batch_io::locations::{InputLocation, refuse_output_among_inputs, same_location};
-use batch_io::object_storage::{is_url, remote_prefix};
+use batch_io::object_storage::is_url;
 use batch_io::publish::Destination;
 use batch_io::source::{BatchStream, DATA_EXTENSIONS, InputFile, RowSpan, column_list, is_text_type, open_span};
 use runtime::classifier::{Classifier, TextCounts};
@@ -160,11 +160,12 @@ impl std::fmt::Display for JobSummary {
         if let Some(parts) = &self.parts {
             let shard = if parts.shard == Shard::WHOLE { String::new() } else { format!("shard {}: ", parts.shard) };
             let state = if parts.complete { "complete, _SUCCESS written" } else { "other parts still to come" };
-            write!(
-                f,
-                " ({shard}{} parts written, {} already committed, of {} in all; {state})",
-                parts.written, parts.skipped, parts.total
-            )?;
+            let written = if parts.written == 1 {
+                "1 part written".to_owned()
+            } else {
+                format!("{} parts written", parts.written)
+            };
+            write!(f, " ({shard}{written}, {} already committed, of {} in all; {state})", parts.skipped, parts.total)?;
         }
         Ok(())
     }
@@ -278,7 +279,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     let output_schema = Arc::new(output_schema.with_metadata(metadata));
     let (output, dataset_dir) = match &run {
         None => {
-            let destination = destination(&options.output)?;
+            let destination = Destination::parse(&options.output)?;
             (Output::File(OutputFile::create(&destination, output_schema.clone())?), None)
         }
         Some(run) => {
@@ -363,14 +364,6 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
 }
 
 /// Where a single-file output goes.
-fn destination(output: &str) -> anyhow::Result<Destination> {
-    if !is_url(output) {
-        return Ok(Destination::Local(PathBuf::from(output)));
-    }
-    let object = remote_prefix(output)?;
-    Ok(Destination::Object { store: object.store, path: object.path, url: object.url })
-}
-
 /// An input file's identity for the run fingerprint: its resolved path (or URL), size and
 /// modification time (or ETag).
 fn input_identity(file: &InputFile) -> anyhow::Result<InputIdentity> {

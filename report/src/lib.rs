@@ -14,13 +14,13 @@ mod page;
 mod tally;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
-use batch_io::atomic_file::{check_replaceable, temp_beside};
+use batch_io::atomic_file::check_replaceable;
 use batch_io::inputs::resolve_input_files;
 use batch_io::locations::refuse_output_among_inputs;
+use batch_io::publish::{Destination, Sink};
 use batch_io::source::{RowSpan, open_span};
 
 use crate::columns::{Batch, Layout};
@@ -32,7 +32,8 @@ pub struct ReportOptions {
     pub input: String,
     /// The column holding the true label; `None`: `label` when there is one.
     pub label_column: Option<String>,
-    pub output: PathBuf,
+    /// A local path or an object-storage URL.
+    pub output: String,
     /// Documents shown in each example group.
     pub examples: usize,
 }
@@ -49,9 +50,12 @@ const BATCH_ROWS: usize = 1024;
 
 pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     let started = Instant::now();
-    check_replaceable(&options.output)?;
+    let destination = Destination::parse(&options.output)?;
     let inputs = resolve_input_files(&options.input, &["parquet"])?;
-    refuse_output_among_inputs("--output", &options.output, inputs.local.as_slice())?;
+    if let Destination::Local(path) = &destination {
+        check_replaceable(path)?;
+        refuse_output_among_inputs("--output", path, inputs.local.as_slice())?;
+    }
 
     let first = inputs.files.first().context("the input holds no file")?;
     // An empty projection reads only the footer: the schema and metadata decide the layout.
@@ -74,7 +78,7 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     }
 
     let html = page::render(&run, &tally)?;
-    write_whole(&options.output, html.as_bytes())?;
+    write_whole(&destination, html.as_bytes())?;
     Ok(ReportSummary { rows: tally.rows, files: inputs.files.len(), seconds: started.elapsed().as_secs_f64() })
 }
 
@@ -96,8 +100,9 @@ fn run_info(
     }
 }
 
-fn write_whole(target: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let mut temp = temp_beside(target)?;
-    temp.write_all(bytes).and_then(|()| temp.flush()).with_context(|| format!("cannot write {}", target.display()))?;
-    temp.publish(target)
+/// Writes the page under a temporary name (or as an upload) and publishes it whole.
+fn write_whole(destination: &Destination, bytes: &[u8]) -> anyhow::Result<()> {
+    let mut sink = Sink::create(destination)?;
+    sink.write_all(bytes).and_then(|()| sink.flush()).with_context(|| format!("cannot write {destination}"))?;
+    sink.publish()
 }
