@@ -91,6 +91,23 @@ fn a_han_report_shades_sentences() {
 }
 
 #[test]
+fn a_model_without_attention_gets_a_report_without_attention_sections() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let predictions = dir.path().join("avg.parquet");
+    let avg = repo_root().join("fixtures/tiny-avg");
+    let run = pipeline(&["run"], &[("--input", &reviews()), ("--model", &avg), ("--output", &predictions)]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let html_path = dir.path().join("avg.html");
+    let output = report(&predictions, &html_path, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let html = std::fs::read_to_string(&html_path).expect("report");
+    assert!(html.contains("id=\"confusion-matrix\"") && html.contains("id=\"confidence\""));
+    for absent in ["id=\"class-tokens\"", "id=\"hop-entropy\"", "class=\"tok\""] {
+        assert!(!html.contains(absent), "{absent} without attention columns");
+    }
+}
+
+#[test]
 fn bad_inputs_are_refused_with_what_to_do_and_no_report() {
     let dir = tempfile::tempdir().expect("tempdir");
     let html_path = dir.path().join("report.html");
