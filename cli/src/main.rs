@@ -91,6 +91,10 @@ struct RunArgs {
     /// Documents per inference batch.
     #[arg(long, default_value_t = 64, value_parser = at_least_one())]
     batch_size: usize,
+    /// Also cap each inference batch at this many padded tokens (documents × the longest
+    /// document); a document longer than that runs alone. Default: no cap.
+    #[arg(long, value_parser = at_least_one())]
+    max_batch_tokens: Option<usize>,
     /// Documents read, length-sorted and written together (bounds memory).
     #[arg(long, default_value_t = 2048, value_parser = at_least_one())]
     window: usize,
@@ -103,6 +107,9 @@ struct RunArgs {
     /// Worker threads (default: all cores; at most 1024).
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     threads: Option<usize>,
+    /// Print each stage's busy time at the end (on stderr), so the bottleneck shows.
+    #[arg(long)]
+    profile: bool,
     /// Also write the run summary as JSON to this file.
     #[arg(long)]
     metrics_json: Option<PathBuf>,
@@ -180,6 +187,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 pass_through: args.pass_through,
                 backend: args.backend.options(),
                 batch_size: args.batch_size,
+                max_batch_tokens: args.max_batch_tokens,
                 window: args.window,
                 max_tokens: args.max_tokens,
                 with_embedding: args.embedding,
@@ -196,6 +204,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 summary.log();
             }
             print_report(&format!("{summary}\n"))?;
+            if args.profile {
+                eprint!("{}", summary.profile());
+            }
             Ok(())
         }
         Command::Sql(args) => {

@@ -85,13 +85,15 @@ fn writes_predictions_with_attention_in_input_order() {
 /// Batch size, window (and so how many windows are in flight between the stages), and
 /// threads change how the work is cut and scheduled, never the results.
 #[test]
-fn results_do_not_depend_on_batch_size_window_or_threads() {
+fn results_do_not_depend_on_batch_size_token_budget_window_or_threads() {
     let dir = tempfile::tempdir().expect("tempdir");
     let reference = dir.path().join("reference.parquet");
     assert!(run(&reviews(), &reference, &["--batch-size", "64", "--window", "4096"]).status.success());
     let reference = read(&reference);
-    let settings: [&[&str]; 3] = [
+    let settings: [&[&str]; 5] = [
         &["--batch-size", "1", "--window", "7"],
+        &["--max-batch-tokens", "700"],
+        &["--batch-size", "300", "--max-batch-tokens", "1", "--window", "50"],
         &["--batch-size", "5", "--window", "1", "--threads", "1"],
         &["--batch-size", "300", "--window", "300", "--threads", "2"],
     ];
@@ -104,6 +106,18 @@ fn results_do_not_depend_on_batch_size_window_or_threads() {
         let diff = max_diff(&probabilities(&batch), &probabilities(&reference));
         assert!(diff <= 1e-5, "{args:?}: probabilities differ by {diff}");
     }
+}
+
+#[test]
+fn profile_names_each_stage_and_the_bottleneck() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = run(&reviews(), &dir.path().join("p.parquet"), &["--profile"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let profile = stderr(&output);
+    for stage in ["read", "tokenize", "infer", "write"] {
+        assert!(profile.lines().any(|l| l.trim_start().starts_with(stage)), "{stage} missing: {profile}");
+    }
+    assert_eq!(profile.matches("<- the bottleneck").count(), 1, "{profile}");
 }
 
 #[test]

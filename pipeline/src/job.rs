@@ -24,7 +24,7 @@ use batch_io::locations::{InputLocation, refuse_output_among_inputs, same_locati
 use batch_io::object_storage::is_url;
 use batch_io::publish::Destination;
 use batch_io::source::{BatchStream, DATA_EXTENSIONS, InputFile, RowSpan, column_list, is_text_type, open_span};
-use runtime::classifier::{Classifier, TextCounts};
+use runtime::classifier::{BatchLimit, Classifier, TextCounts};
 use runtime::inference::{BackendOptions, InferenceBackend, NullBackend};
 use runtime::output_table::OutputTable;
 use runtime::package::ModelPackage;
@@ -45,6 +45,9 @@ pub struct JobOptions {
     pub pass_through: Option<Vec<String>>,
     pub backend: BackendOptions,
     pub batch_size: usize,
+    /// Padded tokens per inference batch at most (documents × the longest), besides
+    /// `batch_size`: keeps batches of long documents from growing memory and latency.
+    pub max_batch_tokens: Option<usize>,
     /// Documents tokenized, sorted and written together.
     pub window: usize,
     pub max_tokens: Option<usize>,
@@ -117,6 +120,35 @@ pub struct JobSummary {
 }
 
 impl JobSummary {
+    /// Each stage's busy time against the run's wall time, the busiest marked as the
+    /// bottleneck, and the model's own share (`--profile`).
+    pub fn profile(&self) -> String {
+        let stages = &self.stage_seconds;
+        let rows =
+            [("read", stages.read), ("tokenize", stages.tokenize), ("infer", stages.infer), ("write", stages.write)];
+        let busiest = rows.iter().map(|(_, busy)| *busy).fold(0.0, f64::max);
+        let wall = self.seconds.max(f64::EPSILON);
+        let mut text = format!(
+            "profile: {:.2} s wall, {} rows
+  stage      busy s   busy share of wall
+",
+            self.seconds, self.rows
+        );
+        for (stage, busy) in rows {
+            let mark = if busy == busiest && busy > 0.0 { "  <- the bottleneck" } else { "" };
+            text.push_str(&format!(
+                "  {stage:<9} {busy:>7.2}   {:>5.1} %{mark}
+",
+                100.0 * busy / wall
+            ));
+        }
+        text.push_str(&format!(
+            "  inside the model: {:.2} s, summed over the runs that overlapped (one per core)\n",
+            self.session_seconds
+        ));
+        text
+    }
+
     /// The run's figures as one log event (a JSON object with `--log-format json`).
     pub fn log(&self) {
         let stages = &self.stage_seconds;
@@ -228,6 +260,7 @@ fn refuse_remote_overlap(output: &str, dataset: bool, input: &str, files: &[Inpu
 
 pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<JobSummary> {
     anyhow::ensure!(options.batch_size > 0, "--batch-size must be at least 1");
+    anyhow::ensure!(options.max_batch_tokens != Some(0), "--max-batch-tokens must be at least 1");
     anyhow::ensure!(options.window > 0, "--window must be at least 1");
     anyhow::ensure!(options.rows_per_part > 0, "--rows-per-part must be at least 1");
     let started = Instant::now();
@@ -318,7 +351,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
         columns: &read_columns,
         classifier: &classifier,
         text_column: &options.text_column,
-        batch_size: options.batch_size,
+        batch_limit: BatchLimit { documents: options.batch_size, tokens: options.max_batch_tokens },
         window: options.window,
     };
     let (written, stage_seconds) = run_line(&line, writer)?;

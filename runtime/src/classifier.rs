@@ -117,7 +117,7 @@ impl Classifier {
     ) -> anyhow::Result<(Vec<Option<DocumentPrediction>>, TextCounts)> {
         let encoded = self.encode(texts)?;
         let counts = encoded.counts;
-        Ok((self.infer(encoded, batch_size)?, counts))
+        Ok((self.infer(encoded, BatchLimit::documents(batch_size))?, counts))
     }
 
     /// The tokenizing half of [`Classifier::predict`]: `texts` tokenized and sorted by the
@@ -145,12 +145,15 @@ impl Classifier {
         Ok(EncodedWindow { rows: texts.len(), documents, counts })
     }
 
-    /// The inference half of [`Classifier::predict`]: batches of `batch_size` on all cores,
+    /// The inference half of [`Classifier::predict`]: batches within `limit` on all cores,
     /// predictions back in input order.
-    pub fn infer(&self, window: EncodedWindow, batch_size: usize) -> anyhow::Result<Vec<Option<DocumentPrediction>>> {
-        anyhow::ensure!(batch_size > 0, "the batch size must be at least 1");
-        let batches: Vec<anyhow::Result<Vec<(usize, DocumentPrediction)>>> =
-            window.documents.par_chunks(batch_size).map(|chunk| self.predict_batch(chunk)).collect();
+    pub fn infer(&self, window: EncodedWindow, limit: BatchLimit) -> anyhow::Result<Vec<Option<DocumentPrediction>>> {
+        anyhow::ensure!(limit.documents > 0, "the batch size must be at least 1");
+        let ranges = batch_ranges(window.documents.iter().map(Document::padded_shape), limit);
+        let batches: Vec<anyhow::Result<Vec<(usize, DocumentPrediction)>>> = ranges
+            .into_par_iter()
+            .map(|range| window.documents.get(range).map_or_else(|| Ok(Vec::new()), |chunk| self.predict_batch(chunk)))
+            .collect();
         let mut rows: Vec<Option<DocumentPrediction>> = vec![None; window.rows];
         for batch in batches {
             for (row, doc) in batch? {
@@ -215,6 +218,47 @@ pub struct EncodedWindow {
     pub counts: TextCounts,
 }
 
+/// How large an inference batch may grow: at most `documents` documents and, when `tokens`
+/// is given, at most that many padded tokens (documents × the longest, in words × sentences
+/// for HAN), whichever comes first. A document over the token budget alone is a batch alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchLimit {
+    pub documents: usize,
+    pub tokens: Option<usize>,
+}
+
+impl BatchLimit {
+    pub fn documents(documents: usize) -> Self {
+        Self { documents, tokens: None }
+    }
+}
+
+/// Cuts documents of the given padded shapes (in shape order) into consecutive batches within
+/// `limit`.
+fn batch_ranges(shapes: impl Iterator<Item = (usize, usize)>, limit: BatchLimit) -> Vec<std::ops::Range<usize>> {
+    let mut ranges = Vec::new();
+    let (mut start, mut end) = (0usize, 0usize);
+    let (mut words, mut sentences) = (0usize, 0usize);
+    for (i, (w, s)) in shapes.enumerate() {
+        end = i + 1;
+        let (grown_words, grown_sentences) = (words.max(w), sentences.max(s));
+        let count = i - start + 1;
+        let padded = count.saturating_mul(grown_words).saturating_mul(grown_sentences.max(1));
+        let over = count > limit.documents || limit.tokens.is_some_and(|budget| padded > budget);
+        if over && i > start {
+            ranges.push(start..i);
+            start = i;
+            (words, sentences) = (w, s);
+        } else {
+            (words, sentences) = (grown_words, grown_sentences);
+        }
+    }
+    if start < end {
+        ranges.push(start..end);
+    }
+    ranges
+}
+
 /// One tokenized text waiting for its batch.
 struct Document {
     /// Its row in the `texts` given to [`Classifier::predict`].
@@ -261,4 +305,26 @@ fn document_attention(
     }
     let weights = sentence_weights.get(..lengths.len()).ok_or_else(short)?.to_vec();
     Ok((attention, SentenceAttention { lengths: lengths.to_vec(), weights }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ranges(shapes: &[(usize, usize)], documents: usize, tokens: Option<usize>) -> Vec<std::ops::Range<usize>> {
+        batch_ranges(shapes.iter().copied(), BatchLimit { documents, tokens })
+    }
+
+    #[test]
+    fn batches_stop_at_the_document_count_or_the_padded_token_budget() {
+        let flat = [(10, 0), (20, 0), (30, 0), (40, 0), (50, 0)];
+        assert_eq!(ranges(&flat, 2, None), vec![0..2, 2..4, 4..5]);
+        // 3 × 30 = 90 fits 100; adding the 40 would pad 4 × 40 = 160.
+        assert_eq!(ranges(&flat, 64, Some(100)), vec![0..3, 3..5]);
+        // A document over the budget goes alone rather than not at all.
+        assert_eq!(ranges(&[(500, 0), (600, 0)], 64, Some(100)), vec![0..1, 1..2]);
+        // HAN pads words × sentences.
+        assert_eq!(ranges(&[(5, 2), (5, 4), (6, 4)], 64, Some(40)), vec![0..2, 2..3]);
+        assert!(ranges(&[], 8, Some(10)).is_empty());
+    }
 }

@@ -13,7 +13,7 @@ pub fn run(line: &Line<'_>, windows: Receiver<Tokenized>, out: &SyncSender<Infer
         let counts = encoded.counts;
         let predictions = timed(&mut busy, || {
             line.classifier
-                .infer(encoded, line.batch_size)
+                .infer(encoded, line.batch_limit)
                 .with_context(|| format!("inference failed on {}", window.describe(line.files)))
         })?;
         if !pass_on(out, Inferred { window, predictions, counts }) {

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
 use batch_io::source::InputFile;
-use runtime::classifier::{Classifier, EncodedWindow, TextCounts};
+use runtime::classifier::{BatchLimit, Classifier, EncodedWindow, TextCounts};
 use runtime::output_table::DocumentPrediction;
 use serde::Serialize;
 
@@ -85,7 +85,7 @@ pub struct Line<'a> {
     pub columns: &'a [String],
     pub classifier: &'a Classifier,
     pub text_column: &'a str,
-    pub batch_size: usize,
+    pub batch_limit: BatchLimit,
     /// Rows per window (record batch).
     pub window: usize,
 }

@@ -19,6 +19,7 @@ pub fn make_predictions(dir: &Path, with_embedding: bool) -> anyhow::Result<Path
         pass_through: None,
         backend: BackendOptions::default(),
         batch_size: 32,
+        max_batch_tokens: None,
         window: 128,
         max_tokens: None,
         with_embedding,
