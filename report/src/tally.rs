@@ -181,25 +181,18 @@ impl Tally {
         }
 
         let Some(tokens) = tokens else { return Ok(()) };
-        let hops = self.add_attention(batch, row, &tokens, prediction, file, row_number)?;
+        let (hops, summary) = self.add_attention(batch, row, &tokens, prediction, file, row_number)?;
         let misclassified = label.is_some_and(|l| l != prediction);
-        let keys = [(confidence, 0), (-confidence, 1), (if misclassified { confidence } else { f64::NAN }, 2)];
-        for (key, list) in keys {
-            let ranked = match list {
-                0 => &mut self.most_confident,
-                1 => &mut self.least_confident,
-                _ => &mut self.misclassified,
-            };
-            if key.is_nan() || !ranked.admits(key) {
-                continue;
-            }
-            let sentences = match (&batch.sentence_lengths, &batch.sentence_attention) {
-                (Some(lengths), Some(weights)) => ints_at(lengths, row).zip(floats_at(weights, row)).map(|(l, w)| {
-                    (l.iter().map(|n| usize::try_from(n.unwrap_or(0)).unwrap_or(0)).collect(), w.values().to_vec())
-                }),
-                _ => None,
-            };
-            let example = Example {
+        let lists = [
+            (Some(confidence), &mut self.most_confident),
+            (Some(-confidence), &mut self.least_confident),
+            (misclassified.then_some(confidence), &mut self.misclassified),
+        ];
+        // Built at most once, and only when some list keeps the row.
+        let mut example: Option<Example> = None;
+        for (key, ranked) in lists {
+            let Some(key) = key.filter(|k| !k.is_nan() && ranked.admits(*k)) else { continue };
+            let example = example.get_or_insert_with(|| Example {
                 file: file.to_owned(),
                 row: row_number,
                 id: batch.id.as_ref().and_then(|ids| ids.is_valid(row).then(|| ids.value(row).to_owned())),
@@ -208,15 +201,16 @@ impl Tally {
                 confidence,
                 tokens: tokens.iter().map(|t| t.unwrap_or_default().to_owned()).collect(),
                 hops: hops.iter().map(|h| h.values().to_vec()).collect(),
-                summary: summary_of(batch, row, &hops).map(|s| s.values().to_vec()).unwrap_or_default(),
-                sentences,
-            };
-            ranked.insert(key, example);
+                summary: summary.as_ref().map(|s| s.values().to_vec()).unwrap_or_default(),
+                sentences: sentences_of(batch, row),
+            });
+            ranked.insert(key, example.clone());
         }
         Ok(())
     }
 
-    /// Adds a row's attention to its class and to each hop; returns the hops.
+    /// Adds a row's attention to its class and to each hop; returns the hops and the summed
+    /// attention.
     fn add_attention(
         &mut self,
         batch: &Batch,
@@ -225,7 +219,7 @@ impl Tally {
         prediction: &str,
         file: &str,
         row_number: usize,
-    ) -> anyhow::Result<Vec<Float32Array>> {
+    ) -> anyhow::Result<(Vec<Float32Array>, Option<Float32Array>)> {
         let mut hops = Vec::new();
         if let Some(hop_lists) = batch.attention.as_ref().and_then(|a| hops_at(a, row)) {
             for hop in 0..hop_lists.len() {
@@ -244,14 +238,22 @@ impl Tally {
                 hops.push(weights);
             }
         }
-        if let Some(summary) = summary_of(batch, row, &hops) {
+        let summary = summary_of(batch, row, &hops);
+        if let Some(summary) = &summary {
             check_length(summary.len(), tokens.len(), "attention_summary", file, row_number)?;
             if let Some(class) = self.classes.get_mut(prediction) {
-                class.attention.add_row(tokens, &summary);
+                class.attention.add_row(tokens, summary);
             }
         }
-        Ok(hops)
+        Ok((hops, summary))
     }
+}
+
+/// A HAN row's tokens per sentence and sentence weights.
+fn sentences_of(batch: &Batch, row: usize) -> Option<(Vec<usize>, Vec<f32>)> {
+    let (lengths, weights) = (batch.sentence_lengths.as_ref()?, batch.sentence_attention.as_ref()?);
+    let (lengths, weights) = (ints_at(lengths, row)?, floats_at(weights, row)?);
+    Some((lengths.iter().map(|n| usize::try_from(n.unwrap_or(0)).unwrap_or(0)).collect(), weights.values().to_vec()))
 }
 
 /// The row's summed attention: the `attention_summary` column, else the mean of its hops.

@@ -20,12 +20,11 @@ impl ObjectStoreRegistry for StoresFromEnvironment {
         self.registered.register_store(url, store)
     }
 
+    /// A registered store (local files), else the bucket's store, which `store_at` builds
+    /// once and caches.
     fn get_store(&self, url: &Url) -> Result<Arc<dyn ObjectStore>> {
-        if let Ok(store) = self.registered.get_store(url) {
-            return Ok(store);
-        }
-        let store = batch_io::object_storage::store_at(url).map_err(|e| DataFusionError::External(e.into()))?;
-        self.registered.register_store(url, store.clone());
-        Ok(store)
+        self.registered
+            .get_store(url)
+            .or_else(|_| batch_io::object_storage::store_at(url).map_err(|e| DataFusionError::External(e.into())))
     }
 }

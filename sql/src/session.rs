@@ -69,12 +69,12 @@ impl SqlSession {
             bail!("table `{name}` is given twice");
         }
         let files = find_parquet_files(location).await?;
-        let table = parquet_table(&self.ctx.state(), &files)
+        let table = parquet_table(&self.ctx.state(), &files.files)
             .await
             .map_err(|e| anyhow::anyhow!("cannot register {location} as table `{name}`: {e}"))?;
         self.ctx.register_table(name.as_str(), table)?;
         self.tables.insert(name, location.to_owned());
-        if let Some(input) = files.local() {
+        if let Some(input) = files.local {
             self.read.lock().unwrap_or_else(PoisonError::into_inner).push(input);
         }
         Ok(())

@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context;
 use async_trait::async_trait;
-use batch_io::locations::{InputLocation, resolve_inputs};
-use batch_io::object_storage::{RemoteObject, is_url, list_inputs};
+use batch_io::inputs::{InputFiles, resolve_input_files};
+use batch_io::locations::InputLocation;
+use batch_io::object_storage::is_url;
 use batch_io::source::{InputFile, parquet_footer};
 use datafusion::catalog::{TableProvider, UrlTableFactory};
 use datafusion::datasource::listing::{ListingTable, ListingTableConfig, ListingTableUrl};
@@ -21,58 +22,41 @@ use datafusion::execution::options::ReadOptions;
 use datafusion::prelude::ParquetReadOptions;
 use parquet::file::reader::SerializedFileReader;
 
-/// The Parquet files behind a location.
-pub enum ParquetFiles {
-    Local(InputLocation),
-    Remote(Vec<RemoteObject>),
-}
-
-impl ParquetFiles {
-    /// The local location, which an output must not overwrite.
-    pub fn local(self) -> Option<InputLocation> {
-        match self {
-            ParquetFiles::Local(input) => Some(input),
-            ParquetFiles::Remote(_) => None,
-        }
-    }
-
-    /// The URLs DataFusion reads the files by.
-    fn urls(&self) -> Result<Vec<ListingTableUrl>> {
-        match self {
-            ParquetFiles::Local(input) => input
-                .files
-                .iter()
-                .map(|file| ListingTableUrl::parse(std::path::absolute(file)?.to_string_lossy()))
-                .collect(),
-            ParquetFiles::Remote(objects) => objects.iter().map(|object| ListingTableUrl::parse(&object.url)).collect(),
-        }
-    }
+/// The URLs DataFusion reads `files` by.
+fn table_urls(files: &[InputFile]) -> Result<Vec<ListingTableUrl>> {
+    files
+        .iter()
+        .map(|file| match file {
+            InputFile::Local(path) => ListingTableUrl::parse(std::path::absolute(path)?.to_string_lossy()),
+            InputFile::Remote(object) => ListingTableUrl::parse(&object.url),
+        })
+        .collect()
 }
 
 /// The Parquet files behind `location` (a file, a directory's or prefix's `*.parquet` files
-/// or a glob), sorted, each checked to have a readable footer. This blocks: from async code
-/// call [`find_parquet_files`].
-pub fn resolve_parquet_files(location: &str) -> anyhow::Result<ParquetFiles> {
-    if is_url(location) {
-        let objects = list_inputs(location, &["parquet"])?;
-        for object in &objects {
-            parquet_footer(&InputFile::Remote(object.clone()))?;
-        }
-        return Ok(ParquetFiles::Remote(objects));
-    }
-    let input = resolve_inputs(location, &["parquet"])?;
+/// or a glob, locally or in object storage), sorted, each checked to have a readable footer.
+/// This blocks: from async code call [`find_parquet_files`].
+pub fn resolve_parquet_files(location: &str) -> anyhow::Result<InputFiles> {
+    let input = resolve_input_files(location, &["parquet"])?;
     for file in &input.files {
-        let opened = File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
-        SerializedFileReader::new(opened)
-            .map_err(|e| anyhow::anyhow!("{e}"))
-            .with_context(|| format!("{} is not a Parquet file; `pipeline sql` reads Parquet only", file.display()))?;
+        match file {
+            InputFile::Local(path) => {
+                let opened = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+                SerializedFileReader::new(opened).map_err(|e| anyhow::anyhow!("{e}")).with_context(|| {
+                    format!("{} is not a Parquet file; `pipeline sql` reads Parquet only", path.display())
+                })?;
+            }
+            InputFile::Remote(_) => {
+                parquet_footer(file)?;
+            }
+        }
     }
-    Ok(ParquetFiles::Local(input))
+    Ok(input)
 }
 
 /// [`resolve_parquet_files`] off the query runtime's threads: listing and footer reads block,
 /// and object-storage requests wait on their own runtime, which a runtime thread cannot do.
-pub async fn find_parquet_files(location: &str) -> anyhow::Result<ParquetFiles> {
+pub async fn find_parquet_files(location: &str) -> anyhow::Result<InputFiles> {
     let location = location.to_owned();
     tokio::task::spawn_blocking(move || resolve_parquet_files(&location))
         .await
@@ -80,12 +64,12 @@ pub async fn find_parquet_files(location: &str) -> anyhow::Result<ParquetFiles> 
 }
 
 /// A table over `files`, with the schema merged from their footers.
-pub async fn parquet_table(state: &SessionState, files: &ParquetFiles) -> Result<Arc<dyn TableProvider>> {
+pub async fn parquet_table(state: &SessionState, files: &[InputFile]) -> Result<Arc<dyn TableProvider>> {
     // The files were chosen above, whatever their extension.
     let options = ParquetReadOptions::default()
         .to_listing_options(state.config(), state.default_table_options())
         .with_file_extension("");
-    let config = ListingTableConfig::new_with_multi_paths(files.urls()?)
+    let config = ListingTableConfig::new_with_multi_paths(table_urls(files)?)
         .with_listing_options(options)
         .infer_schema(state)
         .await?;
@@ -122,8 +106,8 @@ impl UrlTableFactory for ParquetPathTables {
             return Ok(None);
         }
         let files = find_parquet_files(name).await.map_err(|e| DataFusionError::Plan(format!("{e:#}")))?;
-        let table = parquet_table(&self.state, &files).await?;
-        if let Some(input) = files.local() {
+        let table = parquet_table(&self.state, &files.files).await?;
+        if let Some(input) = files.local {
             self.read.lock().unwrap_or_else(PoisonError::into_inner).push(input);
         }
         Ok(Some(table))
