@@ -181,7 +181,8 @@ fn join_directions(states: Tensor<4>, batch: &TokenBatch) -> Tensor<3> {
     Tensor::cat(vec![forward, backward], 2)
 }
 
-/// Both directions as forward-running ONNX nodes, the backward one on reversed inputs.
+/// Both directions as forward-running ONNX nodes, the backward one on reversed inputs. The
+/// nodes run time-major, so the layer transposes once on the way in and once on the way out.
 fn emit_bidirectional(
     g: &mut GraphBuilder,
     batch: &GraphBatch,
@@ -192,13 +193,24 @@ fn emit_bidirectional(
     recurrent_bias: &[f32],
 ) -> Value {
     let hidden = recurrent.dims()[1];
+    let d_input = inputs[0].weight.dims()[0];
     let per_direction = hidden * cell.gates() * hidden;
     let recurrent = values(recurrent.clone());
     let bias_width = cell.gates() * hidden;
+    let time_major = g.transpose(x, &[1, 0, 2]);
     let forward = g.scoped("forward", |g| {
-        emit_direction(g, batch, x, cell, inputs[0], &recurrent[..per_direction], &recurrent_bias[..bias_width])
+        emit_direction(
+            g,
+            batch,
+            &time_major,
+            cell,
+            inputs[0],
+            &recurrent[..per_direction],
+            &recurrent_bias[..bias_width],
+        )
     });
-    let reversed_input = batch.reverse_within_lengths(g, x);
+    let reversal = batch.time_major_reversal(g);
+    let reversed_input = reversal.apply(g, &time_major, d_input);
     let backward_reversed = g.scoped("backward", |g| {
         emit_direction(
             g,
@@ -210,17 +222,18 @@ fn emit_bidirectional(
             &recurrent_bias[bias_width..],
         )
     });
-    let backward = batch.reverse_within_lengths(g, &backward_reversed);
-    g.concat(&[&forward, &backward], 2)
+    let backward = reversal.apply(g, &backward_reversed, hidden);
+    let both = g.concat(&[&forward, &backward], 2);
+    g.transpose(&both, &[1, 0, 2])
 }
 
-/// One forward-running ONNX recurrent node over `[batch, seq, in]`, returning
-/// `[batch, seq, H]`. `recurrent` is this direction's `[H, gates·H]` block.
+/// One forward-running ONNX recurrent node over time-major `[seq, batch, in]`, returning
+/// `[seq, batch, H]`. `recurrent` is this direction's `[H, gates·H]` block.
 #[allow(clippy::too_many_arguments)]
 fn emit_direction(
     g: &mut GraphBuilder,
     batch: &GraphBatch,
-    x: &Value,
+    time_major: &Value,
     cell: RecurrentCell,
     input: &Linear,
     recurrent: &[f32],
@@ -239,12 +252,10 @@ fn emit_direction(
     let w = g.weight("W", &[1, gates, d_input], &w);
     let r = g.weight("R", &[1, gates, hidden], &r);
     let b = g.weight("B", &[1, 2 * gates], &b);
-    let time_major = g.transpose(x, &[1, 0, 2]);
     let zero_state = batch.zero_state(g, hidden);
-    let y = g.recurrent(cell, &time_major, &w, &r, &b, &zero_state, hidden); // [T, 1, B, H]
+    let y = g.recurrent(cell, time_major, &w, &r, &b, &zero_state, hidden); // [T, 1, B, H]
     let axis1 = g.ints("axis1", &[1], &[1]);
-    let y = g.squeeze(&y, &axis1);
-    g.transpose(&y, &[1, 0, 2])
+    g.squeeze(&y, &axis1)
 }
 
 /// Row-major `[rows, cols]` → `[cols, rows]`.

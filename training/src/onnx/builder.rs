@@ -152,7 +152,7 @@ impl GraphBuilder {
     }
 }
 
-/// `MatMul` → `matmul`, `GatherElements` → `gather_elements`, `ScatterND` → `scatter_nd`.
+/// `MatMul` → `matmul`, `NonZero` → `non_zero`, `ScatterND` → `scatter_nd`.
 fn snake_case(op_type: &str) -> String {
     let mut out = String::new();
     let mut previous_lower = false;
@@ -243,11 +243,11 @@ mod tests {
         let first = g.scoped("attention", |g| g.softmax(&x, -1));
         let second = g.scoped("attention", |g| g.softmax(&x, -1));
         let weight = g.scoped("head", |g| g.scoped("dense", |g| g.weight("weight", &[1], &[0.5])));
-        let gathered = g.gather_elements(&x, &x, 1);
+        let nonzero = g.non_zero(&x);
         assert_eq!(first, "san.attention.softmax");
         assert_eq!(second, "san.attention.softmax_2");
         assert_eq!(weight, "san.head.dense.weight");
-        assert_eq!(gathered, "san.gather_elements");
+        assert_eq!(nonzero, "san.non_zero");
         assert_eq!(snake_case("ScatterND"), "scatter_nd");
         assert_eq!(snake_case("ConstantOfShape"), "constant_of_shape");
     }

@@ -63,6 +63,8 @@ impl GraphBuilder {
         sin => "Sin";
         /// The shape of `x`, as int64.
         shape => "Shape";
+        /// The number of elements of `x`, as an int64 scalar.
+        size => "Size";
         /// `[rank, count]` int64 indices of the non-zero elements.
         non_zero => "NonZero";
     }
@@ -85,10 +87,6 @@ impl GraphBuilder {
 
     pub fn gather(&mut self, data: &Value, indices: &Value, axis: i64) -> Value {
         self.node("Gather", &[data, indices], vec![("axis", Attr::Int(axis))])
-    }
-
-    pub fn gather_elements(&mut self, data: &Value, indices: &Value, axis: i64) -> Value {
-        self.node("GatherElements", &[data, indices], vec![("axis", Attr::Int(axis))])
     }
 
     /// `updates` written into `data` at `indices` (`[n, rank]`).
