@@ -7,9 +7,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pyarrow.parquet as pq
+
+from common import measure, repeated
 
 MODEL, DATA, WORK, ORT_LIB = sys.argv[1:5]
 SIZES = [int(n) for n in os.environ.get("BENCH_REPEATS", "1,10").split(",")]
@@ -20,35 +21,9 @@ RUNNERS = ["tract", "ort", "null", "python", "python-sorted"]
 PIPELINE = os.environ.get("PIPELINE_BIN", "target/release/pipeline")
 os.makedirs(WORK, exist_ok=True)
 
-
-def repeated(times):
-    """The corpus repeated `times` times, written once and reused."""
-    if times == 1:
-        return DATA
-    path = f"{WORK}/corpus-x{times}.parquet"
-    if not os.path.exists(path):
-        table = pq.read_table(DATA, columns=["id", "text"])
-        writer = pq.ParquetWriter(path, table.schema, compression="zstd")
-        for _ in range(times):
-            writer.write_table(table, row_group_size=5000)
-        writer.close()
-    return path
-
-
-def measure(command):
-    """Runs `command`, returns (wall seconds, peak RSS in MiB) of that child alone."""
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    if status != 0:
-        sys.exit(f"failed ({status}): {' '.join(command)}\n{process.stderr.read()}")
-    return wall, usage.ru_maxrss / 1024
-
-
 results = []
 for times in SIZES:
-    corpus = repeated(times)
+    corpus = repeated(DATA, WORK, times)
     rows = pq.ParquetFile(corpus).metadata.num_rows
     outputs = {}
     for runner in RUNNERS:

@@ -1,0 +1,35 @@
+"""What the benchmark scripts share: a corpus repeated to a size, and a child's wall time and
+peak RSS."""
+import os
+import subprocess
+import sys
+import time
+
+import pyarrow.parquet as pq
+
+
+def repeated(data, work, times):
+    """`data` repeated `times` times (id and text only), written once under `work` and reused."""
+    if times == 1:
+        return data
+    path = f"{work}/corpus-x{times}.parquet"
+    if not os.path.exists(path):
+        table = pq.read_table(data, columns=["id", "text"])
+        partial = path + ".partial"
+        writer = pq.ParquetWriter(partial, table.schema, compression="zstd")
+        for _ in range(times):
+            writer.write_table(table, row_group_size=5000)
+        writer.close()
+        os.replace(partial, path)
+    return path
+
+
+def measure(command):
+    """Runs `command`, returns (wall seconds, peak RSS in MiB) of that child alone."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    if status != 0:
+        sys.exit(f"failed ({status}): {' '.join(command)}\n{process.stderr.read()}")
+    return wall, usage.ru_maxrss / 1024
