@@ -89,7 +89,7 @@ async fn open_session(predictions: &Path) -> anyhow::Result<Database> {
 fn main() -> anyhow::Result<()> {
     let scratch = tempfile::tempdir()?;
     let predictions = make_predictions(scratch.path(), false)?;
-    let mut files: Vec<PathBuf> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/slt"))?
+    let mut files: Vec<PathBuf> = std::fs::read_dir(test_support::repo_root().join("sql/tests/slt"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "slt"))
         .collect();

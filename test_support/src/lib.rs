@@ -8,9 +8,13 @@ use std::sync::{Mutex, PoisonError};
 use anyhow::{Context, ensure};
 use runtime::inference::{INSTALL_DIR, LIBRARY_FILE};
 
-/// The repository root (this crate sits one level below it).
+/// The repository root: one level above the package under test, as cargo names it when it
+/// runs the test. Not the path compiled in: checkouts that share a target directory share
+/// test binaries, and a binary built in another checkout would read that checkout's files.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    let package =
+        std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    package.join("..")
 }
 
 /// `target/onnxruntime/libonnxruntime.so.1.32.0` under the repository root, running

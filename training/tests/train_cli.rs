@@ -33,7 +33,7 @@ fn export() -> Command {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures").join(name)
+    test_support::repo_root().join("fixtures").join(name)
 }
 
 fn stderr(output: &Output) -> String {

@@ -233,7 +233,7 @@ mod tests {
     /// must not fall behind.
     #[test]
     fn readme_describes_every_variant() {
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).expect("README.md");
+        let readme = std::fs::read_to_string(test_support::repo_root().join("README.md")).expect("README.md");
         for variant in Variant::value_variants() {
             let row = format!("\n| `{}` |", variant.name());
             assert!(readme.contains(&row), "README.md has no table row for the variant `{}`", variant.name());
