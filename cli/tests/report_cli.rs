@@ -24,6 +24,17 @@ fn default_predictions(dir: &Path) -> PathBuf {
     output
 }
 
+/// The report page, as HTML, of a fixture package's predictions on the 300 fixture reviews.
+fn fixture_report(dir: &Path, package: &str) -> String {
+    let predictions = dir.join(format!("{package}.parquet"));
+    let run = run_fixture(package, &predictions, &[]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let html_path = dir.join(format!("{package}.html"));
+    let output = report(&predictions, &html_path, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    std::fs::read_to_string(&html_path).expect("report")
+}
+
 fn report(input: &Path, output: &Path, extra: &[&str]) -> std::process::Output {
     let mut args = vec!["report"];
     args.extend_from_slice(extra);
@@ -78,14 +89,7 @@ fn a_report_on_default_predictions_has_every_section() {
 #[test]
 fn a_han_report_shades_sentences() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let predictions = dir.path().join("han.parquet");
-    let han = repo_root().join("fixtures/tiny-han");
-    let run = pipeline(&["run"], &[("--input", &reviews()), ("--model", &han), ("--output", &predictions)]);
-    assert!(run.status.success(), "{}", stderr(&run));
-    let html_path = dir.path().join("han.html");
-    let output = report(&predictions, &html_path, &[]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let html = std::fs::read_to_string(&html_path).expect("report");
+    let html = fixture_report(dir.path(), "tiny-han");
     assert!(html.contains("class=\"sentence\""), "sentence blocks");
     assert!(html.contains("data-sentence-weight="));
 }
@@ -93,14 +97,7 @@ fn a_han_report_shades_sentences() {
 #[test]
 fn a_model_without_attention_gets_a_report_without_attention_sections() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let predictions = dir.path().join("avg.parquet");
-    let avg = repo_root().join("fixtures/tiny-avg");
-    let run = pipeline(&["run"], &[("--input", &reviews()), ("--model", &avg), ("--output", &predictions)]);
-    assert!(run.status.success(), "{}", stderr(&run));
-    let html_path = dir.path().join("avg.html");
-    let output = report(&predictions, &html_path, &[]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let html = std::fs::read_to_string(&html_path).expect("report");
+    let html = fixture_report(dir.path(), "tiny-avg");
     assert!(html.contains("id=\"confusion-matrix\"") && html.contains("id=\"confidence\""));
     for absent in ["id=\"class-tokens\"", "id=\"hop-entropy\"", "class=\"tok\""] {
         assert!(!html.contains(absent), "{absent} without attention columns");

@@ -307,8 +307,7 @@ fn embedded_default_model_runs_without_a_model_flag() {
 fn a_package_without_attention_writes_no_attention_columns() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("predictions.parquet");
-    let model = repo_root().join("fixtures/tiny-avg");
-    let output = pipeline(&["run", "--embedding"], &[("--input", &reviews()), ("--model", &model), ("--output", &out)]);
+    let output = run_fixture("tiny-avg", &out, &["--embedding"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let batch = read(&out);
     let schema = batch.schema();
@@ -327,8 +326,7 @@ fn a_package_without_attention_writes_no_attention_columns() {
 fn a_hierarchical_package_writes_sentence_columns_that_add_up() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("predictions.parquet");
-    let model = repo_root().join("fixtures/tiny-han");
-    let output = pipeline(&["run"], &[("--input", &reviews()), ("--model", &model), ("--output", &out)]);
+    let output = run_fixture("tiny-han", &out, &[]);
     assert!(output.status.success(), "{}", stderr(&output));
     let batch = read(&out);
     assert_eq!(batch.num_rows(), 300);
@@ -364,13 +362,11 @@ fn hierarchical_results_do_not_depend_on_batching() {
     // Batches are sorted by sentence shape, so a document's batch mates (and the padding
     // they impose on it) change with the batch size; its outputs must not.
     let dir = tempfile::tempdir().expect("tempdir");
-    let model = repo_root().join("fixtures/tiny-han");
     let outputs: Vec<RecordBatch> = [("alone", "1", "7"), ("batched", "64", "4096")]
         .iter()
         .map(|(name, batch_size, window)| {
             let out = dir.path().join(format!("{name}.parquet"));
-            let args = ["run", "--batch-size", batch_size, "--window", window];
-            let output = pipeline(&args, &[("--input", &reviews()), ("--model", &model), ("--output", &out)]);
+            let output = run_fixture("tiny-han", &out, &["--batch-size", batch_size, "--window", window]);
             assert!(output.status.success(), "{}", stderr(&output));
             read(&out)
         })

@@ -36,6 +36,14 @@ pub fn run(input: &Path, output: &Path, extra: &[&str]) -> Output {
     pipeline(&args, &[("--input", input), ("--model", &tiny_model()), ("--output", output)])
 }
 
+/// `pipeline run` of the fixture package `fixtures/<package>` on the 300 fixture reviews.
+pub fn run_fixture(package: &str, output: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["run"];
+    args.extend_from_slice(extra);
+    let model = repo_root().join("fixtures").join(package);
+    pipeline(&args, &[("--input", &reviews()), ("--model", &model), ("--output", output)])
+}
+
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
