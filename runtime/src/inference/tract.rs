@@ -6,6 +6,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use tract_onnx::prelude::*;
 
+mod lstm;
+
 use super::{InferenceBackend, ModelInputs, ModelOutputs, OutputTensor};
 
 pub struct TractBackend {
@@ -16,17 +18,9 @@ pub struct TractBackend {
 impl TractBackend {
     /// Loads and optimises the graph once; batches then run on shared read-only plans.
     pub fn open(graph: &Path) -> anyhow::Result<Self> {
-        let context = || format!("tract could not load the ONNX graph {}", graph.display());
-        let model = tract_onnx::onnx().model_for_path(graph).with_context(context)?;
-        // Batches are fed by position; a graph with other inputs is not a package graph.
-        let inputs: Vec<&str> =
-            model.input_outlets()?.iter().map(|outlet| model.node(outlet.node).name.as_str()).collect();
-        anyhow::ensure!(
-            inputs == ["input_ids", "attention_mask"],
-            "the graph {} has inputs {inputs:?}; a model package graph takes [\"input_ids\", \"attention_mask\"]",
-            graph.display()
-        );
-        let plan = model.into_optimized().with_context(context)?.into_runnable().with_context(context)?;
+        let plan = Self::optimized_model(graph)?
+            .into_runnable()
+            .with_context(|| format!("tract could not prepare the ONNX graph {}", graph.display()))?;
         let typed = plan.model();
         let output_names = typed
             .output_outlets()?
@@ -37,10 +31,50 @@ impl TractBackend {
             .collect();
         Ok(Self { plan, output_names })
     }
+
+    /// The package graph as tract runs it: parsed with our LSTM lowering and optimised.
+    /// Public so that `examples/tract_profile.rs` times the same model the backend runs.
+    pub fn optimized_model(graph: &Path) -> anyhow::Result<TypedModel> {
+        Self::optimize(graph, onnx_with_fast_lstm())
+    }
+
+    fn optimize(graph: &Path, onnx: tract_onnx::Onnx) -> anyhow::Result<TypedModel> {
+        let context = || format!("tract could not load the ONNX graph {}", graph.display());
+        let model = onnx.model_for_path(graph).with_context(context)?;
+        // Batches are fed by position; a graph with other inputs is not a package graph.
+        let inputs: Vec<&str> =
+            model.input_outlets()?.iter().map(|outlet| model.node(outlet.node).name.as_str()).collect();
+        anyhow::ensure!(
+            inputs == ["input_ids", "attention_mask"],
+            "the graph {} has inputs {inputs:?}; a model package graph takes [\"input_ids\", \"attention_mask\"]",
+            graph.display()
+        );
+        // The graph's dimensions (batch, seq, ...) are never zero: a batch holds at least one
+        // token. Saying so lets tract prove sizes it otherwise treats as unknown, and pick its
+        // fast element-wise kernels inside the recurrent loops (about 14 % faster on the default
+        // model).
+        for symbol in model.symbols.all_symbols() {
+            model.symbols.add_assertion(format!("{symbol}>=1"))?;
+        }
+        model.into_optimized().with_context(context)
+    }
+}
+
+/// tract's ONNX parser with [`lstm::lstm`] in place of its own LSTM lowering.
+fn onnx_with_fast_lstm() -> tract_onnx::Onnx {
+    let mut onnx = tract_onnx::onnx();
+    onnx.op_register.insert("LSTM", lstm::lstm);
+    onnx
 }
 
 impl InferenceBackend for TractBackend {
     fn run(&self, inputs: &ModelInputs) -> anyhow::Result<ModelOutputs> {
+        // `open` promised tract that no dimension is zero.
+        anyhow::ensure!(
+            inputs.shape.iter().all(|&d| d > 0),
+            "tract cannot run an empty batch of shape {:?}: every dimension must be at least 1",
+            inputs.shape
+        );
         let ids = Tensor::from_shape(&inputs.shape, &inputs.input_ids)?;
         let mask = Tensor::from_shape(&inputs.shape, &inputs.attention_mask)?;
         let outputs =
@@ -52,7 +86,7 @@ impl InferenceBackend for TractBackend {
                 name.clone(),
                 OutputTensor {
                     shape: value.shape().to_vec(),
-                    data: value.to_plain_array_view::<f32>()?.iter().copied().collect(),
+                    data: value.try_as_plain_ram()?.as_slice::<f32>()?.to_vec(),
                 },
             );
         }
@@ -65,5 +99,59 @@ impl InferenceBackend for TractBackend {
 
     fn describe(&self) -> String {
         "tract".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tract_onnx::tract_core::ops::scan::OptScan;
+
+    use super::*;
+
+    fn default_graph() -> std::path::PathBuf {
+        test_support::repo_root().join("fixtures/default-model/model.onnx")
+    }
+
+    /// The op names inside the model's loops.
+    fn loop_ops(model: &TypedModel) -> Vec<String> {
+        let bodies = model.nodes().iter().filter_map(|node| node.op_as::<OptScan>());
+        bodies.flat_map(|scan| scan.plan.model().nodes().iter().map(|node| node.op.name().to_string())).collect()
+    }
+
+    #[test]
+    fn lstm_loops_run_the_batched_cell() {
+        let ours = TractBackend::optimized_model(&default_graph()).unwrap();
+        let stock = TractBackend::optimize(&default_graph(), tract_onnx::onnx()).unwrap();
+        assert_eq!(loop_ops(&ours).iter().filter(|op| *op == "LstmCell").count(), 2, "{:?}", loop_ops(&ours));
+        assert!(!loop_ops(&stock).iter().any(|op| op == "LstmCell"));
+    }
+
+    #[test]
+    fn batched_lstm_cell_matches_tracts_own_lowering() {
+        let run = |model: TypedModel| {
+            let plan = model.into_runnable().unwrap();
+            // Three reviews of different lengths, right-padded: the backward direction
+            // depends on each one's own length.
+            let reviews: [Vec<i64>; 3] =
+                [(2..40).collect(), (5..12).rev().collect(), (0..25).map(|i| 3 + (i * 37) % 500).collect()];
+            let inputs = ModelInputs::right_padded(&reviews, 0);
+            let ids = Tensor::from_shape(&inputs.shape, &inputs.input_ids).unwrap();
+            let mask = Tensor::from_shape(&inputs.shape, &inputs.attention_mask).unwrap();
+            let outputs = plan.run(tvec!(ids.into_tvalue(), mask.into_tvalue())).unwrap();
+            outputs
+                .iter()
+                .map(|value| {
+                    value.cast_to::<f32>().unwrap().try_as_plain_ram().unwrap().as_slice::<f32>().unwrap().to_vec()
+                })
+                .collect::<Vec<_>>()
+        };
+        let ours = run(TractBackend::optimized_model(&default_graph()).unwrap());
+        let stock = run(TractBackend::optimize(&default_graph(), tract_onnx::onnx()).unwrap());
+        assert_eq!(ours.len(), stock.len());
+        for (ours, stock) in ours.iter().zip(&stock) {
+            assert_eq!(ours.len(), stock.len());
+            let worst = ours.iter().zip(stock).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(worst < 1e-5, "outputs differ by up to {worst}");
+        }
     }
 }
