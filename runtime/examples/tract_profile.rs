@@ -28,7 +28,7 @@ fn main() -> anyhow::Result<()> {
     }
 
     // Token ids spread over the low end of any vocabulary; every position is a real token.
-    let ids: Vec<i64> = (0..batch * tokens).map(|i| ((i * 7919) % 5000 + 2) as i64).collect();
+    let ids: Vec<i64> = (0..batch * tokens).map(|i| ((i * 7919) % 1000 + 2) as i64).collect();
     let mask = vec![1i64; batch * tokens];
     let runs = 20;
     let mut busy: HashMap<usize, Duration> = HashMap::new();
@@ -54,11 +54,12 @@ fn main() -> anyhow::Result<()> {
         let node = model.node(*id);
         let seconds = time.as_secs_f64();
         println!(
-            "{:7.2} ms {:5.1} %  {:<60} {}",
+            "{:7.2} ms {:5.1} %  {:<60} {} -> {:?}",
             seconds * 1000.0 / runs as f64,
             100.0 * seconds / total,
             node.name,
-            node.op.name()
+            node.op.name(),
+            model.outlet_fact(OutletId::new(node.id, 0))?
         );
     }
     Ok(())

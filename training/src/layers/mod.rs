@@ -165,26 +165,45 @@ impl GraphBatch {
         let one = g.ints("one", &[], &[1]);
         // The time-major row of (t, b) is t·B + b, so (t, b) reads row reversal[b, t]·B + b.
         // Built from a grid of row numbers: tract cannot multiply by the symbolic batch size.
-        let time_major = g.transpose(&self.reversal, &[1, 0]); // [T,B]
+        let steps = g.transpose(&self.reversal, &[1, 0]); // [T,B]: reversal[b, t]
         let count = g.size(&self.mask);
         let row_numbers = g.range(&zero, &count, &one); // [T·B]
-        let grid_shape = g.shape(&time_major);
+        let grid_shape = g.shape(&steps);
         let grid = g.reshape(&row_numbers, &grid_shape); // grid[t, b] = t·B + b
-        let step_starts = g.gather(&grid, &zero, 1); // [T]: t·B
-        let starts = g.gather(&step_starts, &time_major, 0); // [T,B]: reversal[b, t]·B
         let batch_rows = g.gather(&grid_shape, &one, 0);
         let columns = g.range(&zero, &batch_rows, &one); // [B]
-        let rows = g.add(&starts, &columns);
+        let rows = rows_reading(g, &grid, &steps, &columns);
         let all = g.ints("all", &[1], &[-1]);
-        TimeMajorReversal { rows: g.reshape(&rows, &all) }
+        let rows = g.reshape(&rows, &all);
+        TimeMajorReversal { rows, grid, steps, columns }
     }
 }
 
-/// `[seq · batch]` int64 rows that reverse each example of a time-major value within its own
-/// length (an involution). A row `Gather`, not `GatherElements`: tract runs `GatherElements`
-/// one element at a time, which took 29 % of the default model's run.
+/// `[T,B]`: `grid[steps[t, b], b]`, for a `grid` of row numbers whose rows are time steps
+/// (`grid[s, b] = s·B + b` plus an offset); `columns` is `[B]`: `0 … B−1`.
+fn rows_reading(g: &mut GraphBuilder, grid: &Value, steps: &Value, columns: &Value) -> Value {
+    let zero = g.ints("zero", &[], &[0]);
+    let step_starts = g.gather(grid, &zero, 1); // [S]: s·B (+ offset)
+    let starts = g.gather(&step_starts, steps, 0); // [T,B]
+    g.add(&starts, columns)
+}
+
+/// Row indices for time-major `[seq, batch, features]` values (`B` the batch size, `T` the
+/// sequence length). Row `Gather`s, not `GatherElements`: tract runs `GatherElements` one
+/// element at a time, which took 29 % of the default model's run.
+///
+/// Index arithmetic never adds a size to a tensor: tract keeps sizes as symbolic integers
+/// (`batch·seq`), and an element-wise sum with one costs microseconds per element. Offsets
+/// come from `Range`s over the data instead, which evaluate to plain numbers.
 pub struct TimeMajorReversal {
+    /// `[T·B]`: the rows that reverse each example within its own length (an involution).
     rows: Value,
+    /// `[T,B]`: `t·B + b`, the row of (t, b).
+    grid: Value,
+    /// `[T,B]`: `reversal[b, t]`, the step (t, b) reads when reversing.
+    steps: Value,
+    /// `[B]`: `0 … B−1`.
+    columns: Value,
 }
 
 impl TimeMajorReversal {
@@ -195,6 +214,45 @@ impl TimeMajorReversal {
         let flat = g.reshape(x, &rows);
         let reversed = g.gather(&flat, &self.rows, 0);
         g.reshape(&reversed, &shape)
+    }
+
+    /// `[batch, seq, 2·features]` from a forward `[seq, batch, features]` value and a backward
+    /// one still in reversed order: `out[b, t] = forward[t, b] ++ backward[reversal(b, t), b]`.
+    /// One row `Gather` from the two stacked does the reversal, the concatenation and the
+    /// transpose back to batch-major, which would otherwise be three copies.
+    pub fn join_directions(&self, g: &mut GraphBuilder, forward: &Value, backward: &Value, features: usize) -> Value {
+        let zero = g.ints("zero", &[], &[0]);
+        let one = g.ints("one", &[], &[1]);
+        let stacked = g.concat(&[forward, backward], 0); // [2T, B, F]
+        let rows = g.ints("rows", &[2], &[-1, features as i64]);
+        let table = g.reshape(&stacked, &rows); // [2·T·B, F]: forward rows, then backward rows
+        // Row numbers of the whole table, as a [2T, B] grid; the backward block is its
+        // second half.
+        let table_rows = g.shape(&table);
+        let table_rows = g.gather(&table_rows, &zero, 0);
+        let all_rows = g.range(&zero, &table_rows, &one);
+        let stacked_shape = g.shape(&stacked);
+        let first = g.ints("zero_1d", &[1], &[0]);
+        let two = g.ints("two", &[1], &[2]);
+        let axis0 = g.ints("axis0", &[1], &[0]);
+        let grid_shape = g.slice(&stacked_shape, &first, &two, &axis0);
+        let table_grid = g.reshape(&all_rows, &grid_shape); // [2T, B]
+        let forward_shape = g.shape(forward);
+        let one_1d = g.ints("one_1d", &[1], &[1]);
+        let steps = g.slice(&forward_shape, &first, &one_1d, &axis0); // [1]: T
+        let end = g.ints("end", &[1], &[i64::MAX]);
+        let backward_grid = g.slice(&table_grid, &steps, &end, &axis0); // [T, B]
+        let backward_rows = rows_reading(g, &backward_grid, &self.steps, &self.columns);
+
+        let forward_rows = g.transpose(&self.grid, &[1, 0]); // [B,T]
+        let backward_rows = g.transpose(&backward_rows, &[1, 0]); // [B,T]
+        let last = g.ints("axis_last", &[1], &[2]);
+        let forward_rows = g.unsqueeze(&forward_rows, &last);
+        let backward_rows = g.unsqueeze(&backward_rows, &last);
+        let both = g.concat(&[&forward_rows, &backward_rows], 2); // [B,T,2]
+        let gathered = g.gather(&table, &both, 0); // [B,T,2,F]
+        let joined = g.ints("joined", &[3], &[0, 0, 2 * features as i64]);
+        g.reshape(&gathered, &joined)
     }
 }
 

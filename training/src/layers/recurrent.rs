@@ -182,7 +182,8 @@ fn join_directions(states: Tensor<4>, batch: &TokenBatch) -> Tensor<3> {
 }
 
 /// Both directions as forward-running ONNX nodes, the backward one on reversed inputs. The
-/// nodes run time-major, so the layer transposes once on the way in and once on the way out.
+/// nodes run time-major, so the layer transposes on the way in; one row gather joins the
+/// directions back into batch-major order on the way out.
 fn emit_bidirectional(
     g: &mut GraphBuilder,
     batch: &GraphBatch,
@@ -222,9 +223,7 @@ fn emit_bidirectional(
             &recurrent_bias[bias_width..],
         )
     });
-    let backward = reversal.apply(g, &backward_reversed, hidden);
-    let both = g.concat(&[&forward, &backward], 2);
-    g.transpose(&both, &[1, 0, 2])
+    reversal.join_directions(g, &forward, &backward_reversed, hidden)
 }
 
 /// One forward-running ONNX recurrent node over time-major `[seq, batch, in]`, returning
