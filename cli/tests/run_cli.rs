@@ -12,6 +12,7 @@ use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{Field, Float32Type, Schema};
 use common::*;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
 
 #[test]
 fn writes_predictions_with_attention_in_input_order() {
@@ -59,13 +60,17 @@ fn writes_predictions_with_attention_in_input_order() {
     let embedding = batch.column_by_name("embedding").expect("embedding column with --embedding");
     assert_eq!(embedding.as_fixed_size_list().value_length(), 48);
 
-    let metadata = ParquetRecordBatchReaderBuilder::try_new(File::open(&out).expect("open"))
-        .expect("parquet")
-        .metadata()
-        .file_metadata()
-        .key_value_metadata()
-        .cloned()
-        .unwrap_or_default();
+    let parquet_metadata =
+        ParquetRecordBatchReaderBuilder::try_new(File::open(&out).expect("open")).expect("parquet").metadata().clone();
+    // Lists of floats are stored uncompressed (zstd barely shrinks weights); the rest is zstd.
+    for column in parquet_metadata.row_group(0).columns() {
+        let path = column.column_path().string();
+        let floats =
+            ["probabilities", "attention", "attention_summary", "embedding"].iter().any(|c| path.starts_with(c));
+        let expected = if floats { Compression::UNCOMPRESSED } else { Compression::ZSTD(ZstdLevel::default()) };
+        assert_eq!(column.compression(), expected, "{path}");
+    }
+    let metadata = parquet_metadata.file_metadata().key_value_metadata().cloned().unwrap_or_default();
     let keys: Vec<&str> = metadata.iter().map(|kv| kv.key.as_str()).collect();
     for key in ["model.variant", "model.sha256", "model.labels", "pipeline.version"] {
         assert!(keys.contains(&key), "metadata lacks {key}: {keys:?}");
