@@ -232,16 +232,16 @@ impl TimeMajorReversal {
         let table_rows = g.gather(&table_rows, &zero, 0);
         let all_rows = g.range(&zero, &table_rows, &one);
         let stacked_shape = g.shape(&stacked);
-        let first = g.ints("zero_1d", &[1], &[0]);
+        let zero_1d = g.ints("zero_1d", &[1], &[0]);
         let two = g.ints("two", &[1], &[2]);
         let axis0 = g.ints("axis0", &[1], &[0]);
-        let grid_shape = g.slice(&stacked_shape, &first, &two, &axis0);
+        let grid_shape = g.slice(&stacked_shape, &zero_1d, &two, &axis0);
         let table_grid = g.reshape(&all_rows, &grid_shape); // [2T, B]
         let forward_shape = g.shape(forward);
         let one_1d = g.ints("one_1d", &[1], &[1]);
-        let steps = g.slice(&forward_shape, &first, &one_1d, &axis0); // [1]: T
+        let seq_len = g.slice(&forward_shape, &zero_1d, &one_1d, &axis0); // [1]: T
         let end = g.ints("end", &[1], &[i64::MAX]);
-        let backward_grid = g.slice(&table_grid, &steps, &end, &axis0); // [T, B]
+        let backward_grid = g.slice(&table_grid, &seq_len, &end, &axis0); // [T, B]
         let backward_rows = rows_reading(g, &backward_grid, &self.steps, &self.columns);
 
         let forward_rows = g.transpose(&self.grid, &[1, 0]); // [B,T]

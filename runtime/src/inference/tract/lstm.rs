@@ -132,8 +132,9 @@ impl EvalOp for LstmCell {
             add3(sigmoid_out, x_sigmoid, hg_sigmoid, bias_sigmoid);
             add3(candidate_out, x_candidate, hg_candidate, bias_candidate);
         }
-        Func::Sigmoid.ew_f32()?.run(&mut sigmoid_gates)?;
-        Func::Tanh.ew_f32()?.run(&mut candidate)?;
+        let (sigmoid, tanh) = (Func::Sigmoid.ew_f32()?, Func::Tanh.ew_f32()?);
+        sigmoid.run(&mut sigmoid_gates)?;
+        tanh.run(&mut candidate)?;
 
         // c = forget ∘ c_prev + input ∘ candidate;  h = output ∘ tanh(c)
         let mut c = Tensor::zero::<f32>(c_prev.shape())?;
@@ -155,7 +156,7 @@ impl EvalOp for LstmCell {
                 }
             }
             h_values.copy_from_slice(c_values);
-            Func::Tanh.ew_f32()?.run(h_values)?;
+            tanh.run(h_values)?;
             for (h_row, gates) in h_values.chunks_exact_mut(h).zip(sigmoid_gates.chunks_exact(3 * h)) {
                 let output = gates.split_at(h).1.split_at(h).0;
                 for (value, output) in h_row.iter_mut().zip(output) {
