@@ -107,10 +107,27 @@ fn results_do_not_depend_on_batch_size_token_budget_window_or_threads() {
         let output = run(&reviews(), &out, args);
         assert!(output.status.success(), "{args:?}: {}", stderr(&output));
         let batch = read(&out);
+        // Every document's tokens differ, so equal token columns mean the rows are in order.
+        assert_eq!(batch.column_by_name("tokens"), reference.column_by_name("tokens"), "{args:?}: rows moved");
         assert_eq!(strings(&batch, "prediction"), strings(&reference, "prediction"), "{args:?}: predictions differ");
         let diff = max_diff(&probabilities(&batch), &probabilities(&reference));
         assert!(diff <= 1e-5, "{args:?}: probabilities differ by {diff}");
     }
+}
+
+/// Windows are assembled several at once but appended in input order (checked above), one
+/// row group each.
+#[test]
+fn each_window_is_one_row_group() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("windows.parquet");
+    let output = run(&reviews(), &out, &["--window", "7", "--threads", "4"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&out).expect("open")).expect("parquet");
+    let rows: Vec<i64> = reader.metadata().row_groups().iter().map(|group| group.num_rows()).collect();
+    let mut expected = vec![7; 300 / 7];
+    expected.push(300 % 7);
+    assert_eq!(rows, expected);
 }
 
 #[test]
@@ -119,7 +136,7 @@ fn profile_names_each_stage_and_the_bottleneck() {
     let output = run(&reviews(), &dir.path().join("p.parquet"), &["--profile"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let profile = stderr(&output);
-    for stage in ["read", "tokenize", "infer", "write"] {
+    for stage in ["read", "tokenize", "infer", "assemble", "write"] {
         assert!(profile.lines().any(|l| l.trim_start().starts_with(stage)), "{stage} missing: {profile}");
     }
     assert_eq!(profile.matches("<- the bottleneck").count(), 1, "{profile}");

@@ -32,7 +32,8 @@ use runtime::package::ModelPackage;
 use crate::dataset::{
     DatasetDir, FINGERPRINT_KEY, Finalized, InputIdentity, Progress as DatasetProgress, RunFingerprint, RunManifest,
 };
-use crate::stages::{Line, Output, OutputFile, Progress, StageSeconds, WriteStage, run_line};
+use crate::output::{Output, OutputFile, OutputFormat};
+use crate::stages::{Line, Progress, StageSeconds, WriteStage, run_line};
 use crate::units::{FileLayout, Shard, WorkUnit, part_name, plan_units};
 
 #[derive(Debug, Clone)]
@@ -124,8 +125,13 @@ impl JobSummary {
     /// bottleneck, and the model's own share (`--profile`).
     pub fn profile(&self) -> String {
         let stages = &self.stage_seconds;
-        let rows =
-            [("read", stages.read), ("tokenize", stages.tokenize), ("infer", stages.infer), ("write", stages.write)];
+        let rows = [
+            ("read", stages.read),
+            ("tokenize", stages.tokenize),
+            ("infer", stages.infer),
+            ("assemble", stages.assemble),
+            ("write", stages.write),
+        ];
         let busiest = rows.iter().map(|(_, busy)| *busy).fold(0.0, f64::max);
         let wall = self.seconds.max(f64::EPSILON);
         let mut text = format!(
@@ -163,6 +169,7 @@ impl JobSummary {
             read_busy_seconds = stages.read,
             tokenize_busy_seconds = stages.tokenize,
             infer_busy_seconds = stages.infer,
+            assemble_busy_seconds = stages.assemble,
             write_busy_seconds = stages.write,
             parts_written = self.parts.map(|p| p.written),
             parts_skipped = self.parts.map(|p| p.skipped),
@@ -309,11 +316,11 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     if let Some(run) = &run {
         metadata.insert(FINGERPRINT_KEY.to_owned(), serde_json::to_string(run)?);
     }
-    let output_schema = Arc::new(output_schema.with_metadata(metadata));
+    let format = OutputFormat::new(Arc::new(output_schema.with_metadata(metadata)))?;
     let (output, dataset_dir) = match &run {
         None => {
             let destination = Destination::parse(&options.output)?;
-            (Output::File(OutputFile::create(&destination, output_schema.clone())?), None)
+            (Output::File(OutputFile::create(&destination, &format)?), None)
         }
         Some(run) => {
             let dir = DatasetDir::prepare(&options.output)?;
@@ -338,10 +345,11 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
         options.metrics_json.as_deref().map(|path| anyhow::Ok((temp_beside(path)?, path))).transpose()?;
     let writer = WriteStage {
         output,
-        schema: output_schema,
+        format,
         kept_columns: &kept_columns,
         table,
         labels: &package.manifest.labels,
+        assemble_threads: rayon::current_num_threads(),
         progress: Progress::new(total_rows),
         panic_after_first_window: options.panic_after_first_window,
     };

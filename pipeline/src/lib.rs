@@ -1,6 +1,6 @@
 //! `pipeline run`, the batch job: `job` checks the inputs, the outputs and the schema, then
-//! runs `stages` (read → tokenize → infer → write, overlapped on their own threads) and
-//! publishes one Parquet file whole.
+//! runs `stages` (read → tokenize → infer → assemble → write, overlapped on their own
+//! threads) into an `output`: one Parquet file published whole, or a `dataset` of parts.
 //!
 //! The model side lives in the `runtime` crate, the file edges in `batch_io`.
 
@@ -10,5 +10,6 @@
 
 pub mod dataset;
 pub mod job;
+pub mod output;
 pub mod stages;
 pub mod units;

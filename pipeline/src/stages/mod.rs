@@ -2,16 +2,19 @@
 //! that memory is bounded by the queue depth and never by the corpus:
 //!
 //! `read` (each unit of work's record batches, only the columns the output needs) →
-//! `tokenize` (all cores) → `infer` (all cores) → `write` (output columns assembled, the row
-//! group encoded and appended, in input order; with a dataset output, each unit's part
-//! committed as soon as its last window is written).
+//! `tokenize` (all cores) → `infer` (all cores) → `assemble` (output columns built and
+//! encoded as a row group, several windows at once, one per thread) → `write` (row groups
+//! appended in input order; with a dataset output, each unit's part committed as soon as its
+//! last window is written).
 //!
-//! While one window is inferred, the next is tokenized and the previous one encoded, so the
-//! stages that run on one thread hide behind the ones that use every core. A stage that fails
+//! While one window is inferred, the next is tokenized and earlier ones are assembled, so the
+//! stages hide behind one another and the slowest sets the pace. A stage that fails
 //! returns its error and drops its ends of the queues; its neighbours see a closed queue and
 //! stop, so the line stops promptly, and the first error in stage order is the run's.
 
+mod assemble;
 mod infer;
+mod progress;
 mod read;
 mod tokenize;
 mod write;
@@ -27,18 +30,21 @@ use serde::Serialize;
 
 use crate::units::WorkUnit;
 
-pub use write::{Output, OutputFile, Progress, WriteStage, Written};
+pub use progress::Progress;
+pub use write::{WriteStage, Written};
 
 /// Windows waiting between two stages.
 const QUEUE_DEPTH: usize = 2;
 
-/// How long each stage was busy (working, not waiting on a queue), in seconds. A stage busy
-/// for nearly the whole run is the bottleneck.
+/// How long each stage was busy (working, not waiting on a queue), in seconds; for
+/// `assemble`, which runs on several threads, the mean over its threads. A stage busy for
+/// nearly the whole run is the bottleneck.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct StageSeconds {
     pub read: f64,
     pub tokenize: f64,
     pub infer: f64,
+    pub assemble: f64,
     pub write: f64,
 }
 
@@ -106,8 +112,13 @@ pub fn run_line(line: &Line<'_>, writer: WriteStage<'_>) -> anyhow::Result<(Writ
         let infer = join(infer)?;
         let (written, write) = written?;
         let busy = |d: Duration| d.as_secs_f64();
-        let seconds =
-            StageSeconds { read: busy(read), tokenize: busy(tokenize), infer: busy(infer), write: busy(write) };
+        let seconds = StageSeconds {
+            read: busy(read),
+            tokenize: busy(tokenize),
+            infer: busy(infer),
+            assemble: busy(write.assemble),
+            write: busy(write.write),
+        };
         Ok((written, seconds))
     })
 }

@@ -1,79 +1,37 @@
-//! The write stage: each window's output columns assembled next to its pass-through columns
-//! and appended as a row group, in input order: to the one output file, or to its unit's
-//! part of a dataset output, committed as soon as the unit's last window is written.
+//! The write stage: windows handed to the assemble stage's threads in input order, and their
+//! row groups appended in that same order: to the one output file, or to its unit's part of a
+//! dataset output, committed as soon as the unit's last window is written.
 
-use std::collections::BTreeMap;
-use std::io::IsTerminal;
-use std::path::Path;
-use std::sync::mpsc::Receiver;
-
-use std::time::{Duration, Instant};
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::time::Duration;
 
 use anyhow::Context;
-use arrow::array::{ArrayRef, RecordBatch};
-use arrow::datatypes::SchemaRef;
-use batch_io::atomic_file::write_failed;
-use batch_io::command_line::logs_are_json;
-use batch_io::publish::{Destination, Sink};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use parquet::arrow::ArrowSchemaConverter;
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, Type as PhysicalType, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use runtime::classifier::TextCounts;
 use runtime::output_table::OutputTable;
 
+use super::assemble::{Assembler, Job, RowGroup};
+use super::progress::Progress;
 use super::{Inferred, Line, next, timed};
-use crate::dataset::DatasetDir;
-use crate::units::WorkUnit;
+use crate::output::{Output, OutputFormat};
 
-/// Where the write stage writes.
-pub enum Output {
-    /// One Parquet file, published by the caller once every stage succeeded.
-    File(OutputFile),
-    /// One part per unit of work in this dataset output, each published when complete.
-    Parts { dir: DatasetDir, current: Option<OutputFile>, committed: usize },
-}
-
-impl Output {
-    pub fn parts(dir: DatasetDir) -> Self {
-        Output::Parts { dir, current: None, committed: 0 }
-    }
-
-    fn write(
-        &mut self,
-        unit: &WorkUnit,
-        ends_unit: bool,
-        schema: &SchemaRef,
-        batch: &RecordBatch,
-    ) -> anyhow::Result<()> {
-        match self {
-            Output::File(file) => file.write(batch),
-            Output::Parts { dir, current, committed } => {
-                let part = match current {
-                    Some(part) => part,
-                    None => current.insert(OutputFile::create(&dir.part(unit.index), schema.clone())?),
-                };
-                part.write(batch)?;
-                if ends_unit && let Some(part) = current.take() {
-                    part.finish()?;
-                    *committed += 1;
-                }
-                Ok(())
-            }
-        }
-    }
-}
+/// The most windows assembled at once. Each thread holds a window's predictions (a string
+/// per token: about 480,000 for 2,048 IMDB reviews) while it builds the columns, so the count
+/// is capped rather than one per core. A thread assembles about 10,000 IMDB docs/s on 2 busy
+/// cores (RESULTS.md, #14), so six keep up with the 50,000 docs/s asked of one H100.
+const MOST_ASSEMBLE_THREADS: usize = 6;
 
 /// Everything the write stage needs, set up before the line starts.
 pub struct WriteStage<'a> {
     pub output: Output,
-    pub schema: SchemaRef,
+    pub format: OutputFormat,
     /// Input columns copied to the output, in order.
     pub kept_columns: &'a [String],
     pub table: OutputTable,
     pub labels: &'a [String],
+    /// Threads that assemble windows at once (from 1 to [`MOST_ASSEMBLE_THREADS`]).
+    pub assemble_threads: usize,
     pub progress: Progress,
     /// Test hook: panic after the first window is written (see `JobOptions`).
     pub panic_after_first_window: bool,
@@ -86,33 +44,157 @@ pub struct Written {
     pub counts: TextCounts,
 }
 
+/// How long the assemble threads (averaged over them) and the writing thread were busy.
+pub struct WriteSeconds {
+    pub assemble: Duration,
+    pub write: Duration,
+}
+
+/// A window out with the assemble threads, waiting for its turn to be appended.
+struct Pending {
+    unit: usize,
+    ends_unit: bool,
+    rows: usize,
+    counts: TextCounts,
+    /// Where its row group will arrive; `None` for a window without rows, which still opens
+    /// (and, if it ends the unit, commits) an empty unit's part.
+    row_group: Option<Receiver<anyhow::Result<RowGroup>>>,
+}
+
 impl WriteStage<'_> {
-    pub fn run(mut self, line: &Line<'_>, windows: Receiver<Inferred>) -> anyhow::Result<(Written, Duration)> {
-        let mut busy = Duration::ZERO;
-        let (mut rows, mut counts) = (0, TextCounts::default());
-        while let Some(Inferred { window, predictions, counts: window_counts }) = next(&windows) {
-            timed(&mut busy, || {
-                let describe = || window.describe(line.files);
-                let mut columns: Vec<ArrayRef> = self
-                    .kept_columns
-                    .iter()
-                    .map(|name| window.batch.column_by_name(name).cloned())
-                    .collect::<Option<_>>()
-                    .with_context(|| format!("{}: a pass-through column vanished", describe()))?;
-                columns.extend(self.table.build(&predictions, self.labels).with_context(describe)?);
-                let unit = line.units.get(window.unit).context("a window names a unit not in the run")?;
-                let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
-                self.output.write(unit, window.ends_unit, &self.schema, &batch)
-            })?;
-            rows += window.batch.num_rows();
-            counts.add(window_counts);
-            self.progress.advance(window.batch.num_rows(), rows);
-            if self.panic_after_first_window {
-                injected_panic();
+    pub fn run(self, line: &Line<'_>, windows: Receiver<Inferred>) -> anyhow::Result<(Written, WriteSeconds)> {
+        let WriteStage {
+            output,
+            format,
+            kept_columns,
+            table,
+            labels,
+            assemble_threads,
+            progress,
+            panic_after_first_window,
+        } = self;
+        let threads = assemble_threads.clamp(1, MOST_ASSEMBLE_THREADS);
+        let assembler = Assembler {
+            format: &format,
+            encoder: format.row_group_encoder()?,
+            kept_columns,
+            table: &table,
+            labels,
+            files: line.files,
+        };
+        let (to_assemble, jobs) = sync_channel::<Job>(threads);
+        let jobs = Mutex::new(jobs);
+        let mut appender = Appender {
+            output,
+            format: &format,
+            progress,
+            panic_after_first_window,
+            rows: 0,
+            counts: TextCounts::default(),
+        };
+        std::thread::scope(|scope| {
+            // Owned by this closure, so that however it returns the queue closes and the
+            // assemble threads stop before the scope waits for them.
+            let to_assemble = to_assemble;
+            let pool = (0..threads)
+                .map(|i| {
+                    std::thread::Builder::new()
+                        .name(format!("assemble-{i}"))
+                        .spawn_scoped(scope, || assembler.serve(&jobs))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let write = appender.run(line, &windows, to_assemble, threads);
+            let mut assemble = Duration::ZERO;
+            for thread in pool {
+                assemble += thread.join().map_err(|_| anyhow::anyhow!("an assemble thread panicked"))?;
             }
+            let seconds = WriteSeconds { assemble: assemble / u32::try_from(threads)?, write: write? };
+            Ok(seconds)
+        })
+        .map(|seconds| (Written { output: appender.output, rows: appender.rows, counts: appender.counts }, seconds))
+    }
+}
+
+/// The writing thread's side: hands windows out, and appends their row groups in order.
+struct Appender<'a> {
+    output: Output,
+    format: &'a OutputFormat,
+    progress: Progress,
+    panic_after_first_window: bool,
+    rows: usize,
+    counts: TextCounts,
+}
+
+impl Appender<'_> {
+    /// Keeps at most `most_out` windows out at once (bounding memory), and returns how long
+    /// it was busy appending.
+    fn run(
+        &mut self,
+        line: &Line<'_>,
+        windows: &Receiver<Inferred>,
+        to_assemble: SyncSender<Job>,
+        most_out: usize,
+    ) -> anyhow::Result<Duration> {
+        let mut busy = Duration::ZERO;
+        let mut out = VecDeque::with_capacity(most_out);
+        // The index of the next row group within its file or part.
+        let mut next_row_group = 0;
+        while let Some(window) = next(windows) {
+            if out.len() >= most_out
+                && let Some(oldest) = out.pop_front()
+            {
+                self.append(line, oldest, &mut busy)?;
+            }
+            let rows = window.window.batch.num_rows();
+            let pending = Pending {
+                unit: window.window.unit,
+                ends_unit: window.window.ends_unit,
+                rows,
+                counts: window.counts,
+                row_group: (rows > 0).then(|| hand_out(&to_assemble, window, next_row_group)).transpose()?,
+            };
+            next_row_group += usize::from(rows > 0);
+            if pending.ends_unit && self.output.has_parts() {
+                next_row_group = 0;
+            }
+            out.push_back(pending);
+        }
+        for pending in out {
+            self.append(line, pending, &mut busy)?;
         }
         self.progress.finish();
-        Ok((Written { output: self.output, rows, counts }, busy))
+        Ok(busy)
+    }
+
+    /// Waits for `pending`'s row group (not counted as busy), then appends it.
+    fn append(&mut self, line: &Line<'_>, pending: Pending, busy: &mut Duration) -> anyhow::Result<()> {
+        let row_group = match pending.row_group {
+            Some(encoded) => Some(encoded.recv().map_err(|_| anyhow::anyhow!("an assemble thread stopped"))??),
+            None => None,
+        };
+        let unit = line.units.get(pending.unit).context("a window names a unit not in the run")?;
+        timed(busy, || self.output.append(unit, pending.ends_unit, self.format, row_group))?;
+        self.rows += pending.rows;
+        self.counts.add(pending.counts);
+        self.progress.advance(pending.rows, self.rows);
+        if self.panic_after_first_window {
+            injected_panic();
+        }
+        Ok(())
+    }
+}
+
+/// Queues `window` for the assemble threads as row group `row_group` of its file; returns
+/// where its row group will arrive.
+fn hand_out(
+    to_assemble: &SyncSender<Job>,
+    window: Inferred,
+    row_group: usize,
+) -> anyhow::Result<Receiver<anyhow::Result<RowGroup>>> {
+    let (done, encoded) = sync_channel(1);
+    match to_assemble.send(Job { window, row_group, done }) {
+        Ok(()) => Ok(encoded),
+        Err(_) => anyhow::bail!("the assemble threads stopped"),
     }
 }
 
@@ -120,95 +202,4 @@ impl WriteStage<'_> {
 #[allow(clippy::panic)] // panicking is the point
 fn injected_panic() -> ! {
     panic!("--panic-after-first-window was given");
-}
-
-/// An output Parquet file (or part): written to a [`Sink`] and made visible whole by
-/// [`OutputFile::finish`]; dropped early, it leaves nothing a reader can see.
-pub struct OutputFile {
-    target: String,
-    writer: ArrowWriter<Sink>,
-}
-
-impl OutputFile {
-    pub fn create(destination: &Destination, schema: SchemaRef) -> anyhow::Result<Self> {
-        let sink = Sink::create(destination)?;
-        let sorted: BTreeMap<&String, &String> = schema.metadata().iter().collect();
-        let key_values: Vec<KeyValue> = sorted.into_iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
-        let mut properties = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .set_key_value_metadata(Some(key_values));
-        // Float leaves (probabilities, attention, embeddings) almost never repeat a value: a
-        // dictionary for them is built only to be thrown away, and page statistics of
-        // weights help no reader. Both cost the write stage most of its time.
-        let parquet_schema = ArrowSchemaConverter::new().convert(&schema)?;
-        // Lists of floats (attention, probabilities, embeddings) are also left uncompressed:
-        // zstd shrank the default model's attention by 4 % and cost the write stage about a
-        // third of its time (RESULTS.md, #14).
-        for column in parquet_schema.columns() {
-            if column.physical_type() == PhysicalType::FLOAT {
-                properties = properties
-                    .set_column_dictionary_enabled(column.path().clone(), false)
-                    .set_column_statistics_enabled(column.path().clone(), EnabledStatistics::Chunk);
-                if column.max_rep_level() > 0 {
-                    properties = properties.set_column_compression(column.path().clone(), Compression::UNCOMPRESSED);
-                }
-            }
-        }
-        let properties = properties.build();
-        let writer = ArrowWriter::try_new(sink, schema, Some(properties))?;
-        Ok(Self { target: destination.to_string(), writer })
-    }
-
-    fn write(&mut self, batch: &RecordBatch) -> anyhow::Result<()> {
-        let target = Path::new(&self.target);
-        self.writer.write(batch).map_err(|e| write_failed(target, &e))?;
-        // Each window becomes (at least) one row group, so memory stays bounded.
-        self.writer.flush().map_err(|e| write_failed(target, &e))
-    }
-
-    pub fn finish(self) -> anyhow::Result<()> {
-        let sink = self.writer.into_inner().map_err(|e| write_failed(Path::new(&self.target), &e))?;
-        sink.publish()
-    }
-}
-
-/// A bar on a terminal; a log line every ten seconds otherwise.
-pub struct Progress {
-    bar: Option<ProgressBar>,
-    last_log: Instant,
-    total: Option<usize>,
-}
-
-impl Progress {
-    pub fn new(total: Option<usize>) -> Self {
-        let bar = (std::io::stderr().is_terminal() && !logs_are_json()).then(|| {
-            let bar = ProgressBar::with_draw_target(total.map(|t| t as u64), ProgressDrawTarget::stderr());
-            if let Ok(style) =
-                ProgressStyle::with_template("[{elapsed_precise}] [{bar:40}] {pos}/{len} docs {per_sec} eta {eta}")
-            {
-                bar.set_style(style.progress_chars("=> "));
-            }
-            bar
-        });
-        Self { bar, last_log: Instant::now(), total }
-    }
-
-    /// `rows` more are written, `done` in all.
-    fn advance(&mut self, rows: usize, done: usize) {
-        match &self.bar {
-            Some(bar) => bar.inc(rows as u64),
-            None if self.last_log.elapsed() >= Duration::from_secs(10) => {
-                self.last_log = Instant::now();
-                let total = self.total.map(|t| format!("/{t}")).unwrap_or_default();
-                tracing::info!(rows_done = done, rows_total = self.total, "{done}{total} rows done");
-            }
-            None => {}
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
 }

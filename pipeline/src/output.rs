@@ -1,0 +1,149 @@
+//! Where the write stage writes: one Parquet file, or one part per unit of work in a dataset
+//! output. Each is made visible whole by [`OutputFile::finish`]; dropped early, it leaves
+//! nothing a reader can see. Row groups arrive already encoded (by the assemble stage), and
+//! are only appended here.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use arrow::datatypes::SchemaRef;
+use batch_io::atomic_file::write_failed;
+use batch_io::publish::{Destination, Sink};
+use parquet::arrow::ArrowSchemaConverter;
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowRowGroupWriterFactory};
+use parquet::basic::{Compression, Type as PhysicalType, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::writer::SerializedFileWriter;
+
+use crate::dataset::DatasetDir;
+use crate::units::WorkUnit;
+
+/// How every output file of a run is laid out: its schema and its Parquet settings.
+#[derive(Debug, Clone)]
+pub struct OutputFormat {
+    schema: SchemaRef,
+    properties: WriterProperties,
+}
+
+impl OutputFormat {
+    pub fn new(schema: SchemaRef) -> anyhow::Result<Self> {
+        let sorted: BTreeMap<&String, &String> = schema.metadata().iter().collect();
+        let key_values: Vec<KeyValue> = sorted.into_iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
+        let mut properties = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_key_value_metadata(Some(key_values));
+        // Float leaves (probabilities, attention, embeddings) almost never repeat a value: a
+        // dictionary for them is built only to be thrown away, and page statistics of
+        // weights help no reader. Both cost the write stage most of its time.
+        let parquet_schema = ArrowSchemaConverter::new().convert(&schema)?;
+        // Lists of floats (attention, probabilities, embeddings) are also left uncompressed:
+        // zstd shrank the default model's attention by 4 % and cost the write stage about a
+        // third of its time (RESULTS.md, #14).
+        for column in parquet_schema.columns() {
+            if column.physical_type() == PhysicalType::FLOAT {
+                properties = properties
+                    .set_column_dictionary_enabled(column.path().clone(), false)
+                    .set_column_statistics_enabled(column.path().clone(), EnabledStatistics::Chunk);
+                if column.max_rep_level() > 0 {
+                    properties = properties.set_column_compression(column.path().clone(), Compression::UNCOMPRESSED);
+                }
+            }
+        }
+        Ok(Self { schema, properties: properties.build() })
+    }
+
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Makes the column writers of each row group. It holds only the schema and the settings,
+    /// so one serves every file and part of the run; parquet makes it from a file writer, so
+    /// it is taken from one that writes nowhere.
+    pub fn row_group_encoder(&self) -> anyhow::Result<ArrowRowGroupWriterFactory> {
+        let writer = ArrowWriter::try_new(std::io::sink(), self.schema.clone(), Some(self.properties.clone()))?;
+        let (_, factory) = writer.into_serialized_writer()?;
+        Ok(factory)
+    }
+}
+
+/// The write stage's destination.
+pub enum Output {
+    /// One Parquet file, published by the caller once every stage succeeded.
+    File(OutputFile),
+    /// One part per unit of work in this dataset output, each published when complete.
+    Parts { dir: DatasetDir, current: Option<OutputFile>, committed: usize },
+}
+
+impl Output {
+    pub fn parts(dir: DatasetDir) -> Self {
+        Output::Parts { dir, current: None, committed: 0 }
+    }
+
+    /// Whether each unit of work has a file of its own (so row groups count from 0 per unit).
+    pub fn has_parts(&self) -> bool {
+        matches!(self, Output::Parts { .. })
+    }
+
+    /// Appends one window's row group (none for a window without rows), in input order; the
+    /// last window of a unit commits that unit's part.
+    pub fn append(
+        &mut self,
+        unit: &WorkUnit,
+        ends_unit: bool,
+        format: &OutputFormat,
+        row_group: Option<Vec<ArrowColumnChunk>>,
+    ) -> anyhow::Result<()> {
+        match self {
+            Output::File(file) => row_group.map_or(Ok(()), |chunks| file.append(chunks)),
+            Output::Parts { dir, current, committed } => {
+                let part = match current {
+                    Some(part) => part,
+                    None => current.insert(OutputFile::create(&dir.part(unit.index), format)?),
+                };
+                if let Some(chunks) = row_group {
+                    part.append(chunks)?;
+                }
+                if ends_unit && let Some(part) = current.take() {
+                    part.finish()?;
+                    *committed += 1;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// An output Parquet file (or part), written to a [`Sink`].
+pub struct OutputFile {
+    target: String,
+    writer: SerializedFileWriter<Sink>,
+}
+
+impl OutputFile {
+    pub fn create(destination: &Destination, format: &OutputFormat) -> anyhow::Result<Self> {
+        let sink = Sink::create(destination)?;
+        let writer = ArrowWriter::try_new(sink, format.schema.clone(), Some(format.properties.clone()))?;
+        // The Arrow writer adds the Arrow schema to the file's metadata; row groups are then
+        // encoded elsewhere and appended to the file writer underneath.
+        let (writer, _) = writer.into_serialized_writer()?;
+        Ok(Self { target: destination.to_string(), writer })
+    }
+
+    /// Appends one row group, given as its column chunks in schema order.
+    fn append(&mut self, chunks: Vec<ArrowColumnChunk>) -> anyhow::Result<()> {
+        let failed = |e: parquet::errors::ParquetError| write_failed(Path::new(&self.target), &e);
+        let mut row_group = self.writer.next_row_group().map_err(failed)?;
+        for chunk in chunks {
+            chunk.append_to_row_group(&mut row_group).map_err(failed)?;
+        }
+        row_group.close().map_err(failed)?;
+        Ok(())
+    }
+
+    pub fn finish(self) -> anyhow::Result<()> {
+        let sink = self.writer.into_inner().map_err(|e| write_failed(Path::new(&self.target), &e))?;
+        sink.publish()
+    }
+}

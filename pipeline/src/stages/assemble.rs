@@ -1,0 +1,84 @@
+//! The assemble stage: each window's output columns built beside its pass-through columns and
+//! encoded as one Parquet row group, several windows at once, one per thread. The write stage
+//! hands the windows out in input order and appends their row groups in that order.
+
+use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::time::Duration;
+
+use anyhow::Context;
+use arrow::array::{ArrayRef, RecordBatch};
+use batch_io::source::InputFile;
+use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowRowGroupWriterFactory, compute_leaves};
+use runtime::output_table::OutputTable;
+
+use super::{Inferred, timed};
+use crate::output::OutputFormat;
+
+/// A window's row group, encoded: one column chunk per Parquet leaf, in schema order.
+pub type RowGroup = Vec<ArrowColumnChunk>;
+
+/// One window to assemble, and where to send its row group.
+pub struct Job {
+    pub window: Inferred,
+    /// The row group's index within its file or part.
+    pub row_group: usize,
+    pub done: SyncSender<anyhow::Result<RowGroup>>,
+}
+
+/// What every assembling thread shares.
+pub struct Assembler<'a> {
+    pub format: &'a OutputFormat,
+    pub encoder: ArrowRowGroupWriterFactory,
+    /// Input columns copied to the output, in order.
+    pub kept_columns: &'a [String],
+    pub table: &'a OutputTable,
+    pub labels: &'a [String],
+    pub files: &'a [InputFile],
+}
+
+impl Assembler<'_> {
+    /// One assembling thread: takes jobs until the write stage closes the queue, and returns
+    /// how long it was busy.
+    pub fn serve(&self, jobs: &Mutex<Receiver<Job>>) -> Duration {
+        let mut busy = Duration::ZERO;
+        loop {
+            // The lock is held only while waiting for the next job, never while encoding.
+            let job = match jobs.lock() {
+                Ok(jobs) => jobs.recv(),
+                Err(_) => break,
+            };
+            let Ok(Job { window, row_group, done }) = job else { break };
+            let rows = window.window.describe(self.files);
+            let encoded = timed(&mut busy, || self.encode(window, row_group).with_context(|| rows));
+            // An error here means the write stage has stopped, with its own error.
+            let _ = done.send(encoded);
+        }
+        busy
+    }
+
+    /// Takes the window by value: its predictions (a string per token, a vector per document)
+    /// take several times the memory of the columns built from them, so they are freed
+    /// before encoding.
+    fn encode(&self, inferred: Inferred, row_group: usize) -> anyhow::Result<RowGroup> {
+        let Inferred { window, predictions, .. } = inferred;
+        let mut columns: Vec<ArrayRef> = self
+            .kept_columns
+            .iter()
+            .map(|name| window.batch.column_by_name(name).cloned())
+            .collect::<Option<_>>()
+            .context("a pass-through column vanished")?;
+        columns.extend(self.table.build(&predictions, self.labels)?);
+        drop((window, predictions));
+        // Checks that the columns fit the schema and have the same length.
+        let batch = RecordBatch::try_new(self.format.schema().clone(), columns)?;
+        let mut writers = self.encoder.create_column_writers(row_group)?;
+        let mut leaf_writers = writers.iter_mut();
+        for (field, column) in batch.schema_ref().fields().iter().zip(batch.columns()) {
+            for leaf in compute_leaves(field, column)? {
+                leaf_writers.next().context("the output schema has fewer Parquet columns than leaves")?.write(&leaf)?;
+            }
+        }
+        Ok(writers.into_iter().map(|writer| writer.close()).collect::<Result<_, _>>()?)
+    }
+}
