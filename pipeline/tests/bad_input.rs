@@ -307,7 +307,9 @@ fn open_and_classify(scratch: &Scratch, texts: &[Option<&str>], tally: &Tally) -
     let labels = package.manifest.labels.clone();
     let Ok(classifier) = Classifier::with_backend(package, scratch.backend.clone(), None) else { return false };
     let Ok((predictions, _)) = classifier.predict(texts, 2) else { return false };
-    OutputTable::for_model(classifier.optional_columns(true)).build(&predictions, &labels).is_ok()
+    OutputTable::for_model(classifier.optional_columns(true))
+        .build(&predictions, &labels, classifier.vocabulary())
+        .is_ok()
 }
 
 const TEXTS: [Option<&str>; 4] =
@@ -446,7 +448,10 @@ fn mutated_parquet_and_arrow_files_read_or_fail_clearly() {
             let Ok(text) = text_array(text) else { return Ok(()) };
             let Some(texts) = string_values(&text) else { return Ok(()) };
             let Ok((predictions, _)) = classifier.predict(&texts, 4) else { return Ok(()) };
-            if OutputTable::for_model(classifier.optional_columns(false)).build(&predictions, &labels).is_err() {
+            if OutputTable::for_model(classifier.optional_columns(false))
+                .build(&predictions, &labels, classifier.vocabulary())
+                .is_err()
+            {
                 return Ok(());
             }
         }

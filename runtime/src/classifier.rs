@@ -14,7 +14,7 @@ use crate::contract;
 use crate::inference::{BackendOptions, InferenceBackend, ModelInputs, OutputTensor, open_backend};
 use crate::output_table::{DocumentPrediction, OptionalColumns, SentenceAttention};
 use crate::package::{InputLayout, ModelPackage};
-use crate::text::{DEFAULT_SENTENCE_WORDS, EncodedText, TextEncoder, sentence_lengths};
+use crate::text::{DEFAULT_SENTENCE_WORDS, EncodedText, TextEncoder, Vocabulary, sentence_lengths};
 
 pub struct Classifier {
     package: ModelPackage,
@@ -90,6 +90,11 @@ impl Classifier {
         self.session_nanos.load(Ordering::Relaxed) as f64 / 1e9
     }
 
+    /// The token strings of the `token_ids` in its predictions.
+    pub fn vocabulary(&self) -> &Vocabulary {
+        self.encoder.vocabulary()
+    }
+
     pub fn labels(&self) -> &[String] {
         &self.package.manifest.labels
     }
@@ -135,8 +140,10 @@ impl Classifier {
                 counts.empty_texts += 1;
             } else {
                 counts.tokens += encoding.ids.len();
-                let sentence_lengths =
-                    self.sentence_words.map(|max_words| sentence_lengths(&encoding.tokens, max_words));
+                let sentence_lengths = self
+                    .sentence_words
+                    .map(|max_words| anyhow::Ok(sentence_lengths(&self.vocabulary().tokens(&encoding.ids)?, max_words)))
+                    .transpose()?;
                 documents.push(Document { row: *row, encoding, sentence_lengths });
             }
         }
@@ -193,7 +200,7 @@ impl Classifier {
             let len = document.encoding.ids.len();
             let mut doc = DocumentPrediction {
                 probabilities: probs.row(i)?.to_vec(),
-                tokens: document.encoding.tokens.clone(),
+                token_ids: document.encoding.ids.clone(),
                 attention: attention.map(|a| a.heads(i, len)).transpose()?,
                 embedding: embedding.map(|e| e.row(i).map(<[f32]>::to_vec)).transpose()?,
                 sentences: None,

@@ -3,9 +3,11 @@
 
 use std::sync::Arc;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use arrow::array::{ArrayRef, FixedSizeListBuilder, Float32Builder, Int32Builder, ListBuilder, StringBuilder};
 use arrow::datatypes::{DataType, Field, FieldRef};
+
+use crate::text::Vocabulary;
 
 pub const PREDICTION: &str = "prediction";
 pub const PREDICTION_INDEX: &str = "prediction_index";
@@ -33,7 +35,8 @@ pub struct OptionalColumns {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DocumentPrediction {
     pub probabilities: Vec<f32>,
-    pub tokens: Vec<String>,
+    /// The document's tokens, as ids into the tokenizer's [`Vocabulary`].
+    pub token_ids: Vec<i64>,
     /// `heads × tokens`, padding removed; absent for models without attention.
     pub attention: Option<Vec<Vec<f32>>>,
     pub embedding: Option<Vec<f32>>,
@@ -64,7 +67,7 @@ impl DocumentPrediction {
     /// Heads summed per token and renormalised to sum to one (Lin et al. §2.3).
     pub fn attention_summary(&self) -> Option<Vec<f32>> {
         let heads = self.attention.as_ref()?;
-        let mut summary = vec![0.0f32; self.tokens.len()];
+        let mut summary = vec![0.0f32; self.token_ids.len()];
         for head in heads {
             for (total, weight) in summary.iter_mut().zip(head) {
                 *total += weight;
@@ -166,9 +169,14 @@ impl OutputTable {
     }
 
     /// Builds the columns for rows in input order; `None` rows (null or empty text) get nulls
-    /// everywhere. Fails if a prediction does not fit the labels or the embedding width (which
-    /// the package contract rules out when the model is opened).
-    pub fn build(&self, rows: &[Option<DocumentPrediction>], labels: &[String]) -> anyhow::Result<Vec<ArrayRef>> {
+    /// everywhere. Fails if a prediction does not fit the labels, the vocabulary or the
+    /// embedding width (which the package contract rules out when the model is opened).
+    pub fn build(
+        &self,
+        rows: &[Option<DocumentPrediction>],
+        labels: &[String],
+        vocabulary: &Vocabulary,
+    ) -> anyhow::Result<Vec<ArrayRef>> {
         let mut builders: Vec<ColumnBuilder> = self
             .columns
             .iter()
@@ -190,7 +198,7 @@ impl OutputTable {
             };
             let best = Best { index: i32::try_from(best)?, label, confidence };
             for builder in &mut builders {
-                builder.append(doc, &best)?;
+                builder.append(doc, &best, vocabulary)?;
             }
         }
         Ok(builders.into_iter().map(ColumnBuilder::finish).collect())
@@ -238,14 +246,18 @@ impl ColumnBuilder {
         })
     }
 
-    fn append(&mut self, doc: &DocumentPrediction, best: &Best<'_>) -> anyhow::Result<()> {
+    fn append(&mut self, doc: &DocumentPrediction, best: &Best<'_>, vocabulary: &Vocabulary) -> anyhow::Result<()> {
         match self {
             Self::Prediction(b) => b.append_value(best.label),
             Self::PredictionIndex(b) => b.append_value(best.index),
             Self::Confidence(b) => b.append_value(best.confidence),
             Self::Probabilities(b) => append_floats(b, Some(&doc.probabilities)),
             Self::Tokens(b) => {
-                doc.tokens.iter().for_each(|token| b.values().append_value(token));
+                for &id in &doc.token_ids {
+                    let token =
+                        vocabulary.token(id).with_context(|| format!("token id {id} is not in the vocabulary"))?;
+                    b.values().append_value(token);
+                }
                 b.append(true);
             }
             Self::Attention(b) => {
@@ -331,7 +343,7 @@ mod tests {
     fn summary_sums_heads_and_renormalises() {
         let doc = DocumentPrediction {
             probabilities: vec![0.3, 0.7],
-            tokens: vec!["a".into(), "b".into()],
+            token_ids: vec![0, 1],
             attention: Some(vec![vec![1.0, 0.0], vec![0.5, 0.5]]),
             embedding: None,
             sentences: None,
@@ -346,17 +358,18 @@ mod tests {
     fn fields_describe_the_built_arrays() {
         let doc = DocumentPrediction {
             probabilities: vec![0.3, 0.7],
-            tokens: vec!["a".into(), "b".into(), "c".into()],
+            token_ids: vec![0, 1, 2],
             attention: Some(vec![vec![0.2, 0.3, 0.5]]),
             embedding: Some(vec![1.0, 2.0]),
             sentences: Some(SentenceAttention { lengths: vec![2, 1], weights: vec![0.4, 0.6] }),
         };
         let labels = ["neg".to_owned(), "pos".to_owned()];
+        let vocabulary = Vocabulary::from_tokens(["a", "b", "c"]);
         for attention in [false, true] {
             for sentences in [false, true] {
                 for embedding_dim in [None, Some(2)] {
                     let table = OutputTable::for_model(OptionalColumns { attention, sentences, embedding_dim });
-                    let arrays = table.build(&[Some(doc.clone()), None], &labels).expect("rows fit the labels");
+                    let arrays = table.build(&[Some(doc.clone()), None], &labels, &vocabulary).expect("rows fit");
                     let schema = Arc::new(arrow::datatypes::Schema::new(table.fields()));
                     let batch = arrow::record_batch::RecordBatch::try_new(schema, arrays).expect("schema fits arrays");
                     assert_eq!(batch.num_rows(), 2);
@@ -373,17 +386,38 @@ mod tests {
     }
 
     #[test]
+    fn tokens_are_spelled_from_the_vocabulary() {
+        use arrow::array::AsArray;
+        let doc = |token_ids| DocumentPrediction {
+            probabilities: vec![0.3, 0.7],
+            token_ids,
+            attention: None,
+            embedding: None,
+            sentences: None,
+        };
+        let table = OutputTable::of(&[OutputColumn::Tokens]);
+        let labels = ["neg".to_owned(), "pos".to_owned()];
+        let vocabulary = Vocabulary::from_tokens(["[PAD]", "[UNK]", "film", "good"]);
+        let arrays = table.build(&[Some(doc(vec![3, 2, 1]))], &labels, &vocabulary).expect("known ids");
+        let tokens = arrays.first().expect("one column").as_list::<i32>().value(0);
+        let tokens: Vec<&str> = tokens.as_string::<i32>().iter().flatten().collect();
+        assert_eq!(tokens, ["good", "film", "[UNK]"]);
+        let error = table.build(&[Some(doc(vec![2, 9]))], &labels, &vocabulary).expect_err("9 is not an id");
+        assert!(error.to_string().contains("token id 9"), "{error}");
+    }
+
+    #[test]
     fn a_prediction_that_does_not_fit_the_labels_is_an_error() {
         let doc = DocumentPrediction {
             probabilities: vec![0.1, 0.2, 0.7],
-            tokens: vec![],
+            token_ids: vec![],
             attention: None,
             embedding: None,
             sentences: None,
         };
         let table = OutputTable::of(&[OutputColumn::Prediction, OutputColumn::Confidence]);
-        let error =
-            table.build(&[Some(doc)], &["neg".to_owned(), "pos".to_owned()]).expect_err("3 probabilities, 2 labels");
+        let labels = ["neg".to_owned(), "pos".to_owned()];
+        let error = table.build(&[Some(doc)], &labels, &Vocabulary::default()).expect_err("3 probabilities, 2 labels");
         assert!(error.to_string().contains("3 probabilities for 2 labels"), "{error}");
     }
 }

@@ -218,7 +218,9 @@ fn encode(
         if encoding.ids.is_empty() {
             empty += 1;
         } else {
-            let sentence_lengths = sentence_words.map(|max_words| sentence_lengths(&encoding.tokens, max_words));
+            let sentence_lengths = sentence_words
+                .map(|max_words| anyhow::Ok(sentence_lengths(&encoder.vocabulary().tokens(&encoding.ids)?, max_words)))
+                .transpose()?;
             examples.push(Example { ids: encoding.ids, label, sentence_lengths });
         }
     }

@@ -117,7 +117,10 @@ fn mixed_length_documents(package: &ModelPackage) -> (Vec<Document>, ModelInputs
     let documents: Vec<Document> = LENGTHS
         .iter()
         .zip(&long_reviews)
-        .map(|(&len, e)| (e.ids[..len].to_vec(), sentence_lengths(&e.tokens[..len], sentence_words)))
+        .map(|(&len, e)| {
+            let tokens = encoder.vocabulary().tokens(&e.ids[..len]).expect("ids of this tokenizer");
+            (e.ids[..len].to_vec(), sentence_lengths(&tokens, sentence_words))
+        })
         .collect();
     let views: Vec<(&[i64], &[usize])> = documents.iter().map(|(ids, l)| (ids.as_slice(), l.as_slice())).collect();
     let inputs = ModelInputs::sentences_padded(&views, package.manifest.padding_id);
@@ -380,12 +383,13 @@ fn han_package_is_hierarchical_and_the_pipeline_reads_it() {
     assert_eq!(counts.predicted, 2);
     let first = predictions[0].as_ref().expect("a prediction for the first text");
     let sentences = first.sentences.as_ref().expect("sentence attention");
-    assert_eq!(sentences.lengths.iter().sum::<usize>(), first.tokens.len());
-    assert_eq!(sentences.lengths.len(), 4, "tokens {:?}", first.tokens);
+    assert_eq!(sentences.lengths.iter().sum::<usize>(), first.token_ids.len());
+    let tokens = classifier.vocabulary().tokens(&first.token_ids).expect("ids of this tokenizer");
+    assert_eq!(sentences.lengths.len(), 4, "tokens {tokens:?}");
     assert!((sentences.weights.iter().sum::<f32>() - 1.0).abs() < 1e-5);
     let attention = first.attention.as_ref().expect("document-level word attention");
     assert_eq!(attention.len(), 1);
-    assert_eq!(attention[0].len(), first.tokens.len());
+    assert_eq!(attention[0].len(), first.token_ids.len());
     assert!((attention[0].iter().sum::<f32>() - 1.0).abs() < 1e-5);
     assert!(predictions[2].is_none());
 }

@@ -11,6 +11,7 @@ use arrow::array::{ArrayRef, RecordBatch};
 use batch_io::source::InputFile;
 use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowRowGroupWriterFactory, compute_leaves};
 use runtime::output_table::OutputTable;
+use runtime::text::Vocabulary;
 
 use super::{Inferred, timed};
 use crate::output::OutputFormat;
@@ -34,6 +35,7 @@ pub struct Assembler<'a> {
     pub kept_columns: &'a [String],
     pub table: &'a OutputTable,
     pub labels: &'a [String],
+    pub vocabulary: &'a Vocabulary,
     pub files: &'a [InputFile],
 }
 
@@ -57,9 +59,7 @@ impl Assembler<'_> {
         busy
     }
 
-    /// Takes the window by value: its predictions (a string per token, a vector per document)
-    /// take several times the memory of the columns built from them, so they are freed
-    /// before encoding.
+    /// Takes the window by value, so that its predictions are freed before encoding.
     fn encode(&self, inferred: Inferred, row_group: usize) -> anyhow::Result<RowGroup> {
         let Inferred { window, predictions, .. } = inferred;
         let mut columns: Vec<ArrayRef> = self
@@ -68,7 +68,7 @@ impl Assembler<'_> {
             .map(|name| window.batch.column_by_name(name).cloned())
             .collect::<Option<_>>()
             .context("a pass-through column vanished")?;
-        columns.extend(self.table.build(&predictions, self.labels)?);
+        columns.extend(self.table.build(&predictions, self.labels, self.vocabulary)?);
         drop((window, predictions));
         // Checks that the columns fit the schema and have the same length.
         let batch = RecordBatch::try_new(self.format.schema().clone(), columns)?;

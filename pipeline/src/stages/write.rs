@@ -80,6 +80,7 @@ impl WriteStage<'_> {
             kept_columns,
             table: &table,
             labels,
+            vocabulary: line.classifier.vocabulary(),
             files: line.files,
         };
         let (to_assemble, jobs) = sync_channel::<Job>(threads);

@@ -1,5 +1,6 @@
 //! Text → token ids, shared by training and inference so that both see the same tokens.
 
+mod vocabulary;
 mod word_level;
 
 use std::path::Path;
@@ -8,13 +9,14 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokenizers::Tokenizer;
 
+pub use vocabulary::Vocabulary;
 pub use word_level::WordLevelFast;
 
-/// One document after tokenization and truncation.
+/// One document after tokenization and truncation: its token ids (their strings are in the
+/// encoder's [`Vocabulary`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EncodedText {
     pub ids: Vec<i64>,
-    pub tokens: Vec<String>,
     /// The document had more tokens than the limit and was cut.
     pub truncated: bool,
 }
@@ -25,19 +27,22 @@ pub struct TextEncoder {
     tokenizer: Tokenizer,
     /// The fast path, when the tokenizer is one it recognises (see [`WordLevelFast`]).
     fast: Option<Arc<WordLevelFast>>,
+    vocabulary: Arc<Vocabulary>,
     max_tokens: usize,
 }
 
 impl TextEncoder {
     pub fn new(tokenizer: Tokenizer, max_tokens: usize) -> Self {
         let fast = WordLevelFast::recognise(&tokenizer).map(Arc::new);
-        Self { tokenizer, fast, max_tokens }
+        let vocabulary = Arc::new(Vocabulary::of(&tokenizer));
+        Self { tokenizer, fast, vocabulary, max_tokens }
     }
 
     /// Only the `tokenizers` crate, never the fast path: the reference the fast path is
     /// tested against.
     pub fn without_fast_path(tokenizer: Tokenizer, max_tokens: usize) -> Self {
-        Self { tokenizer, fast: None, max_tokens }
+        let vocabulary = Arc::new(Vocabulary::of(&tokenizer));
+        Self { tokenizer, fast: None, vocabulary, max_tokens }
     }
 
     /// Whether texts go through [`WordLevelFast`] rather than the `tokenizers` crate.
@@ -60,6 +65,10 @@ impl TextEncoder {
         &self.tokenizer
     }
 
+    pub fn vocabulary(&self) -> &Arc<Vocabulary> {
+        &self.vocabulary
+    }
+
     /// Encodes documents: on this thread through the fast path, which outruns inference
     /// many times over on one core (and so never waits behind inference for rayon's
     /// workers); otherwise in parallel through the crate.
@@ -67,8 +76,8 @@ impl TextEncoder {
         if let Some(fast) = &self.fast {
             return Ok(texts.iter().map(|text| fast.encode(text, self.max_tokens)).collect());
         }
-        // Not `encode_batch_fast`: it leaves every token string empty (tokenizers 0.23), and
-        // it was no faster on IMDB. The crate fans out over rayon.
+        // Not `encode_batch_fast`: it was no faster on IMDB (tokenizers 0.23). The crate fans
+        // out over rayon.
         let encodings = self
             .tokenizer
             .encode_batch(texts.to_vec(), false)
@@ -79,7 +88,6 @@ impl TextEncoder {
                 let keep = self.max_tokens;
                 EncodedText {
                     ids: encoding.get_ids().iter().take(keep).map(|&id| i64::from(id)).collect(),
-                    tokens: encoding.get_tokens().iter().take(keep).cloned().collect(),
                     truncated: encoding.len() > keep,
                 }
             })
@@ -99,14 +107,14 @@ const SENTENCE_END: [&str; 3] = [".", "!", "?"];
 /// pieces of at most `max_words`, which bounds the padded `[sentences, words]` input.
 /// Splitting the tokenizer's own output keeps the flat token list, and so the `tokens`
 /// column, identical to the flat layout's.
-pub fn sentence_lengths(tokens: &[String], max_words: usize) -> Vec<usize> {
+pub fn sentence_lengths<S: AsRef<str>>(tokens: &[S], max_words: usize) -> Vec<usize> {
     let max_words = max_words.max(1);
     let mut lengths = Vec::new();
     let mut current = 0;
     for (i, token) in tokens.iter().enumerate() {
         current += 1;
-        let ends_here = SENTENCE_END.contains(&token.as_str())
-            && tokens.get(i + 1).is_some_and(|next| !SENTENCE_END.contains(&next.as_str()));
+        let ends_here = SENTENCE_END.contains(&token.as_ref())
+            && tokens.get(i + 1).is_some_and(|next| !SENTENCE_END.contains(&next.as_ref()));
         if ends_here || current == max_words {
             lengths.push(current);
             current = 0;
@@ -136,6 +144,6 @@ mod tests {
     #[test]
     fn long_sentences_are_cut_at_the_word_limit() {
         assert_eq!(sentence_lengths(&tokens("a b c d e f g ."), 3), vec![3, 3, 2]);
-        assert_eq!(sentence_lengths(&[], 3), Vec::<usize>::new());
+        assert_eq!(sentence_lengths::<&str>(&[], 3), Vec::<usize>::new());
     }
 }

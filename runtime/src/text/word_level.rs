@@ -25,7 +25,8 @@ const LINE_BREAK_PATTERN: &str = r"<br\s*/?>";
 
 pub struct WordLevelFast {
     vocab: HashMap<String, u32>,
-    unknown: (u32, String),
+    /// The id of words not in the vocabulary.
+    unknown: u32,
     /// Special tokens matched in the raw text, before normalization.
     specials: Vec<(String, u32)>,
     line_break: Regex,
@@ -58,8 +59,7 @@ impl WordLevelFast {
             return None;
         }
         let vocab: HashMap<String, u32> = serde_json::from_value(model.get("vocab")?.clone()).ok()?;
-        let unknown_token = model.get("unk_token")?.as_str()?.to_owned();
-        let unknown = (*vocab.get(&unknown_token)?, unknown_token);
+        let unknown = *vocab.get(model.get("unk_token")?.as_str()?)?;
         let mut specials = Vec::new();
         for added in spec.get("added_tokens")?.as_array()? {
             let flag = |name: &str| added.get(name).and_then(Value::as_bool);
@@ -81,7 +81,7 @@ impl WordLevelFast {
 
     /// Encodes one text, keeping the first `max_tokens` tokens.
     pub fn encode(&self, text: &str, max_tokens: usize) -> EncodedText {
-        let mut out = Output { ids: Vec::new(), tokens: Vec::new(), limit: max_tokens, truncated: false };
+        let mut out = Output { ids: Vec::new(), limit: max_tokens, truncated: false };
         // Where each special token next occurs, searched again only once passed, so a text
         // full of special tokens costs one scan per special token, not one per occurrence.
         let mut next: Vec<Option<usize>> =
@@ -102,7 +102,7 @@ impl WordLevelFast {
             match leftmost {
                 Some((start, end, id)) => {
                     self.encode_words(text.get(position..start).unwrap_or_default(), &mut out);
-                    out.push(id, text.get(start..end).unwrap_or_default());
+                    out.push(id);
                     position = end;
                 }
                 None => {
@@ -111,7 +111,7 @@ impl WordLevelFast {
                 }
             }
         }
-        EncodedText { ids: out.ids, tokens: out.tokens, truncated: out.truncated }
+        EncodedText { ids: out.ids, truncated: out.truncated }
     }
 
     /// Normalizes and pre-tokenizes a stretch of text without special tokens, and looks up
@@ -161,30 +161,25 @@ impl WordLevelFast {
     }
 
     fn look_up(&self, word: &str, out: &mut Output) {
-        match self.vocab.get(word) {
-            Some(&id) => out.push(id, word),
-            None => out.push(self.unknown.0, &self.unknown.1),
-        }
+        out.push(self.vocab.get(word).copied().unwrap_or(self.unknown));
     }
 }
 
 /// The tokens so far, up to the limit.
 struct Output {
     ids: Vec<i64>,
-    tokens: Vec<String>,
     limit: usize,
     /// A token beyond the limit was seen: the text is cut and the rest need not be read.
     truncated: bool,
 }
 
 impl Output {
-    fn push(&mut self, id: u32, token: &str) {
+    fn push(&mut self, id: u32) {
         if self.ids.len() == self.limit {
             self.truncated = true;
             return;
         }
         self.ids.push(i64::from(id));
-        self.tokens.push(token.to_owned());
     }
 }
 

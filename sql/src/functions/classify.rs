@@ -167,7 +167,7 @@ impl ScalarUDFImpl for Classify {
             .map_err(|e| DataFusionError::Execution(format!("classify: {e:#}")))?;
 
         let columns = Self::result_table()
-            .build(&predictions, classifier.labels())
+            .build(&predictions, classifier.labels(), classifier.vocabulary())
             .map_err(|e| DataFusionError::Execution(format!("classify: {e:#}")))?;
         let fields = Self::result_fields();
         let valid = NullBuffer::from(predictions.iter().map(Option::is_some).collect::<Vec<bool>>());

@@ -1,0 +1,61 @@
+//! Token ids back to token strings. Documents carry only their ids between the stages: a
+//! string per token took several times the memory of everything else in a window, and the
+//! `tokens` column is built from this one table instead.
+
+use tokenizers::Tokenizer;
+
+/// Every token string of a tokenizer, by id (added tokens included).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Vocabulary {
+    by_id: Vec<Option<Box<str>>>,
+}
+
+impl Vocabulary {
+    pub fn of(tokenizer: &Tokenizer) -> Self {
+        let vocab = tokenizer.get_vocab(true);
+        let size = vocab.values().max().map_or(0, |&id| id as usize + 1);
+        let mut by_id = vec![None; size];
+        for (token, id) in vocab {
+            if let Some(slot) = by_id.get_mut(id as usize) {
+                *slot = Some(token.into_boxed_str());
+            }
+        }
+        Self { by_id }
+    }
+
+    /// A vocabulary whose ids are the positions in `tokens` (for tests and tools).
+    pub fn from_tokens<S: Into<Box<str>>>(tokens: impl IntoIterator<Item = S>) -> Self {
+        Self { by_id: tokens.into_iter().map(|token| Some(token.into())).collect() }
+    }
+
+    /// The string of token `id`, if the tokenizer has one.
+    pub fn token(&self, id: i64) -> Option<&str> {
+        let index = usize::try_from(id).ok()?;
+        self.by_id.get(index)?.as_deref()
+    }
+
+    /// The strings of `ids`, in order; an error names the first id the tokenizer lacks (which
+    /// only a tokenizer that changed since the ids were made could cause).
+    pub fn tokens(&self, ids: &[i64]) -> anyhow::Result<Vec<&str>> {
+        ids.iter()
+            .map(|&id| {
+                self.token(id).ok_or_else(|| anyhow::anyhow!("token id {id} is not in the tokenizer's vocabulary"))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_map_back_to_their_tokens_and_unknown_ids_are_errors() {
+        let vocabulary = Vocabulary::from_tokens(["[PAD]", "[UNK]", "film"]);
+        assert_eq!(vocabulary.tokens(&[2, 1, 0]).expect("known ids"), ["film", "[UNK]", "[PAD]"]);
+        assert_eq!(vocabulary.token(3), None);
+        assert_eq!(vocabulary.token(-1), None);
+        let error = vocabulary.tokens(&[2, 7]).expect_err("7 is not an id");
+        assert!(error.to_string().contains("token id 7"), "{error}");
+    }
+}
