@@ -121,7 +121,7 @@ pub enum BackendKind {
     Tract,
     /// ONNX Runtime, loaded at run time from its shared library.
     Ort,
-    /// ONNX Runtime where its library is found (about 1.7× tract's speed on a 2-core CPU), else
+    /// ONNX Runtime where its library is found (about 1.8× tract's speed on a 2-core CPU), else
     /// tract.
     Auto,
 }
@@ -190,7 +190,7 @@ fn open_auto(graph: &Path, options: &BackendOptions) -> anyhow::Result<Box<dyn I
         Err(_) => {
             tracing::info!(
                 "no ONNX Runtime library found, so using tract (pure Rust); `scripts/install-onnxruntime.sh` \
-                 or ORT_DYLIB_PATH makes runs about 1.7× faster"
+                 or ORT_DYLIB_PATH makes runs about 1.8× faster"
             );
             Ok(Box::new(TractBackend::open(graph)?))
         }
