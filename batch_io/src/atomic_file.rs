@@ -113,11 +113,19 @@ pub fn describe_file_type(file_type: std::fs::FileType) -> &'static str {
 pub fn check_replaceable(target: &Path) -> anyhow::Result<()> {
     match std::fs::symlink_metadata(target) {
         Ok(meta) if meta.is_file() => {}
-        Ok(meta) if meta.file_type().is_symlink() => {
-            if target.is_dir() {
-                bail!("output {} is a link to a directory; give a file path", target.display());
+        // A link is replaced by the new file, which is fine for a link to a file; a link to
+        // anything else (`/dev/stdout`, a device, a pipe) is refused like the thing itself.
+        Ok(meta) if meta.file_type().is_symlink() => match std::fs::metadata(target) {
+            Ok(linked) if linked.is_dir() => {
+                bail!("output {} is a link to a directory; give a file path", target.display())
             }
-        }
+            Ok(linked) if !linked.is_file() => bail!(
+                "output {} is a link to {}, not to a regular file; it is never replaced. Write to a file and copy it there if you need to",
+                target.display(),
+                describe_file_type(linked.file_type())
+            ),
+            _ => {}
+        },
         Ok(meta) if meta.is_dir() => bail!("output {} is a directory; give a file path", target.display()),
         Ok(meta) => bail!(
             "output {} is {}, not a regular file; it is never replaced. Write to a file and copy it there if you need to",
@@ -355,5 +363,15 @@ mod tests {
         assert!(format!("{error:#}").contains("is a directory"), "{error:#}");
         let error = check_replaceable(&dir.path().join("missing/out.parquet")).expect_err("no parent");
         assert!(format!("{error:#}").contains("does not exist"), "{error:#}");
+        // A link is followed: to a device it is refused, to a regular file it may be replaced.
+        let to_device = dir.path().join("null.parquet");
+        std::os::unix::fs::symlink("/dev/null", &to_device).expect("symlink");
+        let error = check_replaceable(&to_device).expect_err("a link to a device");
+        assert!(format!("{error:#}").contains("link to a character device"), "{error:#}");
+        let file = dir.path().join("old.parquet");
+        std::fs::write(&file, b"old").expect("write");
+        let to_file = dir.path().join("link.parquet");
+        std::os::unix::fs::symlink(&file, &to_file).expect("symlink");
+        check_replaceable(&to_file).expect("a link to a regular file");
     }
 }

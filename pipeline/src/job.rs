@@ -148,6 +148,7 @@ impl JobSummary {
                 100.0 * busy / wall
             ));
         }
+        text.push_str("  (assemble: the mean over its threads that had work)\n");
         text.push_str(&format!(
             "  inside the model: {:.2} s, summed over the runs that overlapped (one per core)\n",
             self.session_seconds

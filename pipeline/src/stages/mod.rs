@@ -37,7 +37,7 @@ pub use write::{WriteStage, Written};
 const QUEUE_DEPTH: usize = 2;
 
 /// How long each stage was busy (working, not waiting on a queue), in seconds; for
-/// `assemble`, which runs on several threads, the mean over its threads. A stage busy for
+/// `assemble`, which runs on several threads, the mean over those that had work. A stage busy for
 /// nearly the whole run is the bottleneck.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct StageSeconds {

@@ -44,7 +44,8 @@ pub struct Written {
     pub counts: TextCounts,
 }
 
-/// How long the assemble threads (averaged over them) and the writing thread were busy.
+/// How long the assemble threads (averaged over those that had work) and the writing thread
+/// were busy.
 pub struct WriteSeconds {
     pub assemble: Duration,
     pub write: Duration,
@@ -105,11 +106,15 @@ impl WriteStage<'_> {
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let write = appender.run(line, &windows, to_assemble, threads);
-            let mut assemble = Duration::ZERO;
+            let (mut assemble, mut working) = (Duration::ZERO, 0u32);
             for thread in pool {
-                assemble += thread.join().map_err(|_| anyhow::anyhow!("an assemble thread panicked"))?;
+                let busy = thread.join().map_err(|_| anyhow::anyhow!("an assemble thread panicked"))?;
+                assemble += busy;
+                working += u32::from(!busy.is_zero());
             }
-            let seconds = WriteSeconds { assemble: assemble / u32::try_from(threads)?, write: write? };
+            // The mean over the threads that had work: a run of fewer windows than threads
+            // leaves some idle, and counting them would hide a busy stage.
+            let seconds = WriteSeconds { assemble: assemble / working.max(1), write: write? };
             Ok(seconds)
         })
         .map(|seconds| (Written { output: appender.output, rows: appender.rows, counts: appender.counts }, seconds))
