@@ -203,6 +203,21 @@ fn metrics_json_is_checked_before_any_work() {
     assert_refused(&with_metrics(&out), 1, &["--metrics-json", "is also --output"], &out);
     assert_refused(&with_metrics(&input), 1, &["--metrics-json", "is one of the input files"], &out);
     assert_eq!(sha(&input), before);
+    // Inside a dataset output it could replace a part or `_SUCCESS`.
+    let dataset = dir.path().join("dataset");
+    std::fs::create_dir(&dataset).expect("mkdir");
+    let output = pipeline(
+        &["run"],
+        &[
+            ("--input", &input),
+            ("--model", &tiny_model()),
+            ("--output", &dataset),
+            ("--metrics-json", &dataset.join("_SUCCESS")),
+        ],
+    );
+    assert_refused(&output, 1, &["--metrics-json", "inside the dataset output"], &out);
+    assert!(files_in(&dataset).is_empty(), "nothing is written into the dataset");
+    std::fs::remove_dir(&dataset).expect("rmdir");
     // An unwritable metrics location fails before the predictions are committed.
     let output = with_metrics(&dir.path().join("missing/run.json"));
     assert_refused(&output, 1, &["missing"], &out);

@@ -213,7 +213,8 @@ impl std::fmt::Display for JobSummary {
 
 /// Checks every output location before any work: each may be replaced (see
 /// [`check_replaceable`]), none is read by the input (now or on a rerun) or is a file of the
-/// model package, and the metrics file is not the predictions file.
+/// model package, and the metrics file is neither the predictions file nor in a dataset
+/// output's directory.
 fn check_outputs(
     options: &JobOptions,
     input: &InputFiles,
@@ -244,6 +245,14 @@ fn check_outputs(
         refuse_output_among_inputs("--metrics-json", metrics, &inputs)?;
         if same_location(metrics, Path::new(output)) {
             bail!("--metrics-json {} is also --output; give the summary its own file", metrics.display());
+        }
+        // Beside the parts it could replace a committed part or `_SUCCESS`.
+        let folder = metrics.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if dataset && !is_url(output) && same_location(folder, Path::new(output)) {
+            bail!(
+                "--metrics-json {} is inside the dataset output {output}; give the summary a file outside it",
+                metrics.display()
+            );
         }
     }
     Ok(())
