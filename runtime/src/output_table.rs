@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use arrow::array::{ArrayRef, FixedSizeListBuilder, Float32Builder, Int32Builder, ListBuilder, StringBuilder};
 use arrow::datatypes::{DataType, Field, FieldRef};
 
@@ -254,9 +254,7 @@ impl ColumnBuilder {
             Self::Probabilities(b) => append_floats(b, Some(&doc.probabilities)),
             Self::Tokens(b) => {
                 for &id in &doc.token_ids {
-                    let token =
-                        vocabulary.token(id).with_context(|| format!("token id {id} is not in the vocabulary"))?;
-                    b.values().append_value(token);
+                    b.values().append_value(vocabulary.spell(id)?);
                 }
                 b.append(true);
             }

@@ -16,10 +16,10 @@ use super::progress::Progress;
 use super::{Inferred, Line, next, timed};
 use crate::output::{Output, OutputFormat};
 
-/// The most windows assembled at once. Each thread holds a window's predictions (a string
-/// per token: about 480,000 for 2,048 IMDB reviews) while it builds the columns, so the count
-/// is capped rather than one per core. A thread assembles about 10,000 IMDB docs/s on 2 busy
-/// cores (RESULTS.md, #14), so six keep up with the 50,000 docs/s asked of one H100.
+/// The most windows assembled at once. Each thread holds a window's predictions and the
+/// columns built from them, so the count is capped rather than one per core. A thread
+/// assembles about 16,000 IMDB docs/s (null-model runs on 2 cores, RESULTS.md, #14), so six
+/// keep up with the 50,000 docs/s asked of one H100.
 const MOST_ASSEMBLE_THREADS: usize = 6;
 
 /// Everything the write stage needs, set up before the line starts.

@@ -34,14 +34,15 @@ impl Vocabulary {
         self.by_id.get(index)?.as_deref()
     }
 
-    /// The strings of `ids`, in order; an error names the first id the tokenizer lacks (which
-    /// only a tokenizer that changed since the ids were made could cause).
+    /// The string of token `id`, or an error naming the id (which only a tokenizer that
+    /// changed since the ids were made could cause).
+    pub fn spell(&self, id: i64) -> anyhow::Result<&str> {
+        self.token(id).ok_or_else(|| anyhow::anyhow!("token id {id} is not in the tokenizer's vocabulary"))
+    }
+
+    /// The strings of `ids`, in order; an error names the first id the tokenizer lacks.
     pub fn tokens(&self, ids: &[i64]) -> anyhow::Result<Vec<&str>> {
-        ids.iter()
-            .map(|&id| {
-                self.token(id).ok_or_else(|| anyhow::anyhow!("token id {id} is not in the tokenizer's vocabulary"))
-            })
-            .collect()
+        ids.iter().map(|&id| self.spell(id)).collect()
     }
 }
 
