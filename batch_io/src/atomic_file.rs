@@ -46,17 +46,20 @@ impl Drop for Registration {
     }
 }
 
-/// Removes every live temporary. For a process about to exit on a signal or a panic; the
-/// list is left as it is (the process ends right after).
-pub fn remove_live_temporaries() {
+/// Removes every live temporary, and returns the unfinished outputs among them (to tell the
+/// user). For a process about to exit on a signal or a panic; the list is left as it is (the
+/// process ends right after).
+pub fn remove_live_temporaries() -> Vec<PathBuf> {
     let paths = live().clone();
+    let mut outputs = Vec::new();
     for path in paths {
         let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
         let is_output = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(SUFFIX));
         if removed.is_ok() && is_output {
-            eprintln!("removed the unfinished {}", path.display());
+            outputs.push(path);
         }
     }
+    outputs
 }
 
 /// An error for a failed write to `target` that gives the cause once: the operating

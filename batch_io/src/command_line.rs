@@ -28,13 +28,23 @@ pub const EXIT_INTERNAL: u8 = 70;
 pub const EXIT_TRANSIENT_IO: u8 = 75;
 
 /// How logs are written to stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum LogFormat {
     /// Lines for a person (and a progress bar on a terminal).
     #[default]
     Human,
     /// One JSON object per line, for log shippers: progress, metrics and warnings as fields.
     Json,
+}
+
+/// The `--log-format` flag both programs take. It is read from the raw arguments before
+/// parsing (see [`parse_command_line`]); the field is here for `--help` and validation.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LogFormatFlag {
+    /// Logs on stderr: `human`, or `json` (one object per line: progress, per-stage metrics,
+    /// warnings, errors, usage errors and signals as fields, for log shippers).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
+    pub log_format: LogFormat,
 }
 
 static JSON_LOGS: AtomicBool = AtomicBool::new(false);
@@ -45,17 +55,80 @@ pub fn logs_are_json() -> bool {
 }
 
 /// Sends logs to stderr, so that stdout carries only results and reports; the level comes from
-/// `RUST_LOG`, `info` by default. Each program calls it before its work.
+/// `RUST_LOG`, `info` by default. Colours only on a terminal (and not with `NO_COLOR`), so
+/// that a log file or a pipe gets plain text. A write that fails (stderr closed, as in
+/// `2>&1 | head -1`) is dropped: logs must never stop a run.
 pub fn log_to_stderr(format: LogFormat) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(colour)
+        .log_internal_errors(false);
     match format {
         LogFormat::Human => logs.init(),
         LogFormat::Json => {
             JSON_LOGS.store(true, Ordering::Relaxed);
             logs.json().flatten_event(true).with_current_span(false).init();
         }
+    }
+}
+
+/// Whether the raw arguments ask for JSON logs (`--log-format json` or `--log-format=json`):
+/// read before parsing, so that a usage error is reported in the format asked for.
+fn asks_for_json_logs(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    let args: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
+    args.iter().any(|a| a == "--log-format=json")
+        || args.windows(2).any(|pair| matches!(pair, [flag, value] if flag == "--log-format" && value == "json"))
+}
+
+/// Sets up logging and parses the command line. A usage error is reported on stderr (as a
+/// JSON event with `--log-format json`) and becomes the exit code 2 to return; `--help` and
+/// `--version` print as usual and exit 0.
+pub fn parse_command_line<T: clap::Parser>() -> Result<T, ExitCode> {
+    let json = asks_for_json_logs(std::env::args_os());
+    log_to_stderr(if json { LogFormat::Json } else { LogFormat::Human });
+    T::try_parse().map_err(|error| {
+        use clap::error::ErrorKind;
+        let code = u8::try_from(error.exit_code()).unwrap_or(2);
+        if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) || !json {
+            let _ = error.print();
+        } else {
+            tracing::error!(exit_code = code, error = %error.render().to_string().trim_end(), "usage error");
+        }
+        ExitCode::from(code)
+    })
+}
+
+/// Writes `text` and a newline to stderr, ignoring failure: with stderr closed a message
+/// cannot be shown, and `eprintln!` would panic (and the panic's own message abort the
+/// process) instead.
+pub fn say(text: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "{text}");
+    let _ = stderr.flush();
+}
+
+/// An error a person or a log shipper must see: a JSON event with `--log-format json`,
+/// otherwise `error: TEXT` on stderr. Never fails.
+pub fn say_error(text: &str) {
+    if logs_are_json() {
+        tracing::error!(error = text, "run failed");
+    } else {
+        say(&format!("error: {text}"));
+    }
+}
+
+/// A notice about the process itself (a signal, removed output): a JSON event with
+/// `--log-format json`, otherwise a plain line. Never fails.
+fn notice(text: &str) {
+    if logs_are_json() {
+        tracing::warn!("{text}");
+    } else {
+        say(text);
     }
 }
 
@@ -77,11 +150,7 @@ pub fn run_main(work: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            if logs_are_json() {
-                tracing::error!(error = format!("{error:#}"), "run failed");
-            } else {
-                eprintln!("error: {error:#}");
-            }
+            say_error(&format!("{error:#}"));
             let transient = error.chain().any(|cause| cause.is::<crate::object_storage::TransientIo>());
             ExitCode::from(if transient { EXIT_TRANSIENT_IO } else { EXIT_BAD_INPUT })
         }
@@ -93,6 +162,7 @@ pub fn run_main(work: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
 /// SIGABRT instead of our exit code).
 fn exit_now(code: i32) -> ! {
     let _ = std::io::stderr().flush();
+    let _ = std::io::stdout().flush();
     // SAFETY: `_exit` only ends the process; it takes no pointers and is async-signal-safe.
     unsafe { libc::_exit(code) }
 }
@@ -114,15 +184,20 @@ fn install_panic_hook() {
         let location = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
         let thread = std::thread::current();
         let thread = thread.name().unwrap_or("unnamed");
-        eprintln!(
-            "internal error, please report: {message}{location} (thread {thread}, version {}).\n\
+        let text = format!(
+            "internal error, please report: {message}{location} (thread {thread}, version {}). \
              Run with RUST_BACKTRACE=1 for a backtrace to include in the report.",
             env!("CARGO_PKG_VERSION")
         );
-        if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
-            eprintln!("{}", std::backtrace::Backtrace::force_capture());
+        if logs_are_json() {
+            tracing::error!(exit_code = EXIT_INTERNAL, error = text, "internal error");
+        } else {
+            say(&text);
         }
-        remove_live_temporaries();
+        if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
+            say(&std::backtrace::Backtrace::force_capture().to_string());
+        }
+        clean_up();
         exit_now(i32::from(EXIT_INTERNAL));
     }));
 }
@@ -135,12 +210,23 @@ fn clean_up_on_signals() -> std::io::Result<()> {
     std::thread::Builder::new().name("signals".to_owned()).spawn(move || {
         if let Some(signal) = signals.forever().next() {
             STOPPING.store(true, Ordering::SeqCst);
-            remove_live_temporaries();
-            eprintln!("stopped by signal {signal}");
+            clean_up();
+            notice(&format!("stopped by signal {signal}"));
             exit_now(128 + signal);
         }
     })?;
     Ok(())
+}
+
+/// Removes what an interrupted process leaves unfinished: local temporaries, and uploads
+/// in progress (which would otherwise stay on the bucket's books until its lifecycle rule).
+fn clean_up() {
+    for path in remove_live_temporaries() {
+        notice(&format!("removed the unfinished {}", path.display()));
+    }
+    for url in crate::publish::abort_live_uploads() {
+        notice(&format!("aborted the unfinished upload of {url}"));
+    }
 }
 
 /// Writes a report to stdout. A closed pipe (`pipeline inspect | head`) ends the output

@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use glob::{MatchOptions, Pattern};
 
 use crate::atomic_file::describe_file_type;
+use crate::object_storage::{canonical_url, is_url, split_glob};
 
 /// How an input location was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +142,72 @@ pub fn refuse_output_among_inputs(flag: &str, output: &Path, inputs: &[InputLoca
     Ok(())
 }
 
+/// Why writing the storage URL `output` would clobber an input given as the storage URL
+/// `input` (an object, a prefix or a glob) that expanded to the objects `files`: it is one of
+/// them, it holds one of them (a dataset output, whose parts replace what is inside), or a
+/// rerun would read it. Locations are compared canonically ([`canonical_url`]), so no `./`,
+/// `x/../` or `%2F` alias slips past. `written` is the object a dataset output writes first.
+pub fn remote_overlap(
+    output: &str,
+    dataset: bool,
+    written: Option<&str>,
+    input: &str,
+    files: &[String],
+) -> anyhow::Result<Option<&'static str>> {
+    if !is_url(output) || !is_url(input) {
+        return Ok(None);
+    }
+    let output = canonical_url(output)?;
+    let written = written.map(canonical_url).transpose()?.unwrap_or_else(|| output.clone());
+    let inside = format!("{output}/");
+    for file in files.iter().filter(|f| is_url(f)) {
+        let file = canonical_url(file)?;
+        if file == output || file == written {
+            return Ok(Some("it is one of the input files"));
+        }
+        if dataset && file.starts_with(&inside) {
+            return Ok(Some("the input's files are inside it"));
+        }
+    }
+    let read_on_rerun = match split_glob(input) {
+        Some((base, pattern)) => {
+            let base = format!("{}/", canonical_url(base)?);
+            let pattern = Pattern::new(pattern).ok();
+            written
+                .strip_prefix(&base)
+                .is_some_and(|relative| pattern.as_ref().is_some_and(|p| p.matches_with(relative, GLOB_OPTIONS)))
+        }
+        None => {
+            // A prefix reads the *.parquet objects directly under it; an object reads itself.
+            let input = canonical_url(input)?;
+            if input == written || input == output {
+                return Ok(Some("it is the input"));
+            }
+            let is_object = files.len() == 1 && files.iter().all(|f| canonical_url(f).ok().as_ref() == Some(&input));
+            !is_object
+                && written.rsplit_once('/').is_some_and(|(parent, name)| {
+                    parent == input && !name.starts_with(['.', '_']) && name.ends_with(".parquet")
+                })
+        }
+    };
+    Ok(read_on_rerun.then_some("a rerun would read it back as input"))
+}
+
+/// [`remote_overlap`] as a refusal naming `flag`.
+pub fn refuse_remote_output_among_inputs(
+    flag: &str,
+    output: &str,
+    dataset: bool,
+    written: Option<&str>,
+    input: &str,
+    files: &[String],
+) -> anyhow::Result<()> {
+    if let Some(why) = remote_overlap(output, dataset, written, input, files)? {
+        bail!("{flag} {output} is covered by the input {input} ({why}); write it somewhere the input does not cover");
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +245,84 @@ mod tests {
     fn a_device_as_input_is_named_as_such() {
         let error = resolve_inputs("/dev/null", &["parquet"]).expect_err("not a file");
         assert!(format!("{error:#}").contains("is a character device"), "{error:#}");
+    }
+
+    /// Spellings of the same key that a URL parser or the store resolves: `./`, `x/../`,
+    /// a percent-escaped letter.
+    fn alias(segments: &[String], dots: &[usize], ups: &[usize], escape: Option<usize>) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        for (i, segment) in segments.iter().enumerate() {
+            if dots.contains(&i) {
+                parts.push(".".to_owned());
+            }
+            if ups.contains(&i) {
+                parts.push("zz".to_owned());
+                parts.push("..".to_owned());
+            }
+            let mut segment = segment.clone();
+            if escape == Some(i) {
+                segment = format!("%{:02X}{}", segment.as_bytes()[0], &segment[1..]);
+            }
+            parts.push(segment);
+        }
+        parts.join("/")
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn aliases_of_an_input_key_are_refused_as_outputs(
+            bucket in "[a-z][a-z0-9-]{2,8}",
+            segments in proptest::collection::vec("[a-z][a-z0-9_-]{0,5}", 1..4),
+            dots in proptest::collection::vec(0usize..4, 0..3),
+            ups in proptest::collection::vec(0usize..4, 0..3),
+            escape in proptest::option::of(0usize..4),
+            scheme in proptest::sample::select(vec!["s3", "s3a", "gs"]),
+        ) {
+            let plain = format!("s3://{bucket}/{}", segments.join("/"));
+            let plain = if scheme == "gs" { plain.replacen("s3://", "gs://", 1) } else { plain };
+            let aliased = format!("{scheme}://{bucket}/{}", alias(&segments, &dots, &ups, escape));
+            proptest::prop_assert_eq!(canonical_url(&aliased).expect("canonical"), canonical_url(&plain).expect("canonical"));
+
+            // The input object itself, written through an alias.
+            let object = format!("{plain}.parquet");
+            let object_alias = format!("{aliased}.parquet");
+            let overlap = remote_overlap(&object_alias, false, None, &object, std::slice::from_ref(&object));
+            proptest::prop_assert!(overlap.expect("checks").is_some(), "{} overwrites {}", object_alias, object);
+
+            // A dataset prefix holding the input, reached through an alias (its --overwrite
+            // would delete the input's parts).
+            let part = format!("{plain}/part-00000.parquet");
+            let prefix_input = format!("{plain}/");
+            let written = format!("{aliased}/part-00000.parquet");
+            let overlap = remote_overlap(&aliased, true, Some(&written), &prefix_input, std::slice::from_ref(&part));
+            proptest::prop_assert!(overlap.expect("checks").is_some(), "{} holds {}", aliased, part);
+
+            // A file beside a prefix input, under an alias: read on a rerun.
+            let beside = format!("{aliased}/new.parquet");
+            let overlap = remote_overlap(&beside, false, None, &prefix_input, std::slice::from_ref(&part));
+            proptest::prop_assert_eq!(overlap.expect("checks"), Some("a rerun would read it back as input"));
+
+            // A glob over the prefix matches the aliased output on a rerun.
+            let glob = format!("{plain}/*.parquet");
+            let overlap = remote_overlap(&beside, false, None, &glob, std::slice::from_ref(&part));
+            proptest::prop_assert!(overlap.expect("checks").is_some());
+
+            // Somewhere else is fine.
+            let elsewhere = format!("s3://{bucket}-out/{}.parquet", segments.join("/"));
+            let overlap = remote_overlap(&elsewhere, false, None, &object, std::slice::from_ref(&object));
+            proptest::prop_assert!(overlap.expect("checks").is_none());
+            let sibling = format!("{plain}-report.html");
+            let overlap = remote_overlap(&sibling, false, None, &prefix_input, std::slice::from_ref(&part));
+            proptest::prop_assert!(overlap.expect("checks").is_none());
+        }
+    }
+
+    #[test]
+    fn an_html_page_inside_a_dataset_input_is_not_read_back() {
+        let parts = vec!["s3://b/ds/part-00000.parquet".to_owned()];
+        let page = remote_overlap("s3://b/ds/report.html", false, None, "s3://b/ds/", &parts).expect("checks");
+        assert!(page.is_none());
+        let part = remote_overlap("s3://b/ds/./part-00000.parquet", false, None, "s3://b/ds/", &parts).expect("checks");
+        assert_eq!(part, Some("it is one of the input files"));
     }
 }

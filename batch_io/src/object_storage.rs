@@ -5,8 +5,12 @@
 //! Each bucket gets its own store, built from that cloud's standard environment variables
 //! (`from_env().with_url()`): `AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`,
 //! `GOOGLE_SERVICE_ACCOUNT`, `AZURE_STORAGE_ACCOUNT_NAME`, … Profile files (`~/.aws`) are not
-//! read. Requests that fail transiently are retried with exponential backoff; an error that
-//! persists after the retries is marked [`TransientIo`] (exit code 75).
+//! read. Requests that fail transiently are retried with exponential backoff for up to two
+//! minutes (`PIPELINE_STORAGE_RETRY_SECONDS`); an error that persists after the retries is
+//! marked [`TransientIo`] (exit code 75).
+//!
+//! Locations are compared by [`canonical_url`], the object the store will really address, so
+//! that `s3://b/in/./r.parquet` and `s3://b/x/../in/r.parquet` are known to be `s3://b/in/r.parquet`.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -128,7 +132,7 @@ fn runtime() -> &'static tokio::runtime::Runtime {
             .build()
             .unwrap_or_else(|error| {
                 // Without threads or timers nothing can be read; there is no way on.
-                eprintln!("error: cannot start the object-storage runtime: {error}");
+                crate::command_line::say_error(&format!("cannot start the object-storage runtime: {error}"));
                 std::process::exit(1)
             })
     })
@@ -139,17 +143,36 @@ pub fn block_on<F: Future>(work: F) -> F::Output {
     runtime().block_on(work)
 }
 
-/// Retries for transient failures: 8 tries over at most two minutes, backing off from 100 ms.
-fn retry_config() -> RetryConfig {
-    RetryConfig {
-        backoff: BackoffConfig {
-            init_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(15),
-            base: 2.0,
-        },
-        max_retries: 8,
-        retry_timeout: Duration::from_secs(120),
+/// How long transient failures are retried by default, in seconds.
+const DEFAULT_RETRY_SECONDS: u64 = 120;
+/// The environment variable that changes it (a scheduler with its own retries may want less).
+pub const RETRY_SECONDS_VARIABLE: &str = "PIPELINE_STORAGE_RETRY_SECONDS";
+
+/// The retry budget: [`DEFAULT_RETRY_SECONDS`], or `PIPELINE_STORAGE_RETRY_SECONDS`.
+fn retry_budget() -> anyhow::Result<Duration> {
+    match std::env::var(RETRY_SECONDS_VARIABLE) {
+        Err(_) => Ok(Duration::from_secs(DEFAULT_RETRY_SECONDS)),
+        Ok(text) => text.trim().parse::<u64>().map(Duration::from_secs).map_err(|_| {
+            anyhow::anyhow!("{RETRY_SECONDS_VARIABLE} is `{text}`; give a whole number of seconds, such as 120")
+        }),
     }
+}
+
+/// Retries for transient failures, until the budget is spent. object_store draws each wait at
+/// random between `init_backoff` and `base` × the previous one (so it grows by about
+/// `base` / 2 a try): from 1 s, by about ×1.5, capped at 20 s, the tries spread over the whole
+/// budget instead of ending in seconds. The try count is only a backstop.
+fn retry_config() -> anyhow::Result<RetryConfig> {
+    let budget = retry_budget()?;
+    Ok(RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_secs(1).min(budget),
+            max_backoff: Duration::from_secs(20),
+            base: 3.0,
+        },
+        max_retries: 1000,
+        retry_timeout: budget,
+    })
 }
 
 /// One store per scheme and bucket (host), shared by everything that reads or writes there.
@@ -164,23 +187,56 @@ fn store_for(url: &Url) -> anyhow::Result<(Arc<dyn ObjectStore>, ObjectPath)> {
         return Ok((store.clone(), path));
     }
     let built = |e: object_store::Error| anyhow::anyhow!("cannot use {base}: {e}");
+    let retry = retry_config()?;
     let store: Arc<dyn ObjectStore> = match scheme {
         ObjectStoreScheme::AmazonS3 => {
-            Arc::new(AmazonS3Builder::from_env().with_url(base).with_retry(retry_config()).build().map_err(built)?)
+            Arc::new(AmazonS3Builder::from_env().with_url(base).with_retry(retry).build().map_err(built)?)
         }
-        ObjectStoreScheme::GoogleCloudStorage => Arc::new(
-            GoogleCloudStorageBuilder::from_env().with_url(base).with_retry(retry_config()).build().map_err(built)?,
-        ),
-        ObjectStoreScheme::MicrosoftAzure => Arc::new(
-            MicrosoftAzureBuilder::from_env().with_url(base).with_retry(retry_config()).build().map_err(built)?,
+        ObjectStoreScheme::GoogleCloudStorage => {
+            Arc::new(GoogleCloudStorageBuilder::from_env().with_url(base).with_retry(retry).build().map_err(built)?)
+        }
+        ObjectStoreScheme::MicrosoftAzure => {
+            Arc::new(MicrosoftAzureBuilder::from_env().with_url(base).with_retry(retry).build().map_err(built)?)
+        }
+        // Refused before any request: the client would refuse it on every try, and that
+        // refusal would read as a transient failure (exit 75, retried for ever by a scheduler).
+        ObjectStoreScheme::Http if url.scheme() == "http" => bail!(
+            "{url}: plain http:// is not supported; serve the file over https://, or for an \
+             S3-compatible server give s3://BUCKET/KEY with AWS_ENDPOINT_URL and AWS_ALLOW_HTTP=true"
         ),
         ObjectStoreScheme::Http => {
-            Arc::new(HttpBuilder::new().with_url(base).with_retry(retry_config()).build().map_err(built)?)
+            Arc::new(HttpBuilder::new().with_url(base).with_retry(retry).build().map_err(built)?)
         }
         _ => bail!("{url}: give s3://, gs://, az:// or https:// for object storage, or a local path"),
     };
     stores.insert(base.to_owned(), store.clone());
     Ok((store, path))
+}
+
+/// The object (or prefix) a storage URL really addresses, spelt one way: `.` and `..`
+/// segments resolved and percent-escapes decoded as the store resolves them, `s3a://` as
+/// `s3://`, no trailing `/`. Two locations address the same object exactly when their
+/// canonical URLs are equal, and one is inside the other when it starts with the other's
+/// canonical URL and a `/`.
+pub fn canonical_url(location: &str) -> anyhow::Result<String> {
+    let url = Url::parse(location).with_context(|| format!("`{location}` is not a valid URL"))?;
+    let (scheme, path) =
+        ObjectStoreScheme::parse(&url).map_err(|e| anyhow::anyhow!("{location} is not a storage URL: {e}"))?;
+    let host = url.host_str().unwrap_or_default();
+    let base = match scheme {
+        ObjectStoreScheme::AmazonS3 if url.scheme() != "https" => format!("s3://{host}"),
+        ObjectStoreScheme::GoogleCloudStorage if url.scheme() != "https" => format!("gs://{host}"),
+        _ => url[..url::Position::BeforePath].to_owned(),
+    };
+    Ok(if path.as_ref().is_empty() { base } else { format!("{base}/{path}") })
+}
+
+/// A glob location split at the last `/` before its first wildcard: the prefix to list, and
+/// the pattern the keys under it must match. `None` when the location has no wildcard.
+pub fn split_glob(location: &str) -> Option<(&str, &str)> {
+    let cut = location.find(['*', '?', '['])?;
+    let slash = location.get(..cut)?.rfind('/')?;
+    Some((location.get(..slash)?, location.get(slash + 1..)?))
 }
 
 /// The store that serves `url`'s scheme and bucket, built from the environment on first use
@@ -315,11 +371,8 @@ pub fn list_inputs(location: &str, extensions: &[&str]) -> anyhow::Result<Vec<Re
     }
     let listing = || extensions.join("/*.");
     if has_glob {
-        let cut = location.find(['*', '?', '[']).unwrap_or(location.len());
-        let base =
-            location.get(..cut).and_then(|head| head.rfind('/').map(|slash| &location[..slash])).unwrap_or(location);
+        let (base, pattern_text) = split_glob(location).unwrap_or((location, ""));
         let prefix = remote_prefix(base)?;
-        let pattern_text = location.get(base.len() + 1..).unwrap_or_default();
         let pattern =
             Pattern::new(pattern_text).with_context(|| format!("`{location}` is not a valid glob pattern"))?;
         let mut objects = list_all(&prefix)?;
