@@ -3,10 +3,15 @@
 //! there.
 //!
 //! Until `_SUCCESS` exists, what a resume checks lives in each part: its Parquet key-value
-//! metadata carries the run fingerprint (inputs with their sizes and versions, the model's
-//! sha256, and every option that changes the output). A rerun into the same directory skips
-//! the parts already committed by the same run, and refuses parts of a different run unless
-//! told to discard them.
+//! metadata carries the run fingerprint (a digest of the inputs with their sizes and
+//! versions, the model's sha256, and every option that changes the output: a fixed size
+//! however many inputs there are) and the identity of the one input file the part was read
+//! from. A rerun into the same directory skips the parts already committed by the same run,
+//! and refuses parts of a different run unless told to discard them.
+//!
+//! `_SUCCESS` lists every part with its row count, and is believed only while that is true:
+//! a rerun or `--finalize` that finds a listed part missing or changed removes it and says
+//! which parts must be written again.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,6 +28,8 @@ use crate::units::{part_index, part_name};
 
 /// The key of the run fingerprint in each part's Parquet metadata.
 pub const FINGERPRINT_KEY: &str = "pipeline.run";
+/// The key of the part's own input file ([`InputIdentity`]) in its Parquet metadata.
+pub const PART_INPUT_KEY: &str = "pipeline.part_input";
 /// Written last; holds the [`RunManifest`].
 pub const SUCCESS: &str = "_SUCCESS";
 
@@ -37,10 +44,14 @@ pub struct InputIdentity {
 
 /// What makes two runs the same run: a part written by one may stand in for the other's.
 /// Batch size, window, threads and backend are left out: results do not depend on them
-/// (predictions identical, probabilities within 1e-5, tested in CI).
+/// (predictions identical, probabilities within 1e-5, tested in CI). The inputs enter as a
+/// count and a digest, so that the fingerprint, which every part carries, stays small however
+/// many files the run reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunFingerprint {
-    pub inputs: Vec<InputIdentity>,
+    pub input_count: usize,
+    /// sha256 of the inputs' identities, in input order ([`inputs_sha256`]).
+    pub inputs_sha256: String,
     pub model_sha256: String,
     pub text_column: String,
     pub pass_through: Vec<String>,
@@ -51,32 +62,63 @@ pub struct RunFingerprint {
     pub parts: usize,
 }
 
-impl RunFingerprint {
-    /// What differs between this run and `earlier`, as phrases a user can act on.
-    pub fn differences(&self, earlier: &RunFingerprint) -> Vec<String> {
+/// The digest of a run's inputs that its fingerprint carries.
+pub fn inputs_sha256(inputs: &[InputIdentity]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut digest = Sha256::new();
+    for input in inputs {
+        // Lengths first, so that no two lists of fields run together into the same bytes.
+        for field in [&input.location, &input.version] {
+            digest.update((field.len() as u64).to_le_bytes());
+            digest.update(field.as_bytes());
+        }
+        digest.update(input.size.to_le_bytes());
+    }
+    format!("{:x}", digest.finalize())
+}
+
+/// A run as this process sees it: the fingerprint, and the inputs behind its digest.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub fingerprint: RunFingerprint,
+    pub inputs: Vec<InputIdentity>,
+}
+
+/// What an earlier run is known to have read: every input (from `_SUCCESS`), or only the one
+/// file a part was read from.
+#[derive(Debug, Clone, Copy)]
+pub enum EarlierInputs<'a> {
+    All(&'a [InputIdentity]),
+    OnePart(Option<&'a InputIdentity>),
+}
+
+impl Run {
+    pub fn new(
+        fingerprint_without_inputs: impl FnOnce(usize, String) -> RunFingerprint,
+        inputs: Vec<InputIdentity>,
+    ) -> Self {
+        let fingerprint = fingerprint_without_inputs(inputs.len(), inputs_sha256(&inputs));
+        Self { fingerprint, inputs }
+    }
+
+    /// What differs between this run and an `earlier` one, as phrases a user can act on.
+    pub fn differences(&self, earlier: &RunFingerprint, earlier_inputs: EarlierInputs<'_>) -> Vec<String> {
+        let now = &self.fingerprint;
         let mut found = Vec::new();
-        let before: BTreeMap<&str, &InputIdentity> = earlier.inputs.iter().map(|i| (i.location.as_str(), i)).collect();
-        let now: BTreeMap<&str, &InputIdentity> = self.inputs.iter().map(|i| (i.location.as_str(), i)).collect();
-        for (location, input) in &now {
-            match before.get(location) {
-                None => found.push(format!("input {location} is new")),
-                Some(old) if old.size != input.size => {
-                    found.push(format!("input {location} changed size ({} → {} bytes)", old.size, input.size))
-                }
-                Some(old) if old.version != input.version => {
-                    found.push(format!("input {location} changed (version {} → {})", old.version, input.version))
-                }
-                Some(_) => {}
+        if now.inputs_sha256 != earlier.inputs_sha256 {
+            found.extend(self.input_differences(earlier_inputs));
+            if found.is_empty() {
+                found.push(format!(
+                    "the input files differ (the run read {} file(s), this one reads {})",
+                    earlier.input_count, now.input_count
+                ));
             }
         }
-        for location in before.keys().filter(|l| !now.contains_key(*l)) {
-            found.push(format!("input {location} is no longer read"));
-        }
-        if self.model_sha256 != earlier.model_sha256 {
+        if now.model_sha256 != earlier.model_sha256 {
             found.push(format!(
                 "the model differs (sha256 {} → {})",
                 short(&earlier.model_sha256),
-                short(&self.model_sha256)
+                short(&now.model_sha256)
             ));
         }
         let mut option = |name: &str, old: String, new: String| {
@@ -84,13 +126,42 @@ impl RunFingerprint {
                 found.push(format!("{name} was {old}, now {new}"));
             }
         };
-        option("--text-column", earlier.text_column.clone(), self.text_column.clone());
-        option("the pass-through columns", earlier.pass_through.join(","), self.pass_through.join(","));
-        option("--max-tokens", earlier.max_tokens.to_string(), self.max_tokens.to_string());
-        option("--embedding", earlier.embedding.to_string(), self.embedding.to_string());
-        option("--rows-per-part", earlier.rows_per_part.to_string(), self.rows_per_part.to_string());
-        if found.is_empty() && self.parts != earlier.parts {
-            found.push(format!("the run had {} parts, now {}", earlier.parts, self.parts));
+        option("--text-column", earlier.text_column.clone(), now.text_column.clone());
+        option("the pass-through columns", earlier.pass_through.join(","), now.pass_through.join(","));
+        option("--max-tokens", earlier.max_tokens.to_string(), now.max_tokens.to_string());
+        option("--embedding", earlier.embedding.to_string(), now.embedding.to_string());
+        option("--rows-per-part", earlier.rows_per_part.to_string(), now.rows_per_part.to_string());
+        if found.is_empty() && now.parts != earlier.parts {
+            found.push(format!("the run had {} parts, now {}", earlier.parts, now.parts));
+        }
+        found
+    }
+
+    fn input_differences(&self, earlier: EarlierInputs<'_>) -> Vec<String> {
+        let now: BTreeMap<&str, &InputIdentity> = self.inputs.iter().map(|i| (i.location.as_str(), i)).collect();
+        let (before, complete): (Vec<&InputIdentity>, bool) = match earlier {
+            EarlierInputs::All(inputs) => (inputs.iter().collect(), true),
+            EarlierInputs::OnePart(input) => (input.into_iter().collect(), false),
+        };
+        let mut found = Vec::new();
+        let before_locations: BTreeMap<&str, &InputIdentity> =
+            before.iter().map(|i| (i.location.as_str(), *i)).collect();
+        if complete {
+            for location in now.keys().filter(|l| !before_locations.contains_key(*l)) {
+                found.push(format!("input {location} is new"));
+            }
+        }
+        for (location, old) in &before_locations {
+            match now.get(location) {
+                None => found.push(format!("input {location} is no longer read")),
+                Some(input) if old.size != input.size => {
+                    found.push(format!("input {location} changed size ({} → {} bytes)", old.size, input.size))
+                }
+                Some(input) if old.version != input.version => {
+                    found.push(format!("input {location} changed (version {} → {})", old.version, input.version))
+                }
+                Some(_) => {}
+            }
         }
         found
     }
@@ -107,6 +178,33 @@ pub struct RunManifest {
     pub rows: u64,
     pub parts: Vec<PartRecord>,
     pub run: RunFingerprint,
+    /// The input files (with `--finalize`: those the parts were read from).
+    pub inputs: Vec<InputIdentity>,
+}
+
+impl RunManifest {
+    /// Why this manifest no longer tells the truth about the parts found: a part it lists is
+    /// missing, or holds another row count. Empty while it is true.
+    fn untrue(&self, parts: &BTreeMap<usize, CommittedPart>) -> Vec<String> {
+        let mut found = Vec::new();
+        for record in &self.parts {
+            match part_index(&record.name).and_then(|index| parts.get(&index)) {
+                None => found.push(format!("{} ({} rows) is missing", record.name, record.rows)),
+                Some(part) if part.rows != record.rows || part.run != self.run => found.push(format!(
+                    "{} holds {} rows of {}, where {} rows of this run were committed",
+                    record.name,
+                    part.rows,
+                    if part.run == self.run { "this run" } else { "another run" },
+                    record.rows
+                )),
+                Some(_) => {}
+            }
+        }
+        if self.parts.len() != self.run.parts {
+            found.push(format!("it lists {} parts of {}", self.parts.len(), self.run.parts));
+        }
+        found
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -120,6 +218,8 @@ pub struct PartRecord {
 struct CommittedPart {
     rows: u64,
     run: RunFingerprint,
+    /// The input file it was read from (absent in parts of older versions).
+    input: Option<InputIdentity>,
 }
 
 /// What [`DatasetDir::finalize`] found.
@@ -177,8 +277,13 @@ impl DatasetDir {
                 if !parent.is_dir() {
                     bail!("cannot write {}: the directory {} does not exist", dir.display(), parent.display());
                 }
-                std::fs::create_dir(dir)
-                    .with_context(|| format!("cannot create the output directory {}", dir.display()))?;
+                match std::fs::create_dir(dir) {
+                    // Another shard, started at the same moment, made it first.
+                    Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+                    result => {
+                        result.with_context(|| format!("cannot create the output directory {}", dir.display()))?
+                    }
+                }
             }
             Err(error) => bail!("cannot check output {}: {error}", dir.display()),
         }
@@ -236,8 +341,10 @@ impl DatasetDir {
         Ok(names)
     }
 
-    /// The committed parts by unit index, and whether `_SUCCESS` is there. Anything else in
-    /// the directory (but a live writer's temporary) is refused: this is not a run's output.
+    /// The committed parts by unit index, and whether `_SUCCESS` is there. Report pages
+    /// (`*.html`, which `pipeline report` may write beside the parts) are left alone; anything
+    /// else in the directory (but a live writer's temporary) is refused: this is not a run's
+    /// output.
     fn scan(&self) -> anyhow::Result<(BTreeMap<usize, CommittedPart>, Option<RunManifest>)> {
         let mut parts = BTreeMap::new();
         let mut success = None;
@@ -246,7 +353,7 @@ impl DatasetDir {
                 success = Some(self.read_manifest()?);
             } else if let Some(index) = part_index(&name) {
                 parts.insert(index, self.read_part(&name)?);
-            } else if temporary_target(&name).is_none() {
+            } else if temporary_target(&name).is_none() && !is_report_page(&name) {
                 bail!(
                     "output {} holds {name}, which is not part of a run; choose an empty or new directory",
                     self.location()
@@ -284,7 +391,12 @@ impl DatasetDir {
                 )
             })?;
         let run = serde_json::from_str(run).with_context(unreadable)?;
-        Ok(CommittedPart { rows: u64::try_from(metadata.num_rows()).unwrap_or(0), run })
+        let input = metadata
+            .key_value_metadata()
+            .and_then(|kv| kv.iter().find(|kv| kv.key == PART_INPUT_KEY))
+            .and_then(|kv| kv.value.as_deref())
+            .and_then(|text| serde_json::from_str(text).ok());
+        Ok(CommittedPart { rows: u64::try_from(metadata.num_rows()).unwrap_or(0), run, input })
     }
 
     fn read_manifest(&self) -> anyhow::Result<RunManifest> {
@@ -320,16 +432,24 @@ impl DatasetDir {
 
     /// Checks what is already in the directory against this `run`. Parts (or a `_SUCCESS`) of
     /// a different run are refused with what differs, unless `overwrite`, which deletes them.
-    pub fn progress(&self, run: &RunFingerprint, overwrite: bool) -> anyhow::Result<Progress> {
+    /// A `_SUCCESS` of this run whose parts are no longer all there is removed, and the
+    /// missing parts are to do again.
+    pub fn progress(&self, run: &Run, overwrite: bool) -> anyhow::Result<Progress> {
         let (parts, success) = self.scan()?;
         let mut foreign: Vec<String> = Vec::new();
-        if let Some(manifest) = &success {
-            foreign.extend(run.differences(&manifest.run));
+        if let Some(manifest) = &success
+            && manifest.run != run.fingerprint
+        {
+            let mut differences = run.differences(&manifest.run, EarlierInputs::All(&manifest.inputs));
+            if differences.is_empty() {
+                differences.push("its run fingerprint differs".to_owned());
+            }
+            foreign.push(format!("{SUCCESS}: {}", differences.join("; ")));
         }
         if foreign.is_empty()
-            && let Some((index, part)) = parts.iter().find(|(_, p)| p.run != *run)
+            && let Some((index, part)) = parts.iter().find(|(_, p)| p.run != run.fingerprint)
         {
-            let mut differences = run.differences(&part.run);
+            let mut differences = run.differences(&part.run, EarlierInputs::OnePart(part.input.as_ref()));
             if differences.is_empty() {
                 differences.push("its run fingerprint differs".to_owned());
             }
@@ -346,10 +466,25 @@ impl DatasetDir {
             self.clear(parts.keys().copied())?;
             return Ok(Progress::Partial { committed: Vec::new() });
         }
-        if success.is_some() {
-            return Ok(Progress::Complete);
+        if let Some(manifest) = &success {
+            let untrue = manifest.untrue(&parts);
+            if untrue.is_empty() {
+                return Ok(Progress::Complete);
+            }
+            self.withdraw_success(&untrue)?;
         }
-        Ok(Progress::Partial { committed: parts.keys().copied().filter(|&i| i < run.parts).collect() })
+        Ok(Progress::Partial { committed: parts.keys().copied().filter(|&i| i < run.fingerprint.parts).collect() })
+    }
+
+    /// Removes a `_SUCCESS` that no longer tells the truth, so that no reader trusts an
+    /// incomplete output, and says why.
+    fn withdraw_success(&self, untrue: &[String]) -> anyhow::Result<()> {
+        tracing::warn!(
+            "{}/{SUCCESS} no longer matches the parts ({}); removed it, the missing parts are written again",
+            self.location(),
+            untrue.join("; ")
+        );
+        self.delete(SUCCESS)
     }
 
     /// Deletes `_SUCCESS` first (the output is no longer complete), then the parts.
@@ -363,38 +498,58 @@ impl DatasetDir {
 
     /// Writes `_SUCCESS` if every part of the run is committed, or says which are missing.
     /// With `run`, the parts must belong to it; without (`--finalize`), to the run their
-    /// footers name.
-    pub fn finalize(&self, run: Option<&RunFingerprint>) -> anyhow::Result<Finalized> {
+    /// footers name. A `_SUCCESS` already there is checked against the parts first.
+    pub fn finalize(&self, run: Option<&Run>) -> anyhow::Result<Finalized> {
         let (parts, success) = self.scan()?;
-        let run = match (run, parts.values().next()) {
-            (Some(run), _) => run.clone(),
-            (None, Some(part)) => part.run.clone(),
-            (None, None) => match success {
-                Some(manifest) => return Ok(Finalized::Complete(manifest)),
-                None => bail!("output {} holds no parts; run `pipeline run` into it first", self.location()),
-            },
+        let fingerprint = match (run, parts.values().next(), &success) {
+            (Some(run), _, _) => run.fingerprint.clone(),
+            (None, Some(part), _) => part.run.clone(),
+            (None, None, Some(manifest)) => manifest.run.clone(),
+            (None, None, None) => {
+                bail!("output {} holds no parts; run `pipeline run` into it first", self.location())
+            }
         };
-        if let Some(manifest) = success.filter(|m| m.run == run) {
-            return Ok(Finalized::Complete(manifest));
+        if let Some(manifest) = success.filter(|m| m.run == fingerprint) {
+            let untrue = manifest.untrue(&parts);
+            if untrue.is_empty() {
+                return Ok(Finalized::Complete(manifest));
+            }
+            self.withdraw_success(&untrue)?;
         }
-        if let Some((index, _)) = parts.iter().find(|(_, p)| p.run != run) {
+        if let Some((index, _)) = parts.iter().find(|(_, p)| p.run != fingerprint) {
             bail!(
                 "{} belongs to a different run than the other parts of {}; rerun with --overwrite",
                 part_name(*index),
                 self.location()
             );
         }
-        let missing: Vec<usize> = (0..run.parts).filter(|i| !parts.contains_key(i)).collect();
+        let missing: Vec<usize> = (0..fingerprint.parts).filter(|i| !parts.contains_key(i)).collect();
         if !missing.is_empty() {
             return Ok(Finalized::Missing(missing));
         }
-        let records: Vec<PartRecord> =
-            parts.iter().map(|(index, part)| PartRecord { name: part_name(*index), rows: part.rows }).collect();
+        let inputs = match run {
+            Some(run) => run.inputs.clone(),
+            None => {
+                let mut inputs: Vec<InputIdentity> = Vec::new();
+                for input in parts.values().filter_map(|p| p.input.clone()) {
+                    if !inputs.contains(&input) {
+                        inputs.push(input);
+                    }
+                }
+                inputs
+            }
+        };
+        let records: Vec<PartRecord> = parts
+            .iter()
+            .filter(|(index, _)| **index < fingerprint.parts)
+            .map(|(index, part)| PartRecord { name: part_name(*index), rows: part.rows })
+            .collect();
         let manifest = RunManifest {
             pipeline_version: env!("CARGO_PKG_VERSION").to_owned(),
             rows: records.iter().map(|p| p.rows).sum(),
             parts: records,
-            run,
+            run: fingerprint,
+            inputs,
         };
         let destination = self.destination(SUCCESS);
         let mut sink = Sink::create(&destination)?;
@@ -405,66 +560,138 @@ impl DatasetDir {
     }
 }
 
+/// A page `pipeline report` wrote beside the parts: never read as a part, never deleted.
+fn is_report_page(name: &str) -> bool {
+    name.to_ascii_lowercase().ends_with(".html") && !name.starts_with('.')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn run() -> RunFingerprint {
-        RunFingerprint {
-            inputs: vec![
-                InputIdentity { location: "s3://corpus/a.parquet".into(), size: 100, version: "\"etag-1\"".into() },
-                InputIdentity { location: "s3://corpus/b.parquet".into(), size: 200, version: "\"etag-2\"".into() },
-            ],
-            model_sha256: "0123456789abcdef0123".into(),
-            text_column: "text".into(),
-            pass_through: vec!["id".into()],
-            max_tokens: 512,
-            embedding: false,
-            rows_per_part: 2500,
-            parts: 4,
-        }
+    fn inputs() -> Vec<InputIdentity> {
+        vec![
+            InputIdentity { location: "s3://corpus/a.parquet".into(), size: 100, version: "\"etag-1\"".into() },
+            InputIdentity { location: "s3://corpus/b.parquet".into(), size: 200, version: "\"etag-2\"".into() },
+        ]
+    }
+
+    fn run_of(inputs: Vec<InputIdentity>) -> Run {
+        Run::new(
+            |input_count, inputs_sha256| RunFingerprint {
+                input_count,
+                inputs_sha256,
+                model_sha256: "0123456789abcdef0123".into(),
+                text_column: "text".into(),
+                pass_through: vec!["id".into()],
+                max_tokens: 512,
+                embedding: false,
+                rows_per_part: 2500,
+                parts: 4,
+            },
+            inputs,
+        )
     }
 
     #[test]
     fn the_same_run_has_no_differences() {
-        assert!(run().differences(&run()).is_empty());
+        let run = run_of(inputs());
+        assert!(run.differences(&run.fingerprint, EarlierInputs::All(&run.inputs)).is_empty());
     }
 
     #[test]
     fn a_changed_input_is_named_with_what_changed() {
-        let earlier = run();
-        let mut now = run();
-        now.inputs[0].size = 150;
-        now.inputs[1].version = "\"etag-3\"".into();
-        let found = now.differences(&earlier);
+        let earlier = run_of(inputs());
+        let mut changed = inputs();
+        changed[0].size = 150;
+        changed[1].version = "\"etag-3\"".into();
+        let now = run_of(changed.clone());
         assert_eq!(
-            found,
+            now.differences(&earlier.fingerprint, EarlierInputs::All(&earlier.inputs)),
             vec![
                 "input s3://corpus/a.parquet changed size (100 → 150 bytes)".to_owned(),
                 "input s3://corpus/b.parquet changed (version \"etag-2\" → \"etag-3\")".to_owned(),
             ]
         );
-        now.inputs.pop();
-        now.inputs.push(InputIdentity { location: "s3://corpus/c.parquet".into(), size: 1, version: "x".into() });
-        let found = now.differences(&earlier).join("; ");
+        // A part knows only its own input.
+        assert_eq!(
+            now.differences(&earlier.fingerprint, EarlierInputs::OnePart(earlier.inputs.get(1))),
+            vec!["input s3://corpus/b.parquet changed (version \"etag-2\" → \"etag-3\")".to_owned()]
+        );
+        changed.pop();
+        changed.push(InputIdentity { location: "s3://corpus/c.parquet".into(), size: 1, version: "x".into() });
+        let now = run_of(changed);
+        let found = now.differences(&earlier.fingerprint, EarlierInputs::All(&earlier.inputs)).join("; ");
         assert!(found.contains("input s3://corpus/c.parquet is new"), "{found}");
         assert!(found.contains("input s3://corpus/b.parquet is no longer read"), "{found}");
+        // A part whose own input is unchanged still sees that the list differs.
+        let found = now.differences(&earlier.fingerprint, EarlierInputs::OnePart(None)).join("; ");
+        assert_eq!(found, "the input files differ (the run read 2 file(s), this one reads 2)");
     }
 
     #[test]
     fn a_changed_model_or_option_is_named() {
-        let earlier = run();
-        let mut now = run();
-        now.model_sha256 = "fedcba9876543210fedc".into();
-        now.max_tokens = 256;
-        now.embedding = true;
+        let earlier = run_of(inputs());
+        let mut now = run_of(inputs());
+        now.fingerprint.model_sha256 = "fedcba9876543210fedc".into();
+        now.fingerprint.max_tokens = 256;
+        now.fingerprint.embedding = true;
         assert_eq!(
-            now.differences(&earlier),
+            now.differences(&earlier.fingerprint, EarlierInputs::All(&earlier.inputs)),
             vec![
                 "the model differs (sha256 0123456789ab → fedcba987654)".to_owned(),
                 "--max-tokens was 512, now 256".to_owned(),
                 "--embedding was false, now true".to_owned(),
             ]
         );
+    }
+
+    #[test]
+    fn the_fingerprint_stays_the_same_size_however_many_inputs() {
+        let one = serde_json::to_string(&run_of(inputs()).fingerprint).expect("json").len();
+        let many: Vec<InputIdentity> = (0..3000)
+            .map(|i| InputIdentity {
+                location: format!("s3://corpus/in/{i:05}.parquet"),
+                size: 10,
+                version: "v".into(),
+            })
+            .collect();
+        let thousands = serde_json::to_string(&run_of(many).fingerprint).expect("json").len();
+        // Only the count's digits differ.
+        assert!(thousands <= one + 3, "{one} bytes for 2 inputs, {thousands} for 3,000");
+        assert!(thousands < 400, "{thousands} bytes");
+    }
+
+    #[test]
+    fn shards_creating_the_same_new_directory_at_once_both_succeed() {
+        let root = tempfile::tempdir().expect("tempdir");
+        for attempt in 0..40 {
+            let dir = root.path().join(format!("out-{attempt}"));
+            let location = dir.display().to_string();
+            let barrier = std::sync::Barrier::new(4);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..4)
+                    .map(|_| {
+                        scope.spawn(|| {
+                            barrier.wait();
+                            DatasetDir::prepare(&location).map(|_| ())
+                        })
+                    })
+                    .collect();
+                for handle in handles {
+                    let result = handle.join().expect("thread");
+                    assert!(result.is_ok(), "attempt {attempt}: {:#}", result.expect_err("failed"));
+                }
+            });
+        }
+    }
+
+    #[test]
+    fn report_pages_are_the_only_strangers_a_dataset_tolerates() {
+        assert!(is_report_page("report.html"));
+        assert!(is_report_page("Report.HTML"));
+        assert!(!is_report_page(".report.html"));
+        assert!(!is_report_page("notes.txt"));
+        assert!(!is_report_page("other.parquet"));
     }
 }

@@ -20,7 +20,9 @@ use sha2::{Digest, Sha256};
 
 use batch_io::atomic_file::{check_replaceable, temp_beside, write_failed};
 use batch_io::inputs::{InputFiles, resolve_input_files};
-use batch_io::locations::{InputLocation, refuse_output_among_inputs, same_location};
+use batch_io::locations::{
+    InputLocation, refuse_output_among_inputs, refuse_remote_output_among_inputs, same_location,
+};
 use batch_io::object_storage::is_url;
 use batch_io::publish::Destination;
 use batch_io::source::{BatchStream, DATA_EXTENSIONS, InputFile, RowSpan, column_list, is_text_type, open_span};
@@ -30,7 +32,8 @@ use runtime::output_table::OutputTable;
 use runtime::package::ModelPackage;
 
 use crate::dataset::{
-    DatasetDir, FINGERPRINT_KEY, Finalized, InputIdentity, Progress as DatasetProgress, RunFingerprint, RunManifest,
+    DatasetDir, FINGERPRINT_KEY, Finalized, InputIdentity, Progress as DatasetProgress, Run, RunFingerprint,
+    RunManifest,
 };
 use crate::output::{Output, OutputFile, OutputFormat};
 use crate::stages::{Line, Progress, StageSeconds, WriteStage, run_line};
@@ -226,7 +229,9 @@ fn check_outputs(
     }
     let output = options.output.as_str();
     if is_url(output) {
-        refuse_remote_overlap(output, dataset, &options.input, &input.files)?;
+        let files: Vec<String> = input.files.iter().map(ToString::to_string).collect();
+        let first_part = dataset.then(|| format!("{}/{}", output.trim_end_matches('/'), part_name(0)));
+        refuse_remote_output_among_inputs("--output", output, dataset, first_part.as_deref(), &options.input, &files)?;
     } else {
         let inputs: Vec<InputLocation> = input.local.iter().cloned().chain([package.as_input()]).collect();
         let path = Path::new(output);
@@ -237,6 +242,7 @@ fn check_outputs(
         } else {
             check_replaceable(path)?;
             refuse_output_among_inputs("--output", path, &inputs)?;
+            refuse_replacing_non_parquet(path)?;
         }
     }
     if let Some(metrics) = &options.metrics_json {
@@ -254,23 +260,6 @@ fn check_outputs(
                 metrics.display()
             );
         }
-    }
-    Ok(())
-}
-
-/// An output in a store must not be one of the input objects, hold any of them, or be
-/// matched by the input's glob on a rerun.
-fn refuse_remote_overlap(output: &str, dataset: bool, input: &str, files: &[InputFile]) -> anyhow::Result<()> {
-    let output = output.trim_end_matches('/');
-    let written = if dataset { format!("{output}/{}", part_name(0)) } else { output.to_owned() };
-    let inside = format!("{output}/");
-    let read_now = files.iter().any(|f| {
-        let name = f.to_string();
-        name == written || name == output || (dataset && name.starts_with(&inside))
-    });
-    let read_on_rerun = glob::Pattern::new(input).is_ok_and(|p| p.matches(&written)) && input.contains(['*', '?', '[']);
-    if read_now || read_on_rerun {
-        bail!("--output {output} is covered by the input {input}; write it somewhere the input does not cover");
     }
     Ok(())
 }
@@ -311,20 +300,25 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     let owned = todo.len();
     let run = dataset
         .then(|| {
-            anyhow::Ok(RunFingerprint {
-                inputs: files.iter().map(input_identity).collect::<anyhow::Result<_>>()?,
-                model_sha256,
-                text_column: options.text_column.clone(),
-                pass_through: kept_columns.clone(),
-                max_tokens: classifier.max_tokens(),
-                embedding: options.with_embedding,
-                rows_per_part: options.rows_per_part,
-                parts: units.len(),
-            })
+            let inputs = files.iter().map(input_identity).collect::<anyhow::Result<_>>()?;
+            anyhow::Ok(Run::new(
+                |input_count, inputs_sha256| RunFingerprint {
+                    input_count,
+                    inputs_sha256,
+                    model_sha256,
+                    text_column: options.text_column.clone(),
+                    pass_through: kept_columns.clone(),
+                    max_tokens: classifier.max_tokens(),
+                    embedding: options.with_embedding,
+                    rows_per_part: options.rows_per_part,
+                    parts: units.len(),
+                },
+                inputs,
+            ))
         })
         .transpose()?;
     if let Some(run) = &run {
-        metadata.insert(FINGERPRINT_KEY.to_owned(), serde_json::to_string(run)?);
+        metadata.insert(FINGERPRINT_KEY.to_owned(), serde_json::to_string(&run.fingerprint)?);
     }
     let format = OutputFormat::new(Arc::new(output_schema.with_metadata(metadata)))?;
     let (output, dataset_dir) = match &run {
@@ -338,7 +332,8 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
                 DatasetProgress::Complete => todo.clear(),
                 DatasetProgress::Partial { committed } => todo.retain(|u| committed.binary_search(&u.index).is_err()),
             }
-            (Output::parts(dir.clone()), Some(dir))
+            let part_inputs = run.inputs.iter().map(serde_json::to_string).collect::<Result<_, _>>()?;
+            (Output::parts(dir.clone(), part_inputs), Some(dir))
         }
     };
     let skipped = owned - todo.len();
@@ -378,7 +373,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
             shard: options.shard,
             written: *committed,
             skipped,
-            total: run.parts,
+            total: run.fingerprint.parts,
             complete: matches!(dir.finalize(Some(run))?, Finalized::Complete(_)),
         }),
         _ => None,
@@ -472,12 +467,15 @@ fn plan_schema(
         Some(columns) => columns.clone(),
         None => first.fields().iter().map(|f| f.name().clone()).collect(),
     };
-    let mut seen = std::collections::HashSet::new();
-    if let Some(twice) = kept.iter().find(|name| !seen.insert(name.as_str())) {
-        bail!("--pass-through names the column `{twice}` twice; name each column once");
+    if options.pass_through.is_some() {
+        let mut seen = std::collections::HashSet::new();
+        if let Some(twice) = kept.iter().find(|name| !seen.insert(name.as_str())) {
+            bail!("--pass-through names the column `{twice}` twice; name each column once");
+        }
     }
     for (file, stream) in files.iter().zip(streams) {
         let schema = &stream.schema;
+        refuse_ambiguous_columns(file, schema, &kept, &options.text_column)?;
         match schema.field_with_name(&options.text_column) {
             Err(_) => bail!(
                 "{} has no text column `{}`; its columns are: {} (choose one with --text-column)",
@@ -522,6 +520,42 @@ fn plan_schema(
         fields.push(field);
     }
     Ok((kept, Schema::new(fields)))
+}
+
+/// A column read by name (kept or the text) must be the only one of that name in `file`.
+fn refuse_ambiguous_columns(file: &InputFile, schema: &Schema, kept: &[String], text: &str) -> anyhow::Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for name in schema.fields().iter().map(|f| f.name()) {
+        if !seen.insert(name) && (kept.contains(name) || name == text) {
+            let count = schema.fields().iter().filter(|f| f.name() == name).count();
+            bail!(
+                "{file} has {count} columns named `{name}`, so the name does not say which one to read; rename all \
+                 but one, or (if it is not the text column) name the columns to keep with --pass-through"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `--output` replaces an earlier Parquet output, never a file of another kind: a report,
+/// an essay or an empty-looking `.parquet` name given to the wrong file. (An empty file holds
+/// nothing to lose, so it may be replaced.)
+fn refuse_replacing_non_parquet(path: &Path) -> anyhow::Result<()> {
+    use std::io::Read;
+    let Ok(meta) = std::fs::metadata(path) else { return Ok(()) };
+    if !meta.is_file() || meta.len() == 0 {
+        return Ok(());
+    }
+    let mut magic = [0u8; 4];
+    let read = std::fs::File::open(path).and_then(|mut file| file.read_exact(&mut magic));
+    if read.is_err() || &magic != b"PAR1" {
+        bail!(
+            "--output {} exists and is not a Parquet file; pipeline run replaces only an earlier Parquet output. \
+             Move or delete it, or choose another --output",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 fn model_sha256(package: &ModelPackage) -> anyhow::Result<String> {

@@ -17,7 +17,7 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 
-use crate::dataset::DatasetDir;
+use crate::dataset::{DatasetDir, PART_INPUT_KEY};
 use crate::units::WorkUnit;
 
 /// How every output file of a run is laid out: its schema and its Parquet settings.
@@ -73,12 +73,14 @@ pub enum Output {
     /// One Parquet file, published by the caller once every stage succeeded.
     File(OutputFile),
     /// One part per unit of work in this dataset output, each published when complete.
-    Parts { dir: DatasetDir, current: Option<OutputFile>, committed: usize },
+    /// `part_inputs[f]` is the identity of input file `f` (JSON), which each part read from
+    /// it carries in its metadata.
+    Parts { dir: DatasetDir, current: Option<OutputFile>, committed: usize, part_inputs: Vec<String> },
 }
 
 impl Output {
-    pub fn parts(dir: DatasetDir) -> Self {
-        Output::Parts { dir, current: None, committed: 0 }
+    pub fn parts(dir: DatasetDir, part_inputs: Vec<String>) -> Self {
+        Output::Parts { dir, current: None, committed: 0, part_inputs }
     }
 
     /// Whether each unit of work has a file of its own (so row groups count from 0 per unit).
@@ -97,10 +99,17 @@ impl Output {
     ) -> anyhow::Result<()> {
         match self {
             Output::File(file) => row_group.map_or(Ok(()), |chunks| file.append(chunks)),
-            Output::Parts { dir, current, committed } => {
+            Output::Parts { dir, current, committed, part_inputs } => {
                 let part = match current {
                     Some(part) => part,
-                    None => current.insert(OutputFile::create(&dir.part(unit.index), format)?),
+                    None => {
+                        let mut part = OutputFile::create(&dir.part(unit.index), format)?;
+                        if let Some(input) = part_inputs.get(unit.file) {
+                            part.writer
+                                .append_key_value_metadata(KeyValue::new(PART_INPUT_KEY.to_owned(), input.clone()));
+                        }
+                        current.insert(part)
+                    }
                 };
                 if let Some(chunks) = row_group {
                     part.append(chunks)?;

@@ -66,8 +66,8 @@ impl Classifier {
         let max_tokens = max_tokens.unwrap_or(package.manifest.max_tokens);
         anyhow::ensure!(max_tokens > 0, "the token limit must be at least 1");
         let encoder = TextEncoder::from_file(&package.tokenizer_path(), max_tokens)?;
-        contract::check_vocabulary(&package, encoder.tokenizer())?;
         let has_attention = contract::check_outputs(&package, backend.as_ref())?;
+        contract::check_vocabulary(&package, encoder.tokenizer())?;
         let sentence_words = match package.manifest.input_layout {
             InputLayout::Tokens => None,
             InputLayout::SentencesWords => Some(package.manifest.max_sentence_words.unwrap_or(DEFAULT_SENTENCE_WORDS)),
@@ -162,13 +162,21 @@ impl Classifier {
             .map(|range| window.documents.get(range).map_or_else(|| Ok(Vec::new()), |chunk| self.predict_batch(chunk)))
             .collect();
         let mut rows: Vec<Option<DocumentPrediction>> = vec![None; window.rows];
+        let mut not_finite = Vec::new();
         for batch in batches {
             for (row, doc) in batch? {
+                if doc.probabilities.iter().any(|p| !p.is_finite()) {
+                    not_finite.push(row);
+                }
                 // `row` came from enumerating the texts, which `rows` mirrors.
                 if let Some(slot) = rows.get_mut(row) {
                     *slot = Some(doc);
                 }
             }
+        }
+        if !not_finite.is_empty() {
+            not_finite.sort_unstable();
+            return Err(NonFiniteProbabilities { rows: not_finite }.into());
         }
         Ok(rows)
     }
@@ -215,6 +223,35 @@ impl Classifier {
         Ok(predictions)
     }
 }
+
+/// The model gave probabilities that are not finite (NaN or infinity) for these documents,
+/// numbered from 0 in the texts given: a broken model would otherwise label them all with
+/// the first class and a NaN confidence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NonFiniteProbabilities {
+    pub rows: Vec<usize>,
+}
+
+impl NonFiniteProbabilities {
+    /// What went wrong, the rows numbered from `first_row` (the first ten, then a count).
+    pub fn message(&self, first_row: usize) -> String {
+        let shown: Vec<String> = self.rows.iter().take(10).map(|row| (row + first_row).to_string()).collect();
+        let more = self.rows.len().saturating_sub(10);
+        let rows = if more > 0 { format!("{} and {more} more", shown.join(", ")) } else { shown.join(", ") };
+        format!(
+            "the model gave probabilities that are not finite (NaN or infinity) for row(s) {rows}; the graph is \
+             broken on these documents: check the model (retrain it, or export it again)"
+        )
+    }
+}
+
+impl std::fmt::Display for NonFiniteProbabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message(0))
+    }
+}
+
+impl std::error::Error for NonFiniteProbabilities {}
 
 /// Texts tokenized by [`Classifier::encode`], waiting for [`Classifier::infer`].
 pub struct EncodedWindow {

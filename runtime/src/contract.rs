@@ -5,7 +5,8 @@
 //!   rows as `attention_heads`, an embedding of `embedding_dim`. The graph's dimensions may
 //!   be symbolic, so they are read from a one-token probe run;
 //! - the tokenizer against the graph: every id it can produce (and the padding id) must be a
-//!   row of the graph's embedding table.
+//!   row of the graph's embedding table;
+//! - the manifest's labels against those `export` recorded in the graph's metadata.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -134,12 +135,16 @@ fn outputs_get<'a>(
     outputs.get(name).with_context(|| format!("{} returned no `{name}` output", graph.display()))
 }
 
-/// Checks that every id `tokenizer` can produce, and the manifest's padding id, index a row
-/// of the graph's embedding table. A graph whose table cannot be found (not written by
-/// `export`) is not checked.
+/// Checks the manifest's labels against the graph's metadata, and that every id `tokenizer`
+/// can produce, and the manifest's padding id, index a row of the graph's embedding table.
+/// A graph whose table or labels cannot be found (not written by `export`) is not checked.
 pub fn check_vocabulary(package: &ModelPackage, tokenizer: &Tokenizer) -> anyhow::Result<()> {
     let graph = package.graph_path();
-    let Some(rows) = embedding_rows(&graph)? else { return Ok(()) };
+    let model = tract_onnx::onnx()
+        .proto_model_for_path(&graph)
+        .with_context(|| format!("{} is not a readable ONNX graph", graph.display()))?;
+    check_labels(package, &model)?;
+    let Some(rows) = embedding_rows(&model) else { return Ok(()) };
     let largest_id = tokenizer.get_vocab(true).into_values().max().unwrap_or(0);
     if !usize::try_from(largest_id).is_ok_and(|id| id < rows) {
         bail!(
@@ -166,13 +171,37 @@ pub fn check_vocabulary(package: &ModelPackage, tokenizer: &Tokenizer) -> anyhow
 const ID_PRESERVING: [&str; 9] =
     ["Reshape", "Gather", "Cast", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Slice", "Transpose"];
 
+/// The labels `export` recorded in the graph's metadata (`labels`, a JSON list) must be the
+/// manifest's, in the same order: manifest labels swapped by hand would invert every
+/// prediction. A graph without that metadata (not written by `export`) is not checked.
+fn check_labels(package: &ModelPackage, model: &tract_onnx::pb::ModelProto) -> anyhow::Result<()> {
+    let Some(recorded) = model.metadata_props.iter().find(|p| p.key == "labels") else { return Ok(()) };
+    let Ok(graph_labels) = serde_json::from_str::<Vec<String>>(&recorded.value) else { return Ok(()) };
+    let manifest = &package.manifest;
+    if graph_labels != manifest.labels {
+        let same_set = {
+            let (mut a, mut b) = (graph_labels.clone(), manifest.labels.clone());
+            a.sort();
+            b.sort();
+            a == b
+        };
+        let hint = if same_set { " (the same labels in another order: every prediction would be swapped)" } else { "" };
+        bail!(
+            "{} lists the labels [{}], but {} was exported with the labels [{}]{hint}; the manifest's labels must \
+             name the graph's `probs` columns in order: restore them as the graph records them",
+            package.dir.join(MANIFEST_FILE).display(),
+            manifest.labels.join(", "),
+            package.graph_path().display(),
+            graph_labels.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// Rows of the embedding table: the smallest first dimension of a 2-D initializer that a
 /// `Gather` indexes with token ids. `None` when the graph has no such lookup.
-fn embedding_rows(graph: &Path) -> anyhow::Result<Option<usize>> {
-    let model = tract_onnx::onnx()
-        .proto_model_for_path(graph)
-        .with_context(|| format!("{} is not a readable ONNX graph", graph.display()))?;
-    let Some(graph_proto) = model.graph else { return Ok(None) };
+fn embedding_rows(model: &tract_onnx::pb::ModelProto) -> Option<usize> {
+    let graph_proto = model.graph.as_ref()?;
     let tables: std::collections::HashMap<&str, &[i64]> = graph_proto
         .initializer
         .iter()
@@ -198,5 +227,5 @@ fn embedding_rows(graph: &Path) -> anyhow::Result<Option<usize>> {
             ids.extend(node.output.iter().map(String::as_str));
         }
     }
-    Ok(rows)
+    rows
 }

@@ -3,7 +3,7 @@
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::Duration;
 
-use anyhow::Context;
+use runtime::classifier::NonFiniteProbabilities;
 
 use super::{Inferred, Line, Tokenized, next, pass_on, timed};
 
@@ -12,9 +12,16 @@ pub fn run(line: &Line<'_>, windows: Receiver<Tokenized>, out: &SyncSender<Infer
     while let Some(Tokenized { window, encoded }) = next(&windows) {
         let counts = encoded.counts;
         let predictions = timed(&mut busy, || {
-            line.classifier
-                .infer(encoded, line.batch_limit)
-                .with_context(|| format!("inference failed on {}", window.describe(line.files)))
+            line.classifier.infer(encoded, line.batch_limit).map_err(|error| {
+                match error.downcast::<NonFiniteProbabilities>() {
+                    // Rows named in the file, not in the window.
+                    Ok(bad) => {
+                        let file = line.files.get(window.file).map(ToString::to_string).unwrap_or_default();
+                        anyhow::anyhow!("{file}: {}", bad.message(window.first_row))
+                    }
+                    Err(error) => error.context(format!("inference failed on {}", window.describe(line.files))),
+                }
+            })
         })?;
         if !pass_on(out, Inferred { window, predictions, counts }) {
             break;

@@ -38,7 +38,16 @@ impl TractBackend {
         Self::optimize(graph, onnx_with_fast_lstm())
     }
 
+    /// tract panics on some malformed graphs (an input declared with 2^40 elements, say)
+    /// instead of returning an error: that is bad input, so it is guarded into one.
     fn optimize(graph: &Path, onnx: tract_onnx::Onnx) -> anyhow::Result<TypedModel> {
+        batch_io::panic_guard::guarded(
+            || format!("the ONNX graph {}", graph.display()),
+            || Self::optimize_unguarded(graph, onnx),
+        )
+    }
+
+    fn optimize_unguarded(graph: &Path, onnx: tract_onnx::Onnx) -> anyhow::Result<TypedModel> {
         let context = || format!("tract could not load the ONNX graph {}", graph.display());
         let model = onnx.model_for_path(graph).with_context(context)?;
         // Batches are fed by position; a graph with other inputs is not a package graph.
@@ -77,8 +86,10 @@ impl InferenceBackend for TractBackend {
         );
         let ids = Tensor::from_shape(&inputs.shape, &inputs.input_ids)?;
         let mask = Tensor::from_shape(&inputs.shape, &inputs.attention_mask)?;
-        let outputs =
-            self.plan.run(tvec!(ids.into_tvalue(), mask.into_tvalue())).context("tract failed to run the batch")?;
+        let outputs = batch_io::panic_guard::guarded(
+            || "the model graph".to_owned(),
+            || self.plan.run(tvec!(ids.into_tvalue(), mask.into_tvalue())).context("tract failed to run the batch"),
+        )?;
         let mut named = ModelOutputs::new();
         for (name, value) in self.output_names.iter().zip(outputs) {
             let value = value.cast_to::<f32>()?;
