@@ -129,22 +129,42 @@ impl Batch {
 }
 
 /// A label column as label names: strings as they are; integers as indices into the
-/// model's labels (IMDB-style 0/1 labels), out-of-range ones kept as their number.
+/// model's labels (IMDB-style 0/1 labels), out-of-range ones kept as their number; floats
+/// that are whole numbers (0.0/1.0, as pandas writes an integer column with nulls) as
+/// integers. A float label that is not a whole number is an error naming the row.
 fn label_names(batch: &RecordBatch, name: &str, labels: &[String], file: &str) -> anyhow::Result<StringArray> {
     let array = batch.column_by_name(name).with_context(|| format!("{file}: no column `{name}`"))?;
+    if array.data_type().is_floating() {
+        let values = cast(array, &DataType::Float64)?;
+        let values = values.as_primitive::<arrow::datatypes::Float64Type>();
+        if let Some(value) = values.iter().flatten().find(|v| !v.is_finite() || v.fract() != 0.0) {
+            bail!(
+                "{file}: label column `{name}` is {} and holds {value}, which is not a label index; give a \
+                 string column of label names or an integer column of label indices",
+                array.data_type()
+            );
+        }
+        let indices = cast(array, &DataType::Int64)?;
+        return label_names_from_indices(&indices, labels);
+    }
     if array.data_type().is_integer() && !labels.is_empty() {
         let indices = cast(array, &DataType::Int64)?;
-        let indices = indices.as_primitive::<arrow::datatypes::Int64Type>();
-        let by_index: HashMap<i64, &str> = labels.iter().enumerate().map(|(i, l)| (i as i64, l.as_str())).collect();
-        return Ok(indices
-            .iter()
-            .map(|index| index.map(|i| by_index.get(&i).map_or_else(|| i.to_string(), |l| (*l).to_owned())))
-            .collect());
+        return label_names_from_indices(&indices, labels);
     }
     let strings = cast(array, &DataType::Utf8).with_context(|| {
         format!("{file}: label column `{name}` is {}; give a string or integer column", array.data_type())
     })?;
     Ok(strings.as_string::<i32>().clone())
+}
+
+/// Integer labels as the model's label names (out-of-range ones kept as their number).
+fn label_names_from_indices(indices: &ArrayRef, labels: &[String]) -> anyhow::Result<StringArray> {
+    let indices = indices.as_primitive::<arrow::datatypes::Int64Type>();
+    let by_index: HashMap<i64, &str> = labels.iter().enumerate().map(|(i, l)| (i as i64, l.as_str())).collect();
+    Ok(indices
+        .iter()
+        .map(|index| index.map(|i| by_index.get(&i).map_or_else(|| i.to_string(), |l| (*l).to_owned())))
+        .collect())
 }
 
 /// Row `row` of a `List<Utf8>` column, or `None` when null.

@@ -19,7 +19,7 @@ use std::time::Instant;
 use anyhow::Context;
 use batch_io::atomic_file::check_replaceable;
 use batch_io::inputs::resolve_input_files;
-use batch_io::locations::refuse_output_among_inputs;
+use batch_io::locations::{refuse_output_among_inputs, refuse_remote_output_among_inputs};
 use batch_io::publish::{Destination, Sink};
 use batch_io::source::{RowSpan, open_span};
 
@@ -50,11 +50,18 @@ const BATCH_ROWS: usize = 1024;
 
 pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     let started = Instant::now();
+    refuse_output_name(&options.output)?;
     let destination = Destination::parse(&options.output)?;
     let inputs = resolve_input_files(&options.input, &["parquet"])?;
-    if let Destination::Local(path) = &destination {
-        check_replaceable(path)?;
-        refuse_output_among_inputs("--output", path, inputs.local.as_slice())?;
+    match &destination {
+        Destination::Local(path) => {
+            check_replaceable(path)?;
+            refuse_output_among_inputs("--output", path, inputs.local.as_slice())?;
+        }
+        Destination::Object { .. } => {
+            let files: Vec<String> = inputs.files.iter().map(ToString::to_string).collect();
+            refuse_remote_output_among_inputs("--output", &options.output, false, None, &options.input, &files)?;
+        }
     }
 
     let first = inputs.files.first().context("the input holds no file")?;
@@ -77,9 +84,41 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
         }
     }
 
+    warn_if_labels_never_match(&tally, &run.labels);
     let html = page::render(&run, &tally)?;
     write_whole(&destination, html.as_bytes())?;
     Ok(ReportSummary { rows: tally.rows, files: inputs.files.len(), seconds: started.elapsed().as_secs_f64() })
+}
+
+/// The page is HTML: a `.parquet` name or `_SUCCESS` would take the place of predictions or
+/// of a dataset's run manifest (an output inside a dataset is fine under any other name).
+fn refuse_output_name(output: &str) -> anyhow::Result<()> {
+    let name = output.trim_end_matches('/').rsplit(['/', '\\']).next().unwrap_or(output);
+    if name == "_SUCCESS" || name.to_ascii_lowercase().ends_with(".parquet") {
+        anyhow::bail!(
+            "--output {output}: the report is an HTML page, and that name belongs to predictions or to a \
+             dataset's run manifest; give it a name ending in .html (report.html beside the parts is fine)"
+        );
+    }
+    Ok(())
+}
+
+/// Labels that share no value with the model's (`positive` against `pos`, or indices past the
+/// last label) make every row wrong: say so instead of showing accuracy 0 as if it were one.
+fn warn_if_labels_never_match(tally: &Tally, model_labels: &[String]) {
+    if tally.labelled == 0 {
+        return;
+    }
+    let matched = tally.confusion.keys().any(|(label, _)| model_labels.contains(label));
+    if !matched && !model_labels.is_empty() {
+        let seen: std::collections::BTreeSet<&str> = tally.confusion.keys().map(|(l, _)| l.as_str()).take(5).collect();
+        tracing::warn!(
+            "no true label matches a model label: the label column holds {} but the model predicts {}; \
+             accuracy would be 0. Give --label-column a column of the model's labels or of their indices",
+            seen.into_iter().collect::<Vec<_>>().join(", "),
+            model_labels.join(", ")
+        );
+    }
 }
 
 fn run_info(

@@ -83,14 +83,29 @@ pub struct ParquetPathTables {
     state: SessionState,
     /// Every location a query has read, so that an output can be checked against them.
     read: ReadLocations,
+    remote_read: RemoteReads,
 }
 
 /// The input locations of a session, shared between its registrations and its path tables.
 pub type ReadLocations = Arc<Mutex<Vec<InputLocation>>>;
 
+/// The object-storage locations a session has read, each with the object URLs it expanded to.
+pub type RemoteReads = Arc<Mutex<Vec<(String, Vec<String>)>>>;
+
+/// Records where `files` (resolved from `location`) came from, for the output check.
+pub fn record_read(files: &InputFiles, location: &str, local: &ReadLocations, remote: &RemoteReads) {
+    match &files.local {
+        Some(input) => local.lock().unwrap_or_else(PoisonError::into_inner).push(input.clone()),
+        None => {
+            let objects = files.files.iter().map(ToString::to_string).collect();
+            remote.lock().unwrap_or_else(PoisonError::into_inner).push((location.to_owned(), objects));
+        }
+    }
+}
+
 impl ParquetPathTables {
-    pub fn new(state: SessionState, read: ReadLocations) -> Self {
-        Self { state, read }
+    pub fn new(state: SessionState, read: ReadLocations, remote_read: RemoteReads) -> Self {
+        Self { state, read, remote_read }
     }
 }
 
@@ -107,9 +122,7 @@ impl UrlTableFactory for ParquetPathTables {
         }
         let files = find_parquet_files(name).await.map_err(|e| DataFusionError::Plan(format!("{e:#}")))?;
         let table = parquet_table(&self.state, &files.files).await?;
-        if let Some(input) = files.local {
-            self.read.lock().unwrap_or_else(PoisonError::into_inner).push(input);
-        }
+        record_read(&files, name, &self.read, &self.remote_read);
         Ok(Some(table))
     }
 }

@@ -22,6 +22,7 @@ use crate::layers::embedding::InitialWords;
 use crate::models::{ModelConfig, ModelFlags, Network, Variant, VariantVisitor};
 use crate::onnx::GraphBuilder;
 use crate::package_writer::{PackageFiles, check_destination, write_package};
+use batch_io::atomic_file::temp_dir_beside;
 
 /// Largest |burn − tract| allowed on `probs` when verifying an exported graph.
 pub const VERIFY_TOLERANCE: f32 = 1e-4;
@@ -86,6 +87,12 @@ impl VariantVisitor for Train<'_> {
 /// Trains the model `config` describes and writes its verified package.
 pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow::Result<TrainOutcome<C::Model>> {
     check_destination(&request.out, request.force)?;
+    // Training takes minutes to hours: a destination that cannot be written is found now, by
+    // making (and removing) the temporary directory the package will be staged in.
+    drop(
+        temp_dir_beside(&request.out)
+            .with_context(|| format!("--out {} cannot be written; choose another --out", request.out.display()))?,
+    );
     request.training.validate()?;
     anyhow::ensure!(request.max_tokens > 0, "--max-tokens must be at least 1");
     anyhow::ensure!(

@@ -22,6 +22,10 @@ use training::models::{ModelFlags, Variant};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Read from the raw arguments before parsing (see `parse_command_line`).
+    #[command(flatten)]
+    #[allow(dead_code)]
+    logs: batch_io::command_line::LogFormatFlag,
 }
 
 #[derive(Subcommand)]
@@ -154,8 +158,11 @@ fn checked_output(output: &std::path::Path, inputs: &[&std::path::Path]) -> anyh
 }
 
 fn main() -> ExitCode {
-    batch_io::command_line::log_to_stderr(batch_io::command_line::LogFormat::Human);
-    batch_io::command_line::run_main(|| run(Cli::parse()))
+    // Logging is set up from `--log-format` before parsing, so usage errors use it too.
+    match batch_io::command_line::parse_command_line::<Cli>() {
+        Ok(cli) => batch_io::command_line::run_main(|| run(cli)),
+        Err(code) => code,
+    }
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
