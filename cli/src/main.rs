@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use backend_flags::BackendFlags;
-use batch_io::command_line::{LogFormat, logs_are_json, print_report};
+use batch_io::command_line::{logs_are_json, print_report, say};
 use clap::{Args, Parser, Subcommand};
 use pipeline::job::{JobOptions, run_job};
 use pipeline::units::Shard;
@@ -24,16 +24,10 @@ mod sql_command;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Logs on stderr: `human`, or `json` (one object per line: progress, per-stage metrics
-    /// and warnings as fields, for log shippers).
-    #[arg(long, global = true, value_enum, default_value_t = LogFormatArg::Human)]
-    log_format: LogFormatArg,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum LogFormatArg {
-    Human,
-    Json,
+    /// Read from the raw arguments before parsing (see `parse_command_line`).
+    #[command(flatten)]
+    #[allow(dead_code)]
+    logs: batch_io::command_line::LogFormatFlag,
 }
 
 #[derive(Subcommand)]
@@ -150,12 +144,11 @@ fn open_model(dir: Option<PathBuf>) -> anyhow::Result<(Option<default_model::Unp
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    batch_io::command_line::log_to_stderr(match cli.log_format {
-        LogFormatArg::Human => LogFormat::Human,
-        LogFormatArg::Json => LogFormat::Json,
-    });
-    batch_io::command_line::run_main(|| run(cli))
+    // Logging is set up from `--log-format` before parsing, so usage errors use it too.
+    match batch_io::command_line::parse_command_line::<Cli>() {
+        Ok(cli) => batch_io::command_line::run_main(|| run(cli)),
+        Err(code) => code,
+    }
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -205,7 +198,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             print_report(&format!("{summary}\n"))?;
             if args.profile {
-                eprint!("{}", summary.profile());
+                say(summary.profile().trim_end());
             }
             Ok(())
         }

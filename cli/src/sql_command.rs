@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use crate::backend_flags::BackendFlags;
 use anyhow::Context;
+use batch_io::command_line::say;
+use batch_io::publish::{Destination, Sink};
 use clap::Args;
 use sql::{ClassifyOptions, FUNCTION_HELP, OutputFormat, SqlSession, TableView, write_results};
 
@@ -24,9 +26,9 @@ pub struct SqlArgs {
     /// Output format (default: from --output's extension, else a table).
     #[arg(long, value_enum)]
     format: Option<OutputFormat>,
-    /// Write the result to this file instead of stdout.
+    /// Write the result to this file (or object-storage URL) instead of stdout.
     #[arg(long)]
-    output: Option<PathBuf>,
+    output: Option<String>,
     /// Rows printed in table format (0: all).
     #[arg(long, default_value_t = 40)]
     max_rows: usize,
@@ -61,9 +63,22 @@ pub fn run(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
 
 fn run_here(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
     anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
-    if let Some(output) = &args.output {
-        batch_io::atomic_file::check_replaceable(output)?;
-    }
+    let destination = args.output.as_deref().map(Destination::parse).transpose()?;
+    // Where the result file is written: the output itself, or for object storage a local
+    // staging file, uploaded once the query has run (the upload waits on the object-storage
+    // runtime, which the query runtime's threads cannot do).
+    let staging = match &destination {
+        Some(Destination::Object { .. }) => Some(tempfile::tempdir().context("cannot make a staging directory")?),
+        _ => None,
+    };
+    let written_to: Option<PathBuf> = match (&destination, &staging) {
+        (Some(Destination::Local(path)), _) => {
+            batch_io::atomic_file::check_replaceable(path)?;
+            Some(path.clone())
+        }
+        (Some(Destination::Object { .. }), Some(dir)) => Some(dir.path().join("result")),
+        _ => None,
+    };
     let classify = ClassifyOptions {
         default_model: Some(default_model),
         backend: args.backend.options(),
@@ -74,27 +89,43 @@ fn run_here(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
         .thread_stack_size(EXECUTION_STACK)
         .build()
         .context("cannot start the query runtime")?;
-    runtime.block_on(async {
+    let rows = runtime.block_on(async {
         let mut session = SqlSession::new(classify)?;
         register_tables(&mut session, &args.tables).await?;
         let format = match (args.format, &args.output) {
             (Some(format), _) => format,
-            (None, Some(path)) => OutputFormat::from_extension(path).with_context(|| {
-                format!("cannot tell the format of {} from its extension; add --format", path.display())
-            })?,
+            (None, Some(output)) => OutputFormat::from_extension(Path::new(output))
+                .with_context(|| format!("cannot tell the format of {output} from its extension; add --format"))?,
             (None, None) => OutputFormat::Table,
         };
         let view = TableView { max_rows: args.max_rows, max_cell_width: args.max_cell_width };
+        let output = args.output.as_deref().zip(written_to.as_deref());
         match args.query {
-            Some(query) => run_query(&session, &query, format, args.output.as_deref(), view).await,
-            None if std::io::stdin().is_terminal() => interactive(&session, view).await,
+            Some(query) => run_query(&session, &query, format, output, view).await,
+            None if std::io::stdin().is_terminal() => interactive(&session, view).await.map(|()| None),
             None => {
                 let mut query = String::new();
                 std::io::stdin().read_to_string(&mut query).context("cannot read the query from stdin")?;
-                run_query(&session, &query, format, args.output.as_deref(), view).await
+                run_query(&session, &query, format, output, view).await
             }
         }
-    })
+    })?;
+    drop(runtime);
+    if let (Some(destination @ Destination::Object { .. }), Some(staged)) = (&destination, &written_to) {
+        upload(staged, destination)?;
+    }
+    if let (Some(rows), Some(output)) = (rows, &args.output) {
+        say(&format!("{rows} rows -> {output}"));
+    }
+    Ok(())
+}
+
+/// Sends the staged result file to its object-storage destination, published whole.
+fn upload(staged: &Path, destination: &Destination) -> anyhow::Result<()> {
+    let mut file = std::fs::File::open(staged).with_context(|| format!("cannot read {}", staged.display()))?;
+    let mut sink = Sink::create(destination)?;
+    std::io::copy(&mut file, &mut sink).with_context(|| format!("cannot upload {destination}"))?;
+    sink.publish()
 }
 
 async fn register_tables(session: &mut SqlSession, tables: &[String]) -> anyhow::Result<()> {
@@ -111,22 +142,21 @@ async fn register_tables(session: &mut SqlSession, tables: &[String]) -> anyhow:
     Ok(())
 }
 
+/// Runs `query` and writes its rows; `output` is the `--output` as given and the local file
+/// written for it. Returns the row count when there was an output.
 async fn run_query(
     session: &SqlSession,
     query: &str,
     format: OutputFormat,
-    output: Option<&Path>,
+    output: Option<(&str, &Path)>,
     view: TableView,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<usize>> {
     let frame = session.query(query).await?;
-    if let Some(path) = output {
-        session.check_output(path)?;
+    if let Some((output, _)) = output {
+        session.check_output(output)?;
     }
-    let rows = write_results(frame, format, output, view).await?;
-    if let Some(path) = output {
-        eprintln!("{rows} rows -> {}", path.display());
-    }
-    Ok(())
+    let rows = write_results(frame, format, output.map(|(_, file)| file), view).await?;
+    Ok(output.map(|_| rows))
 }
 
 /// A prompt with history; statements end with `;`.
@@ -137,7 +167,7 @@ async fn interactive(session: &SqlSession, view: TableView) -> anyhow::Result<()
         // No history yet is normal.
         let _ = editor.load_history(path);
     }
-    eprintln!("pipeline sql: end statements with `;`. \\d lists tables, \\h functions, \\q quits.");
+    say("pipeline sql: end statements with `;`. \\d lists tables, \\h functions, \\q quits.");
     let mut statement = String::new();
     loop {
         let prompt = if statement.is_empty() { "sql> " } else { "...> " };
@@ -157,7 +187,7 @@ async fn interactive(session: &SqlSession, view: TableView) -> anyhow::Result<()
                 "\\q" => break,
                 "\\d" => describe_tables(session),
                 "\\h" => FUNCTION_HELP.iter().for_each(|(call, what)| println!("{call:36} {what}")),
-                other => eprintln!("unknown command {other}; \\d lists tables, \\h functions, \\q quits"),
+                other => say(&format!("unknown command {other}; \\d lists tables, \\h functions, \\q quits")),
             }
             continue;
         }
@@ -169,7 +199,7 @@ async fn interactive(session: &SqlSession, view: TableView) -> anyhow::Result<()
         let query = std::mem::take(&mut statement);
         let _ = editor.add_history_entry(query.trim());
         if let Err(error) = run_query(session, &query, OutputFormat::Table, None, view).await {
-            eprintln!("error: {error:#}");
+            say(&format!("error: {error:#}"));
         }
     }
     if let Some(path) = &history {

@@ -50,7 +50,8 @@ fn a_dataset_holds_the_rows_of_a_single_file_run_and_a_manifest() {
         serde_json::from_str(&std::fs::read_to_string(out.join("_SUCCESS")).expect("_SUCCESS")).expect("json");
     assert_eq!(manifest["rows"], 300);
     assert_eq!(manifest["parts"].as_array().expect("parts").len(), 5);
-    assert_eq!(manifest["run"]["inputs"][0]["size"], std::fs::metadata(reviews()).expect("meta").len());
+    assert_eq!(manifest["inputs"][0]["size"], std::fs::metadata(reviews()).expect("meta").len());
+    assert_eq!(manifest["run"]["input_count"], 1);
     assert_eq!(manifest["run"]["model_sha256"].as_str().map(str::len), Some(64));
 
     // A rerun finds the run complete and writes nothing.
@@ -201,4 +202,72 @@ fn kill_9_mid_part_then_a_rerun_gives_every_row_once_and_nothing_left_over() {
     assert!(names.iter().all(|n| n == "_SUCCESS" || n.starts_with("part-")), "left over: {names:?}");
     assert_eq!(parts_of(&out).len(), 18);
     assert_same_rows(&read(&single), &read_dataset(&out));
+}
+
+#[test]
+fn a_part_lost_after_success_is_noticed_by_finalize_and_written_again_by_a_rerun() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let single = dir.path().join("single.parquet");
+    assert!(run(&reviews(), &single, &[]).status.success());
+    let out = dir.path().join("out");
+    assert!(run(&reviews(), &out, &["--rows-per-part", "100"]).status.success());
+    // A report beside the parts, as the README shows it, is no stranger to the dataset.
+    let page = out.join("report.html");
+    let report = pipeline(&["report"], &[("--input", &out), ("--output", &page)]);
+    assert!(report.status.success(), "{}", stderr(&report));
+
+    std::fs::remove_file(out.join("part-00001.parquet")).expect("rm");
+    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
+    assert_eq!(finalize.status.code(), Some(1), "{}", stderr(&finalize));
+    assert!(stderr(&finalize).contains("missing 1 part(s): part-00001.parquet"), "{}", stderr(&finalize));
+    assert!(!out.join("_SUCCESS").exists(), "a _SUCCESS that lies is withdrawn");
+
+    let output = run(&reviews(), &out, &["--rows-per-part", "100"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("1 part written, 2 already committed"));
+    assert_same_rows(&read(&single), &read_dataset(&out));
+
+    // The same without --finalize first: the rerun itself sees _SUCCESS no longer holds.
+    std::fs::remove_file(out.join("part-00002.parquet")).expect("rm");
+    let output = run(&reviews(), &out, &["--rows-per-part", "100"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("part-00002.parquet (100 rows) is missing"), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("1 part written, 2 already committed"));
+    assert_same_rows(&read(&single), &read_dataset(&out));
+    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
+    assert!(finalize.status.success(), "{}", stderr(&finalize));
+    assert!(page.is_file(), "the report is left alone");
+}
+
+#[test]
+fn part_metadata_stays_small_however_many_inputs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let inputs = dir.path().join("in");
+    std::fs::create_dir(&inputs).expect("mkdir");
+    for i in 0..300 {
+        let ids: std::sync::Arc<dyn arrow::array::Array> =
+            std::sync::Arc::new(arrow::array::StringArray::from(vec![format!("review-{i}")]));
+        let texts: std::sync::Arc<dyn arrow::array::Array> =
+            std::sync::Arc::new(arrow::array::StringArray::from(vec!["a fine film"]));
+        write_parquet(&inputs.join(format!("in-{i:04}.parquet")), vec![("id", ids), ("text", texts)]);
+    }
+    let out = dir.path().join("out");
+    let output = run(&inputs, &out, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let part = out.join("part-00000.parquet");
+    let reader =
+        parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&part).expect("part")).expect("parquet");
+    let metadata = parquet::file::reader::FileReader::metadata(&reader).file_metadata().clone();
+    let run_value = metadata
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|kv| kv.key == "pipeline.run"))
+        .and_then(|kv| kv.value.clone())
+        .expect("the run fingerprint");
+    // Listing 300 inputs would take about 40 KB, twice (also in the Arrow schema).
+    assert!(run_value.len() < 1_000, "{} bytes of fingerprint", run_value.len());
+    let size = std::fs::metadata(&part).expect("meta").len();
+    assert!(size < 20_000, "a one-row part of {size} bytes");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("_SUCCESS")).expect("_SUCCESS")).expect("json");
+    assert_eq!(manifest["inputs"].as_array().map(Vec::len), Some(300), "the full list is in _SUCCESS");
 }

@@ -339,24 +339,7 @@ fn a_dictionary_text_column_is_read_as_text() {
 
 /// Starts a slow `pipeline run` (one document per window over 3,000 rows) into `out`.
 fn slow_run(dir: &Path, out: &Path) -> std::process::Child {
-    let data = dir.join("many");
-    if !data.exists() {
-        std::fs::create_dir(&data).expect("mkdir");
-        for i in 0..10 {
-            std::fs::copy(reviews(), data.join(format!("part-{i}.parquet"))).expect("copy");
-        }
-    }
-    Command::new(env!("CARGO_BIN_EXE_pipeline"))
-        .args(["run", "--window", "1", "--batch-size", "1", "--input"])
-        .arg(&data)
-        .arg("--model")
-        .arg(tiny_model())
-        .arg("--output")
-        .arg(out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn")
+    slow_run_with(dir, out, &[])
 }
 
 /// Waits for the run's temporary output to appear beside `out`; returns its path.
@@ -457,4 +440,332 @@ fn a_file_that_fails_mid_run_stops_every_stage_and_leaves_no_output() {
     );
     assert_refused(&output, 1, &["b.parquet rows 2000..2500"], &out);
     assert!(partials(dir.path()).is_empty(), "temporaries left: {:?}", partials(dir.path()));
+}
+
+/// A copy of the fixture package `source` whose graph `edit` changes.
+fn package_with_graph(dir: &Path, source: &str, edit: impl FnOnce(&mut tract_onnx::pb::ModelProto)) -> PathBuf {
+    use prost::Message;
+    let model = package_with(dir, source, |_| {});
+    let bytes = std::fs::read(model.join("model.onnx")).expect("graph");
+    let mut graph = tract_onnx::pb::ModelProto::decode(bytes.as_slice()).expect("protobuf");
+    edit(&mut graph);
+    std::fs::write(model.join("model.onnx"), graph.encode_to_vec()).expect("write graph");
+    model
+}
+
+#[test]
+fn an_existing_file_that_is_not_parquet_is_never_replaced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, content) in [("essay.txt", &b"my essay, three weeks of work"[..]), ("notes.parquet", b"not parquet")] {
+        let target = dir.path().join(name);
+        std::fs::write(&target, content).expect("write");
+        let output = run(&reviews(), &target, &[]);
+        let err = stderr(&output);
+        assert_eq!(exit_code(&output), Some(1), "{name}: {err}");
+        assert!(err.contains("is not a Parquet file") && err.contains(name), "{err}");
+        assert_eq!(std::fs::read(&target).expect("read"), content, "{name} untouched");
+    }
+    // An earlier output, and an empty file, are replaced as before.
+    let out = dir.path().join("out.parquet");
+    assert!(run(&reviews(), &out, &[]).status.success());
+    assert!(run(&reviews(), &out, &[]).status.success());
+    let empty = dir.path().join("empty.parquet");
+    std::fs::write(&empty, b"").expect("write");
+    assert!(run(&reviews(), &empty, &[]).status.success());
+    assert_eq!(read(&empty).num_rows(), 300);
+}
+
+#[test]
+fn probabilities_that_are_not_finite_stop_the_run_naming_the_rows() {
+    use tract_onnx::pb::{NodeProto, TensorProto};
+    let dir = tempfile::tempdir().expect("tempdir");
+    // probs + (sqrt(100 - tokens) - sqrt(100 - tokens)): NaN for a document of more than 100
+    // tokens, unchanged otherwise, so the one-token probe when the package opens passes.
+    // (NaN put into the embedding never arrives: tract's activations clamp it away.)
+    let model = package_with_graph(dir.path(), "fixtures/tiny-san", |graph| {
+        let body = graph.graph.as_mut().expect("graph");
+        let node = |op: &str, inputs: &[&str], output: &str| NodeProto {
+            op_type: op.to_owned(),
+            input: inputs.iter().map(|i| (*i).to_owned()).collect(),
+            output: vec![output.to_owned()],
+            name: output.to_owned(),
+            ..Default::default()
+        };
+        let probs = body.node.iter_mut().find(|n| n.output.iter().any(|o| o == "probs")).expect("probs");
+        probs.output = vec!["probs_raw".to_owned()];
+        body.initializer.push(TensorProto {
+            name: "hundred".to_owned(),
+            data_type: 1,
+            dims: vec![1],
+            float_data: vec![100.0],
+            ..Default::default()
+        });
+        body.initializer.push(TensorProto {
+            name: "axis_one".to_owned(),
+            data_type: 7,
+            dims: vec![1],
+            int64_data: vec![1],
+            ..Default::default()
+        });
+        let mut mask = node("Cast", &["attention_mask"], "mask_float");
+        mask.attribute.push(tract_onnx::pb::AttributeProto {
+            name: "to".to_owned(),
+            r#type: 2,
+            i: 1,
+            ..Default::default()
+        });
+        body.node.extend([
+            mask,
+            node("ReduceSum", &["mask_float", "axis_one"], "tokens"),
+            node("Sub", &["hundred", "tokens"], "room"),
+            node("Sqrt", &["room"], "root"),
+            node("Sub", &["root", "root"], "nan_past_100"),
+            node("Add", &["probs_raw", "nan_past_100"], "probs"),
+        ]);
+    });
+    let out = dir.path().join("out.parquet");
+    let output = run_with_model(&model, &out, &["--backend", "tract", "--window", "1000"]);
+    // The first review of more than 100 tokens, as the package's tokenizer counts them.
+    let finite = dir.path().join("finite.parquet");
+    assert!(run_with_model(&repo_root().join("fixtures/tiny-san"), &finite, &[]).status.success());
+    let long = read(&finite)
+        .column_by_name("tokens")
+        .map(|tokens| {
+            let tokens = tokens.as_any().downcast_ref::<arrow::array::ListArray>().expect("list");
+            (0..tokens.len()).find(|&row| tokens.value_length(row) > 100).expect("a long review")
+        })
+        .expect("tokens");
+    assert_refused(&output, 1, &["not finite", "reviews.parquet", &format!("row(s) {long},")], &out);
+}
+
+#[test]
+fn manifest_labels_that_contradict_the_graph_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.parquet");
+    // The same two labels swapped: every prediction would be inverted.
+    let model = package_with(dir.path(), "fixtures/tiny-san", |m| m["labels"] = serde_json::json!(["pos", "neg"]));
+    assert_refused(
+        &run_with_model(&model, &out, &[]),
+        1,
+        &["exported with the labels [neg, pos]", "another order", "manifest.json"],
+        &out,
+    );
+    std::fs::remove_dir_all(&model).expect("clean");
+    let model = package_with(dir.path(), "fixtures/tiny-san", |m| m["labels"] = serde_json::json!(["bad", "good"]));
+    assert_refused(&run_with_model(&model, &out, &[]), 1, &["exported with the labels [neg, pos]"], &out);
+}
+
+#[test]
+fn an_input_declared_with_two_to_the_forty_elements_is_bad_input() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = package_with_graph(dir.path(), "fixtures/tiny-san", |graph| {
+        use tract_onnx::pb::tensor_shape_proto::dimension::Value;
+        let body = graph.graph.as_mut().expect("graph");
+        for input in &mut body.input {
+            let Some(tract_onnx::pb::type_proto::Value::TensorType(tensor)) =
+                input.r#type.as_mut().and_then(|t| t.value.as_mut())
+            else {
+                panic!("a tensor input")
+            };
+            for dim in &mut tensor.shape.as_mut().expect("shape").dim {
+                dim.value = Some(Value::DimValue(1 << 40));
+            }
+        }
+    });
+    let out = dir.path().join("out.parquet");
+    let output = run_with_model(&model, &out, &["--backend", "tract"]);
+    assert_refused(&output, 1, &["model.onnx"], &out);
+}
+
+#[test]
+fn a_file_with_two_columns_of_one_name_is_named_as_such() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("twice.parquet");
+    let ids: Arc<dyn Array> = Arc::new(Int64Array::from(vec![1, 2]));
+    let texts: Arc<dyn Array> = Arc::new(arrow::array::StringArray::from(vec!["a fine film", "dull"]));
+    let labels: Arc<dyn Array> = Arc::new(Int64Array::from(vec![1, 0]));
+    write_parquet(&input, vec![("id", ids.clone()), ("id", ids), ("text", texts), ("label", labels)]);
+    let out = dir.path().join("out.parquet");
+    let output = run(&input, &out, &[]);
+    assert_refused(&output, 1, &["twice.parquet has 2 columns named `id`", "--pass-through"], &out);
+    assert!(!stderr(&output).contains("--pass-through names"), "{}", stderr(&output));
+    // Leaving the column out works.
+    let output = run(&input, &out, &["--pass-through", "label"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+#[test]
+fn plain_http_is_bad_input_not_a_transient_failure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.parquet");
+    let output = pipeline(&["run", "--input", "http://127.0.0.1:9/reviews.parquet"], &[("--output", &out)]);
+    assert_refused(&output, 1, &["plain http:// is not supported", "https://"], &out);
+}
+
+#[test]
+fn storage_retries_last_as_long_as_their_budget() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.parquet");
+    // A port nothing listens on: every request is refused, a transient failure.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let attempt = |budget: &str| {
+        let started = Instant::now();
+        let output = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(["run", "--input", "s3://corpus/in/reviews.parquet", "--output"])
+            .arg(&out)
+            .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .env("PIPELINE_STORAGE_RETRY_SECONDS", budget)
+            .output()
+            .expect("run pipeline");
+        (output, started.elapsed())
+    };
+    let (output, took) = attempt("6");
+    assert_refused(&output, 75, &["s3://corpus/in/reviews.parquet", "rerunning later may succeed"], &out);
+    assert!(took >= Duration::from_secs(5) && took < Duration::from_secs(60), "retried for {took:?}");
+    let (output, _) = attempt("soon");
+    assert_refused(&output, 1, &["PIPELINE_STORAGE_RETRY_SECONDS is `soon`"], &out);
+}
+
+/// [`slow_run`] with more arguments.
+fn slow_run_with(dir: &Path, out: &Path, extra: &[&str]) -> std::process::Child {
+    let data = dir.join("many");
+    if !data.exists() {
+        std::fs::create_dir(&data).expect("mkdir");
+        for i in 0..10 {
+            std::fs::copy(reviews(), data.join(format!("part-{i}.parquet"))).expect("copy");
+        }
+    }
+    Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["run", "--window", "1", "--batch-size", "1"])
+        .args(extra)
+        .arg("--input")
+        .arg(&data)
+        .arg("--model")
+        .arg(tiny_model())
+        .arg("--output")
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+#[cfg(unix)]
+#[test]
+fn a_closed_stderr_neither_kills_the_run_nor_leaves_a_partial() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).expect("mkdir");
+    let out = out_dir.join("predictions.parquet");
+    // As `pipeline run … 2>&1 | head -1`: the reader of stderr goes away at once. The run
+    // logs as it goes, and --profile writes to stderr at the end.
+    let mut child = slow_run_with(dir.path(), &out, &["--profile"]);
+    drop(child.stderr.take());
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(read(&out).num_rows(), 3000);
+    assert!(partials(&out_dir).is_empty(), "{:?}", files_in(&out_dir));
+}
+
+fn assert_json_lines(text: &str) {
+    assert!(!text.trim().is_empty(), "no log at all");
+    for line in text.lines() {
+        assert!(serde_json::from_str::<Value>(line).is_ok(), "not a JSON line: {line}\nin: {text}");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn json_logs_carry_usage_errors_and_signals_and_human_logs_to_a_pipe_have_no_colour() {
+    let output = pipeline(&["--log-format", "json", "run", "--bogus"], &[]);
+    assert_eq!(exit_code(&output), Some(2));
+    assert_json_lines(&stderr(&output));
+    assert!(stderr(&output).contains("--bogus"), "{}", stderr(&output));
+    let output = pipeline(&["run", "--log-format=json", "--batch-size", "0"], &[]);
+    assert_eq!(exit_code(&output), Some(2));
+    assert_json_lines(&stderr(&output));
+    // Help is still help.
+    let output = pipeline(&["--log-format", "json", "run", "--help"], &[]);
+    assert_eq!(exit_code(&output), Some(0));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("--input"));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("predictions.parquet");
+    let child = slow_run_with(dir.path(), &out, &["--log-format", "json"]);
+    wait_for_temporary(&out);
+    let sent = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    assert!(sent.expect("kill").success());
+    let output = child.wait_with_output().expect("wait");
+    assert_eq!(exit_code(&output), Some(143));
+    let err = stderr(&output);
+    assert_json_lines(&err);
+    assert!(err.contains("stopped by signal 15") && err.contains("removed the unfinished"), "{err}");
+
+    // Human logs into a pipe (as every test's): plain text, no escape codes.
+    let output = run(&reviews(), &out, &["--profile"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!stderr(&output).contains('\u{1b}'), "{:?}", stderr(&output));
+    assert!(!stderr(&output).is_empty());
+}
+
+/// Runs `command` for at most `limit`; `None` if it had to be killed.
+fn output_within(mut command: Command, limit: Duration) -> Option<Output> {
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let started = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(child.wait_with_output().expect("output"))
+}
+
+#[test]
+fn deeply_bracketed_queries_are_refused_at_once_and_shallow_ones_run() {
+    let nested = |depth: usize, open: &str, close: &str| {
+        let mut expression = "1".to_owned();
+        for _ in 0..depth {
+            expression = format!("{open}{expression}{close}");
+        }
+        format!("SELECT {expression} AS v")
+    };
+    let sql = |query: &str, extra: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pipeline"));
+        command.arg("sql").arg(query).args(extra);
+        output_within(command, Duration::from_secs(30)).expect("an answer within 30 s, not a spin")
+    };
+    // These spun at 100 % CPU for ever; now they run.
+    for query in [nested(49, "CAST(", " AS BIGINT)"), nested(48, "ARRAY[", "]")] {
+        let output = sql(&query, &["--format", "csv"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    // Past the bracket limit, a refusal at once.
+    for query in [nested(65, "CAST(", " AS BIGINT)"), nested(65, "ARRAY[", "]"), nested(65, "(", ")")] {
+        let output = sql(&query, &[]);
+        assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+        assert!(stderr(&output).contains("nests brackets 65 deep, more than the 64 allowed"), "{}", stderr(&output));
+    }
+    // Nested scalar subqueries double the planning time at each level: refused past 16.
+    let mut query = "SELECT 1 AS v".to_owned();
+    for _ in 0..20 {
+        query = format!("SELECT ({query}) AS v");
+    }
+    let output = sql(&query, &[]);
+    assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("nests subqueries more than 16 deep"), "{}", stderr(&output));
+    // Brackets in a string literal or a comment are not nesting.
+    let deep = "(".repeat(70);
+    let output = sql(&format!("SELECT '{deep}' AS s -- {deep}\n"), &["--format", "csv"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    // Shallow nesting still runs.
+    let output = sql(&nested(8, "CAST(", " AS BIGINT)"), &["--format", "csv"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "v\n1\n");
 }

@@ -373,3 +373,163 @@ fn credentials_refused_or_missing_are_clear_errors() {
     assert!(message.contains("s3://corpus/in/reviews.parquet: no credentials"), "{message}");
     assert!(message.contains("profile files are not read"), "{message}");
 }
+
+/// The bytes of the object at `key`.
+fn object_bytes(s3: &S3Server, key: &str) -> Vec<u8> {
+    block_on(async { s3.store().get(&ObjectPath::from(key)).await?.bytes().await }).expect("get").to_vec()
+}
+
+#[test]
+fn aliases_of_an_input_key_are_refused_as_outputs_by_run_report_and_sql() {
+    let Some(s3) = S3Server::start("aliases_of_an_input_key_are_refused_as_outputs_by_run_report_and_sql") else {
+        return;
+    };
+    s3.put("in/reviews.parquet", &reviews());
+    let before = object_bytes(&s3, "in/reviews.parquet");
+    for alias in
+        ["s3://corpus/in/./reviews.parquet", "s3://corpus/x/../in/reviews.parquet", "s3://corpus/in/%72eviews.parquet"]
+    {
+        let output = s3.run(&["run", "--input", "s3://corpus/in/reviews.parquet", "--output", alias]);
+        assert_eq!(output.status.code(), Some(1), "{alias}: {}", stderr(&output));
+        assert!(stderr(&output).contains("is covered by the input"), "{alias}: {}", stderr(&output));
+    }
+    assert_eq!(object_bytes(&s3, "in/reviews.parquet"), before, "the input is untouched");
+
+    // A dataset read as input, and written through an alias with --overwrite: its parts stay.
+    let output = s3.run(&[
+        "run",
+        "--input",
+        "s3://corpus/in/reviews.parquet",
+        "--output",
+        "s3://corpus/ds/",
+        "--rows-per-part",
+        "100",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let parts = s3.list("ds");
+    let output = s3.run(&[
+        "run",
+        "--input",
+        "s3://corpus/ds/",
+        "--output",
+        "s3://corpus/x/../ds/",
+        "--overwrite",
+        "--max-tokens",
+        "9",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_eq!(s3.list("ds"), parts, "no part deleted");
+
+    // The report: predictions stored without an extension, and the page aimed at them.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let predictions = dir.path().join("p.parquet");
+    assert!(run(&reviews(), &predictions, &[]).status.success());
+    s3.put("out/predictions", &predictions);
+    let stored = object_bytes(&s3, "out/predictions");
+    let report = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["report", "--input", "s3://corpus/out/predictions", "--output", "s3://corpus/out/./predictions"])
+        .envs(s3.env())
+        .output()
+        .expect("run report");
+    assert_eq!(report.status.code(), Some(1), "{}", stderr(&report));
+    assert!(stderr(&report).contains("is covered by the input"), "{}", stderr(&report));
+    assert_eq!(object_bytes(&s3, "out/predictions"), stored, "the predictions are untouched");
+    // A page beside the parts of a dataset is fine.
+    let report = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["report", "--input", "s3://corpus/ds/", "--output", "s3://corpus/ds/report.html"])
+        .envs(s3.env())
+        .output()
+        .expect("run report");
+    assert!(report.status.success(), "{}", stderr(&report));
+    let rerun = s3.run(&[
+        "run",
+        "--input",
+        "s3://corpus/in/reviews.parquet",
+        "--output",
+        "s3://corpus/ds/",
+        "--rows-per-part",
+        "100",
+    ]);
+    assert!(rerun.status.success(), "a report in the prefix does not break a rerun: {}", stderr(&rerun));
+
+    // SQL writes to object storage, and never over a table it reads.
+    let output = s3.sql(&["SELECT count(*) AS n FROM 's3://corpus/ds/'", "--output", "s3://corpus/results/count.csv"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(String::from_utf8_lossy(&object_bytes(&s3, "results/count.csv")), "n\n300\n");
+    assert!(!Path::new("s3:").exists(), "nothing written to a local path named s3:");
+    let output = s3.sql(&[
+        "SELECT * FROM p",
+        "--table",
+        "p=s3://corpus/out/predictions",
+        "--output",
+        "s3://corpus/out/predictions",
+        "--format",
+        "parquet",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("is covered by the input"), "{}", stderr(&output));
+    assert_eq!(object_bytes(&s3, "out/predictions"), stored);
+}
+
+#[test]
+fn a_part_lost_after_success_in_a_bucket_is_noticed_and_written_again() {
+    let Some(s3) = S3Server::start("a_part_lost_after_success_in_a_bucket_is_noticed_and_written_again") else {
+        return;
+    };
+    s3.put("in/reviews.parquet", &reviews());
+    let args =
+        ["run", "--input", "s3://corpus/in/reviews.parquet", "--output", "s3://corpus/out/", "--rows-per-part", "100"];
+    assert!(s3.run(&args).status.success());
+    block_on(s3.store().delete(&ObjectPath::from("out/part-00001.parquet"))).expect("delete");
+    let finalize = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["run", "--finalize", "s3://corpus/out/"])
+        .envs(s3.env())
+        .output()
+        .expect("finalize");
+    assert_eq!(finalize.status.code(), Some(1), "{}", stderr(&finalize));
+    assert!(stderr(&finalize).contains("part-00001.parquet"), "{}", stderr(&finalize));
+    assert!(!s3.list("out").contains(&"out/_SUCCESS".to_owned()), "a _SUCCESS that lies is withdrawn");
+    let output = s3.run(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("1 part written, 2 already committed"));
+    assert_eq!(s3.read_parts("out").num_rows(), 300);
+    assert!(s3.list("out").contains(&"out/_SUCCESS".to_owned()));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_signal_aborts_the_upload_of_a_single_file_output() {
+    let Some(s3) = S3Server::start("a_signal_aborts_the_upload_of_a_single_file_output") else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("many.parquet");
+    many_reviews(&input, 10, 500);
+    for (signal, code) in [("TERM", 143), ("INT", 130)] {
+        let child = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(["run", "--model"])
+            .arg(tiny_model())
+            .arg("--input")
+            .arg(&input)
+            .args(["--output", "s3://corpus/out/single.parquet", "--window", "1", "--batch-size", "1"])
+            .envs(s3.env())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !s3.uploads_in_progress().contains("<Key>out/single.parquet</Key>") {
+            assert!(Instant::now() < deadline, "no upload started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let sent = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status();
+        assert!(sent.expect("kill").success());
+        let output = child.wait_with_output().expect("wait");
+        assert_eq!(output.status.code(), Some(code), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("aborted the unfinished upload of s3://corpus/out/single.parquet"),
+            "{}",
+            stderr(&output)
+        );
+        assert!(!s3.uploads_in_progress().contains("out/single.parquet"), "{}", s3.uploads_in_progress());
+        assert!(s3.list("out").is_empty());
+    }
+}

@@ -275,3 +275,85 @@ fn alpha(colour: &str) -> f64 {
         _ => panic!("unexpected colour {colour}"),
     }
 }
+
+/// The fixture reviews with their `label` column replaced by `labels`.
+fn reviews_labelled(path: &Path, labels: Arc<dyn arrow::array::Array>) {
+    let batch = read(&reviews());
+    let schema = batch.schema();
+    let columns: Vec<(&str, Arc<dyn arrow::array::Array>)> = schema
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .map(|(field, column)| {
+            (field.name().as_str(), if field.name() == "label" { labels.clone() } else { column.clone() })
+        })
+        .collect();
+    write_parquet(path, columns);
+}
+
+#[test]
+fn float_labels_are_read_as_label_indices_and_labels_that_never_match_are_warned_about() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let accuracy =
+        |page: &str| page.split("id=\"accuracy\">").nth(1).and_then(|s| s.split('<').next()).map(str::to_owned);
+    let names = strings(&read(&reviews()), "label");
+    let page_for = |labels: Arc<dyn arrow::array::Array>, name: &str| {
+        let input = dir.path().join(format!("{name}-reviews.parquet"));
+        reviews_labelled(&input, labels);
+        let predictions = dir.path().join(format!("{name}-predictions.parquet"));
+        assert!(run(&input, &predictions, &[]).status.success());
+        let page = dir.path().join(format!("{name}.html"));
+        let output = report(&predictions, &page, &[]);
+        (output, std::fs::read_to_string(&page).unwrap_or_default())
+    };
+    let as_strings: Arc<dyn arrow::array::Array> = Arc::new(StringArray::from(names.clone()));
+    let (output, by_name) = page_for(as_strings, "strings");
+    assert!(output.status.success(), "{}", stderr(&output));
+    // pandas writes an integer column with nulls as 0.0/1.0.
+    let floats: Vec<Option<f64>> =
+        names.iter().map(|l| l.as_deref().map(|l| if l == "pos" { 1.0 } else { 0.0 })).collect();
+    let (output, by_float) = page_for(Arc::new(arrow::array::Float64Array::from(floats)), "floats");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(accuracy(&by_name).is_some());
+    assert_eq!(accuracy(&by_float), accuracy(&by_name), "0.0/1.0 are the labels neg/pos");
+    assert!(!stderr(&output).contains("no true label matches"), "{}", stderr(&output));
+
+    // Labels in other words than the model's: every row would count as wrong; say so.
+    let other: Vec<Option<String>> = names
+        .iter()
+        .map(|l| l.as_deref().map(|l| if l == "pos" { "positive" } else { "negative" }.to_owned()))
+        .collect();
+    let (output, _) = page_for(Arc::new(StringArray::from(other)), "other-words");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("no true label matches a model label"), "{}", stderr(&output));
+
+    // A float that is no label index is refused.
+    let halves: Vec<Option<f64>> = names.iter().map(|_| Some(0.5)).collect();
+    let (output, _) = page_for(Arc::new(arrow::array::Float64Array::from(halves)), "halves");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("holds 0.5, which is not a label index"), "{}", stderr(&output));
+}
+
+#[test]
+fn the_report_never_takes_the_name_of_predictions_or_of_a_run_manifest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let predictions = dir.path().join("predictions.parquet");
+    assert!(run(&reviews(), &predictions, &[]).status.success());
+    let before = std::fs::read(&predictions).expect("read");
+    for name in ["other.parquet", "_SUCCESS"] {
+        let target = dir.path().join(name);
+        let output = report(&predictions, &target, &[]);
+        assert_eq!(output.status.code(), Some(1), "{name}: {}", stderr(&output));
+        assert!(stderr(&output).contains("give it a name ending in .html"), "{}", stderr(&output));
+        assert!(!target.exists());
+    }
+    // Inside a dataset, a part's name is refused too.
+    let parts = dir.path().join("parts");
+    assert!(run(&reviews(), &parts, &["--rows-per-part", "100"]).status.success());
+    let part = parts.join("part-00000.parquet");
+    let part_before = std::fs::read(&part).expect("read");
+    let output = report(&parts, &part, &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_eq!(std::fs::read(&part).expect("read"), part_before);
+    assert_eq!(std::fs::read(&predictions).expect("read"), before);
+}
