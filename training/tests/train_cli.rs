@@ -461,3 +461,63 @@ fn freezing_word_vectors_needs_word_vectors() {
     assert!(stderr(&output).contains("--word-vectors <FILE>"), "{}", stderr(&output));
     assert!(!out.exists());
 }
+
+#[test]
+fn an_out_that_cannot_be_written_is_refused_before_training() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corpus = dir.path().join("small.parquet");
+    write_parquet(&corpus, vec![("text", strings(&reviews(40))), ("label", strings(&labels(40)))]);
+    // sysfs cannot be written, not even by root (a read-only directory can be, by root).
+    let read_only = Path::new("/sys/kernel/attention-classifier-test/model");
+    if std::fs::create_dir_all("/sys/kernel/attention-classifier-test").is_ok() {
+        panic!("/sys is writable here; this test needs a directory nobody may write");
+    }
+    let output = train(&corpus, read_only, &[]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(err.contains("--out /sys/kernel/attention-classifier-test/model cannot be written"), "{err}");
+    assert!(!err.contains("epoch"), "refused before the first epoch: {err}");
+}
+
+#[test]
+fn logs_can_be_json_and_a_closed_stderr_does_not_stop_training() {
+    let output = export().args(["--log-format", "json", "train", "--bogus"]).output().expect("run export");
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(err.lines().all(|line| serde_json::from_str::<serde_json::Value>(line).is_ok()), "{err}");
+    assert!(err.contains("--bogus"), "{err}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corpus = dir.path().join("small.parquet");
+    write_parquet(&corpus, vec![("text", strings(&reviews(40))), ("label", strings(&labels(40)))]);
+    let out = dir.path().join("model");
+    let output = export()
+        .args(["--log-format", "json", "train", "--variant", "san", "--train"])
+        .arg(&corpus)
+        .arg("--out")
+        .arg(&out)
+        .args(TINY_MODEL)
+        .output()
+        .expect("run export");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.lines().all(|line| serde_json::from_str::<serde_json::Value>(line).is_ok()), "{err}");
+    std::fs::remove_dir_all(&out).expect("clean");
+
+    // As `export train … 2>&1 | head -1`: the reader of stderr is gone from the start.
+    let mut child = export()
+        .args(["train", "--variant", "san", "--train"])
+        .arg(&corpus)
+        .arg("--out")
+        .arg(&out)
+        .args(TINY_MODEL)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn export");
+    drop(child.stderr.take());
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0));
+    runtime::package::ModelPackage::open(&out).expect("a complete package");
+    assert_nothing_written(dir.path(), &["small.parquet", "model"]);
+}
