@@ -574,7 +574,7 @@ fn an_input_declared_with_two_to_the_forty_elements_is_bad_input() {
     });
     let out = dir.path().join("out.parquet");
     let output = run_with_model(&model, &out, &["--backend", "tract"]);
-    assert_refused(&output, 1, &["model.onnx"], &out);
+    assert_refused(&output, 1, &["model.onnx", "`input_ids` with a fixed dimension of 1099511627776"], &out);
 }
 
 #[test]

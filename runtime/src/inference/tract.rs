@@ -5,8 +5,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use tract_onnx::prelude::*;
+use tract_onnx::tract_hir::infer::Factoid;
 
 mod lstm;
+
+/// The largest fixed dimension a graph input may declare (package graphs declare none).
+const MAX_FIXED_DIMENSION: i64 = 1 << 24;
 
 use super::{InferenceBackend, ModelInputs, ModelOutputs, OutputTensor};
 
@@ -58,6 +62,19 @@ impl TractBackend {
             "the graph {} has inputs {inputs:?}; a model package graph takes [\"input_ids\", \"attention_mask\"]",
             graph.display()
         );
+        // A package graph takes batches of any size; a fixed dimension beyond any batch (an
+        // input declared with 2^40 elements) makes tract allocate it while optimising.
+        for (index, name) in inputs.iter().enumerate() {
+            let fact = model.input_fact(index)?;
+            let fixed = fact.shape.dims().filter_map(|d| d.concretize()).filter_map(|d| d.to_i64().ok());
+            if let Some(size) = fixed.into_iter().find(|&size| size > MAX_FIXED_DIMENSION) {
+                anyhow::bail!(
+                    "the graph {} declares its input `{name}` with a fixed dimension of {size}; a model package \
+                     graph takes batches of any size and length (symbolic dimensions): export the model again",
+                    graph.display()
+                );
+            }
+        }
         // The graph's dimensions (batch, seq, ...) are never zero: a batch holds at least one
         // token. Saying so lets tract prove sizes it otherwise treats as unknown, and pick its
         // fast element-wise kernels inside the recurrent loops (about 14 % faster on the default
