@@ -167,6 +167,16 @@ impl S3Server {
         self.pipeline(args).output().expect("run pipeline")
     }
 
+    /// `pipeline report ARGS` with the server's environment.
+    fn report(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .arg("report")
+            .args(args)
+            .envs(self.env())
+            .output()
+            .expect("run report")
+    }
+
     /// `pipeline sql ARGS` with the server's environment.
     fn sql(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_pipeline")).arg("sql").args(args).envs(self.env()).output().expect("run sql")
@@ -229,11 +239,7 @@ fn inputs_and_outputs_in_a_bucket_give_what_local_files_give() {
     assert_eq!(from_glob.stdout, expected.stdout);
 
     // `pipeline report` reads the dataset's parts from the bucket and uploads the page there.
-    let report = Command::new(env!("CARGO_BIN_EXE_pipeline"))
-        .args(["report", "--input", "s3://corpus/ds/", "--output", "s3://corpus/report.html"])
-        .envs(s3.env())
-        .output()
-        .expect("run report");
+    let report = s3.report(&["--input", "s3://corpus/ds/", "--output", "s3://corpus/report.html"]);
     assert!(report.status.success(), "{}", stderr(&report));
     assert!(String::from_utf8_lossy(&report.stdout).contains("300 rows from 5 file(s)"));
     let page = block_on(async { s3.store().get(&ObjectPath::from("report.html")).await?.bytes().await }).expect("get");
@@ -396,15 +402,9 @@ fn aliases_of_an_input_key_are_refused_as_outputs_by_run_report_and_sql() {
     assert_eq!(object_bytes(&s3, "in/reviews.parquet"), before, "the input is untouched");
 
     // A dataset read as input, and written through an alias with --overwrite: its parts stay.
-    let output = s3.run(&[
-        "run",
-        "--input",
-        "s3://corpus/in/reviews.parquet",
-        "--output",
-        "s3://corpus/ds/",
-        "--rows-per-part",
-        "100",
-    ]);
+    let into_dataset =
+        ["run", "--input", "s3://corpus/in/reviews.parquet", "--output", "s3://corpus/ds/", "--rows-per-part", "100"];
+    let output = s3.run(&into_dataset);
     assert!(output.status.success(), "{}", stderr(&output));
     let parts = s3.list("ds");
     let output = s3.run(&[
@@ -426,30 +426,14 @@ fn aliases_of_an_input_key_are_refused_as_outputs_by_run_report_and_sql() {
     assert!(run(&reviews(), &predictions, &[]).status.success());
     s3.put("out/predictions", &predictions);
     let stored = object_bytes(&s3, "out/predictions");
-    let report = Command::new(env!("CARGO_BIN_EXE_pipeline"))
-        .args(["report", "--input", "s3://corpus/out/predictions", "--output", "s3://corpus/out/./predictions"])
-        .envs(s3.env())
-        .output()
-        .expect("run report");
+    let report = s3.report(&["--input", "s3://corpus/out/predictions", "--output", "s3://corpus/out/./predictions"]);
     assert_eq!(report.status.code(), Some(1), "{}", stderr(&report));
     assert!(stderr(&report).contains("is covered by the input"), "{}", stderr(&report));
     assert_eq!(object_bytes(&s3, "out/predictions"), stored, "the predictions are untouched");
     // A page beside the parts of a dataset is fine.
-    let report = Command::new(env!("CARGO_BIN_EXE_pipeline"))
-        .args(["report", "--input", "s3://corpus/ds/", "--output", "s3://corpus/ds/report.html"])
-        .envs(s3.env())
-        .output()
-        .expect("run report");
+    let report = s3.report(&["--input", "s3://corpus/ds/", "--output", "s3://corpus/ds/report.html"]);
     assert!(report.status.success(), "{}", stderr(&report));
-    let rerun = s3.run(&[
-        "run",
-        "--input",
-        "s3://corpus/in/reviews.parquet",
-        "--output",
-        "s3://corpus/ds/",
-        "--rows-per-part",
-        "100",
-    ]);
+    let rerun = s3.run(&into_dataset);
     assert!(rerun.status.success(), "a report in the prefix does not break a rerun: {}", stderr(&rerun));
 
     // SQL writes to object storage, and never over a table it reads.
