@@ -271,3 +271,16 @@ fn part_metadata_stays_small_however_many_inputs() {
         serde_json::from_str(&std::fs::read_to_string(out.join("_SUCCESS")).expect("_SUCCESS")).expect("json");
     assert_eq!(manifest["inputs"].as_array().map(Vec::len), Some(300), "the full list is in _SUCCESS");
 }
+
+#[test]
+fn an_input_inside_the_dataset_output_is_refused_even_with_overwrite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("ds");
+    assert!(run(&reviews(), &out, &["--rows-per-part", "100"]).status.success());
+    let before = files_in(&out);
+    let input = out.join("part-00002.parquet");
+    let output = run(&input, &out, &["--pass-through", "id,text", "--overwrite"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("holds the input file"), "{}", stderr(&output));
+    assert_eq!(files_in(&out), before, "nothing deleted");
+}

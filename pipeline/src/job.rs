@@ -239,6 +239,15 @@ fn check_outputs(
             // The directory, and any part in it, must be out of the inputs' reach.
             refuse_output_among_inputs("--output", path, &inputs)?;
             refuse_output_among_inputs("--output", &path.join(part_name(0)), &inputs)?;
+            // An input inside the directory would be replaced by a part, or deleted by --overwrite.
+            if let (Some(local), Ok(dir)) = (&input.local, path.canonicalize())
+                && let Some(file) = local.files.iter().find(|f| f.canonicalize().is_ok_and(|f| f.starts_with(&dir)))
+            {
+                bail!(
+                    "--output {output} holds the input file {}; write the dataset somewhere the input does not cover",
+                    file.display()
+                );
+            }
         } else {
             check_replaceable(path)?;
             refuse_output_among_inputs("--output", path, &inputs)?;

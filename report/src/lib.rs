@@ -20,6 +20,7 @@ use anyhow::Context;
 use batch_io::atomic_file::check_replaceable;
 use batch_io::inputs::resolve_input_files;
 use batch_io::locations::{refuse_output_among_inputs, refuse_remote_output_among_inputs};
+use batch_io::object_storage::{canonical_url, is_url};
 use batch_io::publish::{Destination, Sink};
 use batch_io::source::{RowSpan, open_span};
 
@@ -93,7 +94,9 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
 /// The page is HTML: a `.parquet` name or `_SUCCESS` would take the place of predictions or
 /// of a dataset's run manifest (an output inside a dataset is fine under any other name).
 fn refuse_output_name(output: &str) -> anyhow::Result<()> {
-    let name = output.trim_end_matches('/').rsplit(['/', '\\']).next().unwrap_or(output);
+    // A storage key is judged as the store will spell it (`_%53UCCESS` is `_SUCCESS`).
+    let resolved = if is_url(output) { canonical_url(output)? } else { output.to_owned() };
+    let name = resolved.trim_end_matches('/').rsplit(['/', '\\']).next().unwrap_or(&resolved);
     if name == "_SUCCESS" || name.to_ascii_lowercase().ends_with(".parquet") {
         anyhow::bail!(
             "--output {output}: the report is an HTML page, and that name belongs to predictions or to a \
