@@ -76,18 +76,31 @@ fn has_extension(path: &Path, extensions: &[impl AsRef<str>]) -> bool {
     path.extension().and_then(|e| e.to_str()).is_some_and(|e| extensions.iter().any(|x| x.as_ref() == e))
 }
 
-/// `path` made absolute with symlinks resolved; for a path that does not exist yet, its
-/// directory is resolved and the name kept.
+/// `path` made absolute with symlinks resolved. For a path that does not exist yet, its
+/// nearest existing ancestor is resolved and the rest appended (`.` and `..` in the rest
+/// taken lexically), so a dataset's part in a directory still to be made is found too.
 fn resolved(path: &Path) -> Option<PathBuf> {
     if let Ok(real) = path.canonicalize() {
         return Some(real);
     }
-    let name = path.file_name()?;
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
+    let absolute = std::path::absolute(path).ok()?;
+    let mut missing = Vec::new();
+    let mut ancestor = absolute.as_path();
+    let mut base = loop {
+        match ancestor.canonicalize() {
+            Ok(real) => break real,
+            Err(_) => {
+                missing.push(ancestor.file_name()?.to_owned());
+                ancestor = ancestor.parent()?;
+            }
+        }
     };
-    Some(parent.canonicalize().ok()?.join(name))
+    // `std::path::absolute` keeps `..`, which `file_name` reads as no name: those paths
+    // gave `None` above, and are compared as given.
+    for name in missing.iter().rev() {
+        base.push(name);
+    }
+    Some(base)
 }
 
 /// Whether two paths name the same file, existing or not (symlinks and `..` resolved).
@@ -138,6 +151,24 @@ pub fn refuse_output_among_inputs(flag: &str, output: &Path, inputs: &[InputLoca
                 input.location
             );
         }
+    }
+    Ok(())
+}
+
+/// Refuses a local dataset directory `dir` (named by `flag`) that holds one of the files of
+/// `inputs`: a part would replace it, or `--overwrite` delete it.
+pub fn refuse_dataset_holding_inputs(flag: &str, dir: &Path, inputs: &[InputLocation]) -> anyhow::Result<()> {
+    let Ok(dir_resolved) = dir.canonicalize() else { return Ok(()) };
+    let held = inputs
+        .iter()
+        .flat_map(|input| &input.files)
+        .find(|file| resolved(file).is_some_and(|f| f.starts_with(&dir_resolved)));
+    if let Some(file) = held {
+        bail!(
+            "{flag} {} holds the input file {}; write the dataset somewhere the input does not cover",
+            dir.display(),
+            file.display()
+        );
     }
     Ok(())
 }

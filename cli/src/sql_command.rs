@@ -63,6 +63,12 @@ pub fn run(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
 
 fn run_here(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
     anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
+    let format = match (args.format, &args.output) {
+        (Some(format), _) => format,
+        (None, Some(output)) => OutputFormat::from_extension(Path::new(output))
+            .with_context(|| format!("cannot tell the format of {output} from its extension; add --format"))?,
+        (None, None) => OutputFormat::Table,
+    };
     let destination = args.output.as_deref().map(Destination::parse).transpose()?;
     // Where the result file is written: the output itself, or for object storage a local
     // staging file, uploaded once the query has run (the upload waits on the object-storage
@@ -74,6 +80,9 @@ fn run_here(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
     let written_to: Option<PathBuf> = match (&destination, &staging) {
         (Some(Destination::Local(path)), _) => {
             batch_io::atomic_file::check_replaceable(path)?;
+            if format == OutputFormat::Parquet {
+                batch_io::atomic_file::check_replaceable_parquet("pipeline sql --format parquet", path)?;
+            }
             Some(path.clone())
         }
         (Some(Destination::Object { .. }), Some(dir)) => Some(dir.path().join("result")),
@@ -92,12 +101,6 @@ fn run_here(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
     let rows = runtime.block_on(async {
         let mut session = SqlSession::new(classify)?;
         register_tables(&mut session, &args.tables).await?;
-        let format = match (args.format, &args.output) {
-            (Some(format), _) => format,
-            (None, Some(output)) => OutputFormat::from_extension(Path::new(output))
-                .with_context(|| format!("cannot tell the format of {output} from its extension; add --format"))?,
-            (None, None) => OutputFormat::Table,
-        };
         let view = TableView { max_rows: args.max_rows, max_cell_width: args.max_cell_width };
         let output = args.output.as_deref().zip(written_to.as_deref());
         match args.query {

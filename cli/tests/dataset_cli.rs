@@ -284,3 +284,35 @@ fn an_input_inside_the_dataset_output_is_refused_even_with_overwrite() {
     assert!(stderr(&output).contains("holds the input file"), "{}", stderr(&output));
     assert_eq!(files_in(&out), before, "nothing deleted");
 }
+
+#[test]
+fn a_part_copied_over_a_sibling_is_named_not_taken_as_committed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    assert!(run(&reviews(), &out, &["--rows-per-part", "100"]).status.success());
+    // Same run, same row count: only the part's own unit index tells them apart.
+    std::fs::copy(out.join("part-00000.parquet"), out.join("part-00001.parquet")).expect("copy");
+    for output in [run(&reviews(), &out, &["--rows-per-part", "100"]), pipeline(&["run"], &[("--finalize", &out)])] {
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        let err = stderr(&output);
+        assert!(err.contains("part-00001.parquet holds the rows of part-00000.parquet"), "{err}");
+    }
+    std::fs::remove_file(out.join("part-00001.parquet")).expect("rm");
+    let output = run(&reviews(), &out, &["--rows-per-part", "100"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("1 part written, 2 already committed"));
+}
+
+#[test]
+fn a_dataset_output_a_glob_input_would_read_back_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("d");
+    std::fs::create_dir(&data).expect("mkdir");
+    std::fs::copy(reviews(), data.join("reviews.parquet")).expect("copy");
+    let pattern = format!("{}/**/*.parquet", data.display());
+    let out = data.join("sub");
+    let output = pipeline(&["run", "--input", &pattern], &[("--output", &out)]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("a rerun would read it back as input"), "{}", stderr(&output));
+    assert!(!out.exists(), "nothing made");
+}

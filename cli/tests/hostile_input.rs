@@ -465,6 +465,18 @@ fn an_existing_file_that_is_not_parquet_is_never_replaced() {
         assert!(err.contains("is not a Parquet file") && err.contains(name), "{err}");
         assert_eq!(std::fs::read(&target).expect("read"), content, "{name} untouched");
     }
+    // Parquet's magic at the start alone is not enough: a file must end with it too.
+    let fake = dir.path().join("fake.parquet");
+    std::fs::write(&fake, b"PAR1 and then a diary").expect("write");
+    let output = run(&reviews(), &fake, &[]);
+    assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+    assert_eq!(std::fs::read(&fake).expect("read"), b"PAR1 and then a diary");
+    // pipeline sql writing Parquet keeps to the same rule.
+    let essay = dir.path().join("essay.txt");
+    let output = pipeline(&["sql", "SELECT 1 AS v", "--format", "parquet"], &[("--output", &essay)]);
+    assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("is not a Parquet file"), "{}", stderr(&output));
+    assert_eq!(std::fs::read(&essay).expect("read"), b"my essay, three weeks of work");
     // An earlier output, and an empty file, are replaced as before.
     let out = dir.path().join("out.parquet");
     assert!(run(&reviews(), &out, &[]).status.success());
@@ -768,4 +780,69 @@ fn deeply_bracketed_queries_are_refused_at_once_and_shallow_ones_run() {
     let output = sql(&nested(8, "CAST(", " AS BIGINT)"), &["--format", "csv"]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(String::from_utf8_lossy(&output.stdout), "v\n1\n");
+}
+
+#[test]
+fn a_syntax_error_inside_nested_calls_ends_within_the_parse_deadline() {
+    let sql = |query: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pipeline"));
+        command.arg("sql").arg(query);
+        let started = Instant::now();
+        let output = output_within(command, Duration::from_secs(30)).expect("an answer within 30 s, not a spin");
+        (output, started.elapsed())
+    };
+    // Twenty calls deep, unclosed: the parser backtracks about 3x per level (10 of these
+    // pairs spun for minutes), so it is stopped at its deadline.
+    let (output, took) = sql(&format!("SELECT {}1", "POSITION(CAST(".repeat(10)));
+    assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("the SQL parser gave up after 5 s"), "{}", stderr(&output));
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+    // A shallow syntax error is reported by the parser itself, at once.
+    let (output, took) = sql("SELECT CAST(1");
+    assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("Expected: AS"), "{}", stderr(&output));
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+}
+
+#[test]
+fn ctes_that_double_at_each_link_are_refused_before_planning() {
+    let chain = |links: usize| {
+        let mut query = "WITH a0 AS (SELECT 1 AS x)".to_owned();
+        for i in 1..=links {
+            query.push_str(&format!(", a{i} AS (SELECT p.x FROM a{} p JOIN a{} q ON p.x = q.x)", i - 1, i - 1));
+        }
+        format!("{query} SELECT count(*) AS n FROM a{links}")
+    };
+    let sql = |query: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pipeline"));
+        command.arg("sql").arg(query).args(["--format", "csv"]);
+        output_within(command, Duration::from_secs(30)).expect("an answer within 30 s")
+    };
+    // 2^14 table reads once expanded: planning this took minutes.
+    let output = sql(&chain(14));
+    assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("reads tables 16384 times once its CTEs are expanded"), "{}", stderr(&output));
+    // 2^4 is fine, and gives the right answer.
+    let output = sql(&chain(4));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "n\n1\n");
+}
+
+#[test]
+fn an_unreachable_store_named_in_a_query_is_transient() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let output = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["sql", "SELECT count(*) FROM 's3://corpus/out/'"])
+        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("PIPELINE_STORAGE_RETRY_SECONDS", "2")
+        .output()
+        .expect("run pipeline");
+    assert_eq!(exit_code(&output), Some(75), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("cannot list s3://corpus/out") && err.contains("rerunning later may succeed"), "{err}");
+    assert_eq!(err.matches("rerunning later").count(), 1, "said once: {err}");
 }

@@ -30,6 +30,9 @@ use crate::units::{part_index, part_name};
 pub const FINGERPRINT_KEY: &str = "pipeline.run";
 /// The key of the part's own input file ([`InputIdentity`]) in its Parquet metadata.
 pub const PART_INPUT_KEY: &str = "pipeline.part_input";
+/// The key of the part's own unit index in its Parquet metadata: a part copied or renamed
+/// over a sibling still says which unit's rows it holds.
+pub const PART_UNIT_KEY: &str = "pipeline.part_unit";
 /// Written last; holds the [`RunManifest`].
 pub const SUCCESS: &str = "_SUCCESS";
 
@@ -93,14 +96,6 @@ pub enum EarlierInputs<'a> {
 }
 
 impl Run {
-    pub fn new(
-        fingerprint_without_inputs: impl FnOnce(usize, String) -> RunFingerprint,
-        inputs: Vec<InputIdentity>,
-    ) -> Self {
-        let fingerprint = fingerprint_without_inputs(inputs.len(), inputs_sha256(&inputs));
-        Self { fingerprint, inputs }
-    }
-
     /// What differs between this run and an `earlier` one, as phrases a user can act on.
     pub fn differences(&self, earlier: &RunFingerprint, earlier_inputs: EarlierInputs<'_>) -> Vec<String> {
         let now = &self.fingerprint;
@@ -220,6 +215,8 @@ struct CommittedPart {
     run: RunFingerprint,
     /// The input file it was read from (absent in parts of older versions).
     input: Option<InputIdentity>,
+    /// The unit whose rows it holds (absent in parts of older versions).
+    unit: Option<usize>,
 }
 
 /// What [`DatasetDir::finalize`] found.
@@ -352,7 +349,16 @@ impl DatasetDir {
             if name == SUCCESS {
                 success = Some(self.read_manifest()?);
             } else if let Some(index) = part_index(&name) {
-                parts.insert(index, self.read_part(&name)?);
+                let part = self.read_part(&name)?;
+                if let Some(unit) = part.unit.filter(|&unit| unit != index) {
+                    bail!(
+                        "{} holds the rows of {}, not of its own unit: it was copied or renamed; delete it, \
+                         and rerun to write it again",
+                        self.destination(&name),
+                        part_name(unit)
+                    );
+                }
+                parts.insert(index, part);
             } else if temporary_target(&name).is_none() && !is_report_page(&name) {
                 bail!(
                     "output {} holds {name}, which is not part of a run; choose an empty or new directory",
@@ -391,12 +397,15 @@ impl DatasetDir {
                 )
             })?;
         let run = serde_json::from_str(run).with_context(unreadable)?;
-        let input = metadata
-            .key_value_metadata()
-            .and_then(|kv| kv.iter().find(|kv| kv.key == PART_INPUT_KEY))
-            .and_then(|kv| kv.value.as_deref())
-            .and_then(|text| serde_json::from_str(text).ok());
-        Ok(CommittedPart { rows: u64::try_from(metadata.num_rows()).unwrap_or(0), run, input })
+        let value = |key: &str| {
+            metadata
+                .key_value_metadata()
+                .and_then(|kv| kv.iter().find(|kv| kv.key == key))
+                .and_then(|kv| kv.value.as_deref())
+        };
+        let input = value(PART_INPUT_KEY).and_then(|text| serde_json::from_str(text).ok());
+        let unit = value(PART_UNIT_KEY).and_then(|text| text.parse().ok());
+        Ok(CommittedPart { rows: u64::try_from(metadata.num_rows()).unwrap_or(0), run, input, unit })
     }
 
     fn read_manifest(&self) -> anyhow::Result<RunManifest> {
@@ -577,20 +586,18 @@ mod tests {
     }
 
     fn run_of(inputs: Vec<InputIdentity>) -> Run {
-        Run::new(
-            |input_count, inputs_sha256| RunFingerprint {
-                input_count,
-                inputs_sha256,
-                model_sha256: "0123456789abcdef0123".into(),
-                text_column: "text".into(),
-                pass_through: vec!["id".into()],
-                max_tokens: 512,
-                embedding: false,
-                rows_per_part: 2500,
-                parts: 4,
-            },
-            inputs,
-        )
+        let fingerprint = RunFingerprint {
+            input_count: inputs.len(),
+            inputs_sha256: inputs_sha256(&inputs),
+            model_sha256: "0123456789abcdef0123".into(),
+            text_column: "text".into(),
+            pass_through: vec!["id".into()],
+            max_tokens: 512,
+            embedding: false,
+            rows_per_part: 2500,
+            parts: 4,
+        };
+        Run { fingerprint, inputs }
     }
 
     #[test]

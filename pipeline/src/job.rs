@@ -18,10 +18,11 @@ use arrow::datatypes::{FieldRef, Schema};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use batch_io::atomic_file::{check_replaceable, temp_beside, write_failed};
+use batch_io::atomic_file::{check_replaceable, check_replaceable_parquet, temp_beside, write_failed};
 use batch_io::inputs::{InputFiles, resolve_input_files};
 use batch_io::locations::{
-    InputLocation, refuse_output_among_inputs, refuse_remote_output_among_inputs, same_location,
+    InputLocation, refuse_dataset_holding_inputs, refuse_output_among_inputs, refuse_remote_output_among_inputs,
+    same_location,
 };
 use batch_io::object_storage::is_url;
 use batch_io::publish::Destination;
@@ -33,7 +34,7 @@ use runtime::package::ModelPackage;
 
 use crate::dataset::{
     DatasetDir, FINGERPRINT_KEY, Finalized, InputIdentity, Progress as DatasetProgress, Run, RunFingerprint,
-    RunManifest,
+    RunManifest, inputs_sha256,
 };
 use crate::output::{Output, OutputFile, OutputFormat};
 use crate::stages::{Line, Progress, StageSeconds, WriteStage, run_line};
@@ -239,19 +240,11 @@ fn check_outputs(
             // The directory, and any part in it, must be out of the inputs' reach.
             refuse_output_among_inputs("--output", path, &inputs)?;
             refuse_output_among_inputs("--output", &path.join(part_name(0)), &inputs)?;
-            // An input inside the directory would be replaced by a part, or deleted by --overwrite.
-            if let (Some(local), Ok(dir)) = (&input.local, path.canonicalize())
-                && let Some(file) = local.files.iter().find(|f| f.canonicalize().is_ok_and(|f| f.starts_with(&dir)))
-            {
-                bail!(
-                    "--output {output} holds the input file {}; write the dataset somewhere the input does not cover",
-                    file.display()
-                );
-            }
+            refuse_dataset_holding_inputs("--output", path, &inputs)?;
         } else {
             check_replaceable(path)?;
             refuse_output_among_inputs("--output", path, &inputs)?;
-            refuse_replacing_non_parquet(path)?;
+            check_replaceable_parquet("pipeline run", path)?;
         }
     }
     if let Some(metrics) = &options.metrics_json {
@@ -309,21 +302,19 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     let owned = todo.len();
     let run = dataset
         .then(|| {
-            let inputs = files.iter().map(input_identity).collect::<anyhow::Result<_>>()?;
-            anyhow::Ok(Run::new(
-                |input_count, inputs_sha256| RunFingerprint {
-                    input_count,
-                    inputs_sha256,
-                    model_sha256,
-                    text_column: options.text_column.clone(),
-                    pass_through: kept_columns.clone(),
-                    max_tokens: classifier.max_tokens(),
-                    embedding: options.with_embedding,
-                    rows_per_part: options.rows_per_part,
-                    parts: units.len(),
-                },
-                inputs,
-            ))
+            let inputs = files.iter().map(input_identity).collect::<anyhow::Result<Vec<_>>>()?;
+            let fingerprint = RunFingerprint {
+                input_count: files.len(),
+                inputs_sha256: inputs_sha256(&inputs),
+                model_sha256,
+                text_column: options.text_column.clone(),
+                pass_through: kept_columns.clone(),
+                max_tokens: classifier.max_tokens(),
+                embedding: options.with_embedding,
+                rows_per_part: options.rows_per_part,
+                parts: units.len(),
+            };
+            anyhow::Ok(Run { fingerprint, inputs })
         })
         .transpose()?;
     if let Some(run) = &run {
@@ -542,27 +533,6 @@ fn refuse_ambiguous_columns(file: &InputFile, schema: &Schema, kept: &[String], 
                  but one, or (if it is not the text column) name the columns to keep with --pass-through"
             );
         }
-    }
-    Ok(())
-}
-
-/// `--output` replaces an earlier Parquet output, never a file of another kind: a report,
-/// an essay or an empty-looking `.parquet` name given to the wrong file. (An empty file holds
-/// nothing to lose, so it may be replaced.)
-fn refuse_replacing_non_parquet(path: &Path) -> anyhow::Result<()> {
-    use std::io::Read;
-    let Ok(meta) = std::fs::metadata(path) else { return Ok(()) };
-    if !meta.is_file() || meta.len() == 0 {
-        return Ok(());
-    }
-    let mut magic = [0u8; 4];
-    let read = std::fs::File::open(path).and_then(|mut file| file.read_exact(&mut magic));
-    if read.is_err() || &magic != b"PAR1" {
-        bail!(
-            "--output {} exists and is not a Parquet file; pipeline run replaces only an earlier Parquet output. \
-             Move or delete it, or choose another --output",
-            path.display()
-        );
     }
     Ok(())
 }

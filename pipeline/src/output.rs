@@ -17,7 +17,7 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 
-use crate::dataset::{DatasetDir, PART_INPUT_KEY};
+use crate::dataset::{DatasetDir, PART_INPUT_KEY, PART_UNIT_KEY};
 use crate::units::WorkUnit;
 
 /// How every output file of a run is laid out: its schema and its Parquet settings.
@@ -104,6 +104,8 @@ impl Output {
                     Some(part) => part,
                     None => {
                         let mut part = OutputFile::create(&dir.part(unit.index), format)?;
+                        part.writer
+                            .append_key_value_metadata(KeyValue::new(PART_UNIT_KEY.to_owned(), unit.index.to_string()));
                         if let Some(input) = part_inputs.get(unit.file) {
                             part.writer
                                 .append_key_value_metadata(KeyValue::new(PART_INPUT_KEY.to_owned(), input.clone()));

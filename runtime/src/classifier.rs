@@ -67,7 +67,7 @@ impl Classifier {
         anyhow::ensure!(max_tokens > 0, "the token limit must be at least 1");
         let encoder = TextEncoder::from_file(&package.tokenizer_path(), max_tokens)?;
         let has_attention = contract::check_outputs(&package, backend.as_ref())?;
-        contract::check_vocabulary(&package, encoder.tokenizer())?;
+        contract::check_labels_and_vocabulary(&package, encoder.tokenizer())?;
         let sentence_words = match package.manifest.input_layout {
             InputLayout::Tokens => None,
             InputLayout::SentencesWords => Some(package.manifest.max_sentence_words.unwrap_or(DEFAULT_SENTENCE_WORDS)),

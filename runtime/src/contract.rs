@@ -138,7 +138,7 @@ fn outputs_get<'a>(
 /// Checks the manifest's labels against the graph's metadata, and that every id `tokenizer`
 /// can produce, and the manifest's padding id, index a row of the graph's embedding table.
 /// A graph whose table or labels cannot be found (not written by `export`) is not checked.
-pub fn check_vocabulary(package: &ModelPackage, tokenizer: &Tokenizer) -> anyhow::Result<()> {
+pub fn check_labels_and_vocabulary(package: &ModelPackage, tokenizer: &Tokenizer) -> anyhow::Result<()> {
     let graph = package.graph_path();
     let model = tract_onnx::onnx()
         .proto_model_for_path(&graph)

@@ -1,10 +1,11 @@
 //! A DataFusion session with the attention functions, Parquet tables by name or by path,
 //! read-only SQL, and errors that say what is registered.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;
 use std::path::Path;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, PoisonError, mpsc};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use datafusion::catalog::DynamicFileCatalog;
@@ -17,9 +18,10 @@ use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use crate::field_access::rewrite_field_access;
 use crate::functions::{self, ClassifyOptions};
 use batch_io::locations::{refuse_output_among_inputs, refuse_remote_output_among_inputs};
-use batch_io::object_storage::is_url;
+use batch_io::object_storage::{TransientIo, is_url};
+use datafusion::execution::SessionState;
 use datafusion::sql::parser::Statement;
-use datafusion::sql::sqlparser::ast::{Expr, Query, Visit, Visitor};
+use datafusion::sql::sqlparser::ast::{Expr, ObjectName, Query, Visit, Visitor, visit_relations};
 
 use crate::object_stores::StoresFromEnvironment;
 use crate::tables::{ParquetPathTables, ReadLocations, RemoteReads, find_parquet_files, parquet_table, record_read};
@@ -48,6 +50,21 @@ pub const MAX_BRACKET_DEPTH: usize = 64;
 /// planning time about doubles with each nested scalar subquery: 16 queries took 0.17 s to
 /// plan, 17 took 0.26 s, 25 more than 30 s.
 pub const MAX_QUERY_DEPTH: usize = 16;
+
+/// How long the SQL parser may take. Ordinary queries parse in microseconds, but on a syntax
+/// error inside nested `POSITION(`, `CAST(`, `SUBSTRING(` or `ARRAY[` (among others) it
+/// backtracks through every level, about 3× per level: 8 nested `POSITION(CAST(` took 2.7 s,
+/// 10 spun on. No nesting count catches every such construct, so the parse gets a deadline.
+const PARSE_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Stack of the parsing thread: it recurses up to [`PARSER_RECURSION_LIMIT`]. Only what is
+/// used is committed.
+const PARSER_STACK: usize = 256 << 20;
+
+/// Most times a query may read tables once its CTEs are expanded: DataFusion copies a CTE's
+/// plan into each place that names it, so a chain of CTEs that each name the one before twice
+/// doubles per link (1,024 reads planned in 0.5 s, 2,048 in 1.1 s, 8,192 in 7 s).
+pub const MAX_EXPANDED_TABLE_READS: u64 = 1024;
 
 /// The SQL parser's recursion limit: DataFusion's default (50) can be reached by 12 nested
 /// subqueries; this one cannot be reached within [`MAX_BRACKET_DEPTH`] brackets (no bracket
@@ -126,10 +143,10 @@ impl SqlSession {
 
     async fn plan(&self, sql: &str) -> datafusion::error::Result<DataFrame> {
         let state = self.ctx.state();
-        let dialect = state.config().options().sql_parser.dialect;
         check_bracket_depth(sql, MAX_BRACKET_DEPTH)?;
-        let mut statement = state.sql_to_statement(sql, &dialect).map_err(explain_recursion_limit)?;
+        let mut statement = parse_within_deadline(state.clone(), sql)?;
         check_expression_depth(&statement, MAX_EXPRESSION_DEPTH)?;
+        check_expanded_table_reads(&statement)?;
         rewrite_field_access(&mut statement);
         let plan = state.statement_to_plan(statement).await?;
         SQLOptions::new().with_allow_dml(false).verify_plan(&plan)?;
@@ -139,6 +156,10 @@ impl SqlSession {
     /// Adds what a user needs to fix the query to DataFusion's message.
     pub fn explain(&self, error: DataFusionError) -> anyhow::Error {
         let message = error.strip_backtrace();
+        // An unreachable object store stays transient (exit 75): a scheduler should retry.
+        if let Some(transient) = error_chain(&error).find_map(|cause| cause.downcast_ref::<TransientIo>()) {
+            return anyhow::Error::new(TransientIo(transient.0.clone()));
+        }
         if message.contains("DML not supported") {
             return anyhow::anyhow!(
                 "{message}\nqueries are read-only; write a query's result with --output PATH [--format csv|json|parquet]"
@@ -204,6 +225,79 @@ fn check_bracket_depth(sql: &str, limit: usize) -> datafusion::error::Result<()>
         )));
     }
     Ok(())
+}
+
+/// `error` and its sources, outermost first.
+fn error_chain(error: &DataFusionError) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error as &(dyn std::error::Error + 'static)), |cause| cause.source())
+}
+
+/// Parses `sql` on a thread of its own, giving up after [`PARSE_DEADLINE`]. A parse that
+/// overruns is left to spin on its thread (a parser cannot be interrupted); the command then
+/// ends with the error, which ends the thread too.
+fn parse_within_deadline(state: SessionState, sql: &str) -> datafusion::error::Result<Statement> {
+    let (sender, receiver) = mpsc::channel();
+    let sql = sql.to_owned();
+    std::thread::Builder::new()
+        .name("sql-parser".to_owned())
+        .stack_size(PARSER_STACK)
+        .spawn(move || {
+            let dialect = state.config().options().sql_parser.dialect;
+            let parsed = state.sql_to_statement(&sql, &dialect).map_err(explain_recursion_limit);
+            // The receiver is gone only when the deadline passed; nobody waits for this result.
+            let _ = sender.send(parsed);
+        })
+        .map_err(|e| DataFusionError::Execution(format!("cannot start the SQL parser's thread: {e}")))?;
+    match receiver.recv_timeout(PARSE_DEADLINE) {
+        Ok(parsed) => parsed,
+        Err(mpsc::RecvTimeoutError::Timeout) => Err(DataFusionError::Plan(format!(
+            "the SQL parser gave up after {} s: it backtracks through every level of nested CAST(, \
+             POSITION(, SUBSTRING( or ARRAY[ when the query has a syntax error inside them; check the \
+             brackets and keywords, or flatten the nesting with a CTE (WITH … AS)",
+            PARSE_DEADLINE.as_secs()
+        ))),
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            Err(DataFusionError::Execution("internal error: the SQL parser's thread panicked".to_owned()))
+        }
+    }
+}
+
+/// Refuses a statement that reads tables more than [`MAX_EXPANDED_TABLE_READS`] times once
+/// its CTEs are expanded into each place that names them.
+fn check_expanded_table_reads(statement: &Statement) -> datafusion::error::Result<()> {
+    let Statement::Statement(statement) = statement else { return Ok(()) };
+    let datafusion::sql::sqlparser::ast::Statement::Query(query) = statement.as_ref() else { return Ok(()) };
+    let reads = expanded_table_reads(query, &HashMap::new());
+    if reads > MAX_EXPANDED_TABLE_READS {
+        return Err(DataFusionError::Plan(format!(
+            "the query reads tables {reads} times once its CTEs are expanded (each name of a CTE copies its \
+             whole plan, so CTEs that each name the one before twice double per link), more than the \
+             {MAX_EXPANDED_TABLE_READS} allowed; name each CTE once, or write an intermediate result with \
+             --output and query that file"
+        )));
+    }
+    Ok(())
+}
+
+/// How many table reads `query` plans to, given the expanded sizes of the CTEs in scope
+/// (`ctes`, by lower-case name). CTEs of nested queries are counted as plain tables, which
+/// undercounts only chains hidden inside subqueries.
+fn expanded_table_reads(query: &Query, ctes: &HashMap<String, u64>) -> u64 {
+    let mut scope = ctes.clone();
+    if let Some(with) = &query.with {
+        for cte in &with.cte_tables {
+            let reads = expanded_table_reads(&cte.query, &scope);
+            scope.insert(cte.alias.name.value.to_lowercase(), reads);
+        }
+    }
+    let mut reads = 0u64;
+    let _ = visit_relations(&query.body, |name: &ObjectName| {
+        let cte = name.0.last().and_then(|part| part.as_ident()).map(|ident| ident.value.to_lowercase());
+        let copies = cte.and_then(|cte| scope.get(&cte).copied()).unwrap_or(1);
+        reads = reads.saturating_add(copies);
+        ControlFlow::<()>::Continue(())
+    });
+    reads.max(1)
 }
 
 /// The parser's own recursion limit, said in the user's terms.

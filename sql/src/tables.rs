@@ -12,7 +12,7 @@ use anyhow::Context;
 use async_trait::async_trait;
 use batch_io::inputs::{InputFiles, resolve_input_files};
 use batch_io::locations::InputLocation;
-use batch_io::object_storage::is_url;
+use batch_io::object_storage::{TransientIo, is_url};
 use batch_io::source::{InputFile, parquet_footer};
 use datafusion::catalog::{TableProvider, UrlTableFactory};
 use datafusion::datasource::listing::{ListingTable, ListingTableConfig, ListingTableUrl};
@@ -120,7 +120,14 @@ impl UrlTableFactory for ParquetPathTables {
         if !looks_like_path(name) {
             return Ok(None);
         }
-        let files = find_parquet_files(name).await.map_err(|e| DataFusionError::Plan(format!("{e:#}")))?;
+        let files = find_parquet_files(name).await.map_err(|error| {
+            // An unreachable store stays transient (exit 75) through DataFusion's error; its
+            // message names the location.
+            match error.chain().find_map(|cause| cause.downcast_ref::<TransientIo>()) {
+                Some(transient) => DataFusionError::External(Box::new(TransientIo(transient.0.clone()))),
+                None => DataFusionError::Plan(format!("{error:#}")),
+            }
+        })?;
         let table = parquet_table(&self.state, &files.files).await?;
         record_read(&files, name, &self.read, &self.remote_read);
         Ok(Some(table))

@@ -21,7 +21,7 @@ use crate::fit::{Example, TrainConfig, TrainedModel, forward_probs, padded, trai
 use crate::layers::embedding::InitialWords;
 use crate::models::{ModelConfig, ModelFlags, Network, Variant, VariantVisitor};
 use crate::onnx::GraphBuilder;
-use crate::package_writer::{PackageFiles, check_destination, write_package};
+use crate::package_writer::{PackageFiles, check_destination, refuse_input_inside_destination, write_package};
 use batch_io::atomic_file::temp_dir_beside;
 
 /// Largest |burn − tract| allowed on `probs` when verifying an exported graph.
@@ -87,6 +87,13 @@ impl VariantVisitor for Train<'_> {
 /// Trains the model `config` describes and writes its verified package.
 pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow::Result<TrainOutcome<C::Model>> {
     check_destination(&request.out, request.force)?;
+    refuse_input_inside_destination("--train", &request.train, &request.out)?;
+    if let Some(valid) = &request.valid {
+        refuse_input_inside_destination("--valid", valid, &request.out)?;
+    }
+    if let Some(vectors) = &request.word_vectors {
+        refuse_input_inside_destination("--word-vectors", vectors, &request.out)?;
+    }
     // Training takes minutes to hours: a destination that cannot be written is found now, by
     // making (and removing) the temporary directory the package will be staged in.
     drop(

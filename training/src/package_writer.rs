@@ -47,9 +47,25 @@ pub fn check_destination(out: &Path, force: bool) -> anyhow::Result<()> {
     }
     let is_empty = std::fs::read_dir(out).map(|mut d| d.next().is_none()).unwrap_or(false);
     if !is_empty {
-        ModelPackage::open(out).with_context(|| {
-            format!("--force replaces only a valid model package, and {} is not one", out.display())
-        })?;
+        let not_a_package = || format!("--force replaces only a valid model package, and {} is not one", out.display());
+        ModelPackage::open(out).with_context(not_a_package)?;
+        Tokenizer::from_file(out.join(TOKENIZER_FILE))
+            .map_err(|e| anyhow::anyhow!("{}: {e}", out.join(TOKENIZER_FILE).display()))
+            .with_context(not_a_package)?;
+    }
+    Ok(())
+}
+
+/// Refuses an input of training (`flag` names it) that lies inside the destination `out`,
+/// which `--force` replaces.
+pub fn refuse_input_inside_destination(flag: &str, input: &Path, out: &Path) -> anyhow::Result<()> {
+    let (Ok(input_resolved), Ok(out_resolved)) = (input.canonicalize(), out.canonicalize()) else { return Ok(()) };
+    if input_resolved.starts_with(&out_resolved) {
+        bail!(
+            "{flag} {} is inside --out {}, which the new package replaces; move it out first",
+            input.display(),
+            out.display()
+        );
     }
     Ok(())
 }

@@ -521,3 +521,29 @@ fn logs_can_be_json_and_a_closed_stderr_does_not_stop_training() {
     runtime::package::ModelPackage::open(&out).expect("a complete package");
     assert_nothing_written(dir.path(), &["small.parquet", "model"]);
 }
+
+#[test]
+fn force_never_replaces_a_training_input_or_a_package_with_a_broken_tokenizer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("model");
+    let corpus = fixture("imdb-train-600.parquet");
+    let output = train(&corpus, &out, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let tokenizer = out.join("tokenizer.json");
+
+    // An input inside the package that --force would replace is refused before training.
+    let output = train(&corpus, &out, &["--force", "--valid", tokenizer.to_str().expect("utf-8")]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("is inside --out"), "{}", stderr(&output));
+
+    // A package whose tokenizer is not a tokenizer is not a package to replace.
+    std::fs::write(&tokenizer, "my notes").expect("write");
+    let output = train(&corpus, &out, &["--force"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("tokenizer.json") && stderr(&output).contains("is not one"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(std::fs::read_to_string(&tokenizer).expect("untouched"), "my notes");
+}
