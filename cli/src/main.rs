@@ -8,6 +8,7 @@ use anyhow::Context;
 use backend_flags::BackendFlags;
 use batch_io::command_line::{logs_are_json, print_report, say};
 use clap::{Args, Parser, Subcommand};
+use long_document_flags::LongDocumentFlags;
 use pipeline::job::{JobOptions, run_job};
 use pipeline::units::Shard;
 use runtime::classifier::Classifier;
@@ -16,6 +17,7 @@ use runtime::package::{InputLayout, ModelPackage};
 
 mod backend_flags;
 mod default_model;
+mod long_document_flags;
 mod report_command;
 mod sql_command;
 
@@ -95,6 +97,13 @@ struct RunArgs {
     /// Token limit per document (default: the model's).
     #[arg(long, value_parser = at_least_one())]
     max_tokens: Option<usize>,
+    #[command(flatten)]
+    long_documents: LongDocumentFlags,
+    /// How much attention to write: every hop (full), only the hops summed per token
+    /// (summary), each hop's and the summary's N heaviest weights with the rest 0
+    /// (top-k:N), or none. Per-hop attention is most of the output's size.
+    #[arg(long, value_name = "full|summary|top-k:N|none", default_value = "full")]
+    attention: runtime::output_table::AttentionOutput,
     /// Also write the sentence embedding fed to the classifier.
     #[arg(long)]
     embedding: bool,
@@ -183,6 +192,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 max_batch_tokens: args.max_batch_tokens,
                 window: args.window,
                 max_tokens: args.max_tokens,
+                long_documents: args.long_documents.mode()?,
+                attention: args.attention,
                 with_embedding: args.embedding,
                 metrics_json: args.metrics_json,
                 panic_after_first_window: args.panic_after_first_window,

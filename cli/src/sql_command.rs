@@ -4,6 +4,7 @@ use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
 use crate::backend_flags::BackendFlags;
+use crate::long_document_flags::LongDocumentFlags;
 use anyhow::Context;
 use batch_io::command_line::say;
 use batch_io::publish::{Destination, Sink};
@@ -38,6 +39,8 @@ pub struct SqlArgs {
     /// The backend classify() runs on.
     #[command(flatten)]
     backend: BackendFlags,
+    #[command(flatten)]
+    long_documents: LongDocumentFlags,
     /// Documents per inference batch in classify().
     #[arg(long, default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     batch_size: usize,
@@ -92,6 +95,7 @@ fn run_here(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
         default_model: Some(default_model),
         backend: args.backend.options(),
         batch_size: args.batch_size,
+        long_documents: args.long_documents.mode()?,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

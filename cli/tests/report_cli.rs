@@ -357,3 +357,32 @@ fn the_report_never_takes_the_name_of_predictions_or_of_a_run_manifest() {
     assert_eq!(std::fs::read(&part).expect("read"), part_before);
     assert_eq!(std::fs::read(&predictions).expect("read"), before);
 }
+
+/// The number in the report's "truncated" row.
+fn truncated_rows(html: &str) -> Option<u64> {
+    let row = html.split("id=\"truncated-rows\"").nth(1)?;
+    row.split("<td class=\"num\">").nth(1)?.split('<').next()?.parse().ok()
+}
+
+#[test]
+fn truncated_documents_are_counted_and_marked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Read in windows (the default), no review loses a token.
+    let html = std::fs::read_to_string({
+        let page = dir.path().join("windows.html");
+        assert!(report(&default_predictions(dir.path()), &page, &[]).status.success());
+        page
+    })
+    .expect("report");
+    assert_eq!(truncated_rows(&html), Some(0), "windows leave nothing out");
+    // Cut at the limit, the long reviews are counted, and marked among the examples.
+    let cut = dir.path().join("cut.parquet");
+    let run = pipeline(&["run", "--long-documents", "truncate"], &[("--input", &reviews()), ("--output", &cut)]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let page = dir.path().join("cut.html");
+    assert!(report(&cut, &page, &["--examples", "200"]).status.success());
+    let html = std::fs::read_to_string(&page).expect("report");
+    let truncated = truncated_rows(&html).expect("a truncated row");
+    assert!(truncated > 10, "{truncated} of 300 fixture reviews over 400 tokens");
+    assert!(html.contains("<span class=\"truncated\""), "long examples are marked");
+}

@@ -44,7 +44,7 @@ fn writes_predictions_with_attention_in_input_order() {
         let best = if probs[1] > probs[0] { 1 } else { 0 };
         assert_eq!(predictions[row].as_deref(), Some(labels[best]));
         let n_tokens = tokens.value(row).len();
-        assert!(n_tokens > 0 && n_tokens <= 256, "tokens truncated to the model's limit");
+        assert!(n_tokens > 0, "every review has tokens");
         let heads = attention.value(row);
         let heads = heads.as_list::<i32>();
         assert_eq!(heads.len(), 3, "one row per attention hop");
@@ -168,14 +168,74 @@ fn null_empty_and_overlong_texts_are_counted_per_row() {
     let output = run(&input, &out, &[]);
     assert!(output.status.success(), "{}", stderr(&output));
     let summary = String::from_utf8_lossy(&output.stdout);
-    assert!(summary.contains("5 rows (2 predicted, 1 null, 2 empty, 1 truncated)"), "{summary}");
+    assert!(summary.contains("5 rows (2 predicted, 1 null, 2 empty, 1 in windows, 0 truncated)"), "{summary}");
     let batch = read(&out);
     assert_eq!(batch.num_rows(), 5, "every input row is kept");
     let predictions = strings(&batch, "prediction");
     assert!(predictions[0].is_some() && predictions[4].is_some());
     assert!(predictions[1].is_none() && predictions[2].is_none() && predictions[3].is_none());
     let tokens = batch.column_by_name("tokens").expect("tokens").as_list::<i32>();
+    assert_eq!(tokens.value(4).len(), 400, "a text over the limit is read whole, in windows");
+    let truncated = batch.column_by_name("truncated").expect("truncated").as_boolean();
+    assert!(!truncated.value(4) && truncated.is_null(1));
+
+    // --long-documents truncate cuts it at the model's limit, and says so.
+    let output = run(&input, &out, &["--long-documents", "truncate"]);
+    let summary = String::from_utf8_lossy(&output.stdout);
+    assert!(summary.contains("5 rows (2 predicted, 1 null, 2 empty, 0 in windows, 1 truncated)"), "{summary}");
+    let batch = read(&out);
+    let tokens = batch.column_by_name("tokens").expect("tokens").as_list::<i32>();
     assert_eq!(tokens.value(4).len(), 256, "overlong text truncated to the model's limit");
+    let truncated = batch.column_by_name("truncated").expect("truncated").as_boolean();
+    assert!(truncated.value(4) && !truncated.value(0));
+}
+
+/// Windows cover the whole document: attention comes back over every token, each hop still
+/// a distribution; head-tail keeps the end of the text; the flags check each other.
+#[test]
+fn long_documents_are_read_in_windows_or_by_head_and_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("long.parquet");
+    // 300 tokens of praise, then 300 of scorn: a cut at 256 sees only the praise.
+    let long = format!("{}{}", "a wonderful film . ".repeat(75), "an awful , boring mess . ".repeat(50));
+    let texts = StringArray::from(vec![Some(long.as_str()), Some("a fine film")]);
+    write_parquet(&input, vec![("id", Arc::new(Int64Array::from(vec![1, 2]))), ("text", Arc::new(texts))]);
+    let out = dir.path().join("out.parquet");
+    let output = run(&input, &out, &["--long-document-stride", "100"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let batch = read(&out);
+    assert_eq!(strings_of_list(&batch, "tokens", 0).len(), 600);
+    let attention = batch.column_by_name("attention").expect("attention").as_list::<i32>().value(0);
+    let hops = attention.as_list::<i32>();
+    for hop in 0..hops.len() {
+        let weights = hops.value(hop);
+        let weights = weights.as_primitive::<Float32Type>();
+        assert_eq!(weights.len(), 600);
+        let mass: f32 = weights.values().iter().sum();
+        assert!((mass - 1.0).abs() < 1e-3, "hop {hop} sums to {mass}");
+        // The last window covers the scorn at the end.
+        assert!(weights.values()[400..].iter().any(|&w| w > 0.0));
+    }
+
+    let whole = strings_of_list(&batch, "tokens", 0);
+    let output = run(&input, &out, &["--long-documents", "head-tail"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let kept = strings_of_list(&read(&out), "tokens", 0);
+    assert_eq!(kept.len(), 256);
+    assert_eq!(kept[..64], whole[..64], "the first quarter of the limit");
+    assert_eq!(kept[64..], whole[600 - 192..], "the rest from the end");
+
+    let output = run(&input, &out, &["--long-documents", "truncate", "--long-document-stride", "10"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("need --long-documents windows"), "{}", stderr(&output));
+    let output = run(&input, &out, &["--long-document-stride", "300"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("window stride is 300"), "{}", stderr(&output));
+}
+
+fn strings_of_list(batch: &arrow::array::RecordBatch, column: &str, row: usize) -> Vec<String> {
+    let list = batch.column_by_name(column).expect("column").as_list::<i32>().value(row);
+    list.as_string::<i32>().iter().map(|t| t.unwrap_or_default().to_owned()).collect()
 }
 
 #[test]
@@ -336,7 +396,18 @@ fn a_package_without_attention_writes_no_attention_columns() {
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
     assert_eq!(
         names,
-        ["id", "text", "label", "prediction", "prediction_index", "confidence", "probabilities", "tokens", "embedding"]
+        [
+            "id",
+            "text",
+            "label",
+            "prediction",
+            "prediction_index",
+            "confidence",
+            "probabilities",
+            "tokens",
+            "truncated",
+            "embedding"
+        ]
     );
     assert_eq!(batch.num_rows(), 300);
     assert!(probabilities(&batch).iter().all(Option::is_some), "every review is predicted");
@@ -529,4 +600,46 @@ fn the_null_model_writes_the_whole_table_with_varied_attention() {
     let metrics: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("m.json")).expect("metrics")).expect("json");
     assert!(metrics["stage_seconds"]["write"].as_f64().is_some_and(|s| s > 0.0));
+}
+
+/// Each --attention choice writes the columns it says, and the report and SQL read them all.
+#[test]
+fn attention_output_can_be_summed_sparse_or_left_out_and_every_reader_copes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let full = dir.path().join("full.parquet");
+    assert!(run(&reviews(), &full, &[]).status.success());
+    let size = |path: &Path| std::fs::metadata(path).expect("meta").len();
+    let names =
+        |path: &Path| -> Vec<String> { read(path).schema().fields().iter().map(|f| f.name().clone()).collect() };
+    for (choice, has_hops, has_summary) in [("summary", false, true), ("top-k:5", true, true), ("none", false, false)] {
+        let out = dir.path().join(format!("{choice}.parquet"));
+        let output = run(&reviews(), &out, &["--attention", choice]);
+        assert!(output.status.success(), "{choice}: {}", stderr(&output));
+        let columns = names(&out);
+        assert_eq!(columns.iter().any(|c| c == "attention"), has_hops, "{choice}: {columns:?}");
+        assert_eq!(columns.iter().any(|c| c == "attention_summary"), has_summary, "{choice}: {columns:?}");
+        assert!(size(&out) < size(&full) / 2, "{choice}: {} vs {} bytes", size(&out), size(&full));
+        let page = dir.path().join(format!("{choice}.html"));
+        let report = pipeline(&["report"], &[("--input", &out), ("--output", &page)]);
+        assert!(report.status.success(), "{choice}: {}", stderr(&report));
+        // The predictions are those of the full output.
+        assert_eq!(strings(&read(&out), "prediction"), strings(&read(&full), "prediction"));
+    }
+    // top-k:5 keeps five weights per hop, the heaviest, as they were.
+    let sparse = read(&dir.path().join("top-k:5.parquet"));
+    let dense = read(&full);
+    let hops = |batch: &RecordBatch| batch.column_by_name("attention").expect("attention").as_list::<i32>().value(0);
+    let (sparse_hops, dense_hops) = (hops(&sparse), hops(&dense));
+    let (sparse_hops, dense_hops) = (sparse_hops.as_list::<i32>(), dense_hops.as_list::<i32>());
+    for hop in 0..dense_hops.len() {
+        let kept = sparse_hops.value(hop);
+        let kept = kept.as_primitive::<Float32Type>().values();
+        let all = dense_hops.value(hop);
+        let all = all.as_primitive::<Float32Type>().values();
+        assert_eq!(kept.iter().filter(|&&w| w > 0.0).count(), 5.min(all.len()));
+        let heaviest = all.iter().copied().fold(0f32, f32::max);
+        assert!(kept.contains(&heaviest), "hop {hop} keeps its heaviest weight");
+    }
+    let output = run(&reviews(), &dir.path().join("bad.parquet"), &["--attention", "top-k:0"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
 }

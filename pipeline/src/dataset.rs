@@ -59,10 +59,25 @@ pub struct RunFingerprint {
     pub text_column: String,
     pub pass_through: Vec<String>,
     pub max_tokens: usize,
+    /// `--long-documents` as [`runtime::long_documents::LongDocuments`] writes it; runs of
+    /// versions before it had none, and truncated.
+    #[serde(default = "truncate")]
+    pub long_documents: String,
+    /// `--attention`; runs before it wrote all of it.
+    #[serde(default = "full")]
+    pub attention: String,
     pub embedding: bool,
     pub rows_per_part: usize,
     /// Units in the whole run, over all shards.
     pub parts: usize,
+}
+
+fn full() -> String {
+    runtime::output_table::AttentionOutput::Full.to_string()
+}
+
+fn truncate() -> String {
+    runtime::long_documents::LongDocuments::Truncate.to_string()
 }
 
 /// The digest of a run's inputs that its fingerprint carries.
@@ -124,6 +139,8 @@ impl Run {
         option("--text-column", earlier.text_column.clone(), now.text_column.clone());
         option("the pass-through columns", earlier.pass_through.join(","), now.pass_through.join(","));
         option("--max-tokens", earlier.max_tokens.to_string(), now.max_tokens.to_string());
+        option("--long-documents", earlier.long_documents.clone(), now.long_documents.clone());
+        option("--attention", earlier.attention.clone(), now.attention.clone());
         option("--embedding", earlier.embedding.to_string(), now.embedding.to_string());
         option("--rows-per-part", earlier.rows_per_part.to_string(), now.rows_per_part.to_string());
         if found.is_empty() && now.parts != earlier.parts {
@@ -223,7 +240,7 @@ struct CommittedPart {
 #[derive(Debug)]
 pub enum Finalized {
     /// Every part is committed and `_SUCCESS` is written.
-    Complete(RunManifest),
+    Complete(Box<RunManifest>),
     /// These units' parts are not committed yet (another shard may still be at work).
     Missing(Vec<usize>),
 }
@@ -521,7 +538,7 @@ impl DatasetDir {
         if let Some(manifest) = success.filter(|m| m.run == fingerprint) {
             let untrue = manifest.untrue(&parts);
             if untrue.is_empty() {
-                return Ok(Finalized::Complete(manifest));
+                return Ok(Finalized::Complete(Box::new(manifest)));
             }
             self.withdraw_success(&untrue)?;
         }
@@ -565,7 +582,7 @@ impl DatasetDir {
         std::io::Write::write_all(&mut sink, serde_json::to_string_pretty(&manifest)?.as_bytes())
             .map_err(|e| write_failed(Path::new(&destination.to_string()), &e))?;
         sink.publish()?;
-        Ok(Finalized::Complete(manifest))
+        Ok(Finalized::Complete(Box::new(manifest)))
     }
 }
 
@@ -593,6 +610,8 @@ mod tests {
             text_column: "text".into(),
             pass_through: vec!["id".into()],
             max_tokens: 512,
+            long_documents: "truncate".into(),
+            attention: "full".into(),
             embedding: false,
             rows_per_part: 2500,
             parts: 4,

@@ -28,8 +28,9 @@ use batch_io::object_storage::is_url;
 use batch_io::publish::Destination;
 use batch_io::source::{BatchStream, DATA_EXTENSIONS, InputFile, RowSpan, column_list, is_text_type, open_span};
 use runtime::classifier::{BatchLimit, Classifier, TextCounts};
-use runtime::inference::{BackendOptions, InferenceBackend, NullBackend};
-use runtime::output_table::OutputTable;
+use runtime::inference::{BackendOptions, NullBackend};
+use runtime::long_documents::LongDocuments;
+use runtime::output_table::{AttentionOutput, OutputTable};
 use runtime::package::ModelPackage;
 
 use crate::dataset::{
@@ -56,6 +57,10 @@ pub struct JobOptions {
     /// Documents tokenized, sorted and written together.
     pub window: usize,
     pub max_tokens: Option<usize>,
+    /// What happens to documents past the token limit.
+    pub long_documents: LongDocuments,
+    /// How much attention the output keeps.
+    pub attention: AttentionOutput,
     pub with_embedding: bool,
     /// Also write the run summary as JSON here.
     pub metrics_json: Option<PathBuf>,
@@ -168,6 +173,7 @@ impl JobSummary {
             predicted = self.counts.predicted,
             null_texts = self.counts.null_texts,
             empty_texts = self.counts.empty_texts,
+            windowed = self.counts.windowed,
             truncated = self.counts.truncated,
             seconds = self.seconds,
             docs_per_second = self.docs_per_second,
@@ -189,11 +195,12 @@ impl std::fmt::Display for JobSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} rows ({} predicted, {} null, {} empty, {} truncated) in {:.1} s: {:.0} docs/s, {:.0} tokens/s [{}] -> {}",
+            "{} rows ({} predicted, {} null, {} empty, {} in windows, {} truncated) in {:.1} s: {:.0} docs/s, {:.0} tokens/s [{}] -> {}",
             self.rows,
             self.counts.predicted,
             self.counts.null_texts,
             self.counts.empty_texts,
+            self.counts.windowed,
             self.counts.truncated,
             self.seconds,
             self.docs_per_second,
@@ -281,8 +288,10 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
         Classifier::with_backend(package.clone(), backend, options.max_tokens)?
     } else {
         Classifier::open(package.clone(), &options.backend, options.max_tokens)?
-    };
-    let table = OutputTable::for_model(classifier.optional_columns(options.with_embedding));
+    }
+    .with_long_documents(options.long_documents)?;
+    let table = OutputTable::for_model(classifier.optional_columns(options.with_embedding))
+        .with_attention_output(options.attention);
 
     // Every file must agree on the pass-through schema; check them all before writing anything.
     let streams: Vec<BatchStream> =
@@ -293,7 +302,8 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
         read_columns.push(options.text_column.clone());
     }
     let model_sha256 = model_sha256(package)?;
-    let mut metadata = table_metadata(package, &model_sha256, classifier.backend(), classifier.max_tokens())?;
+    let mut metadata = table_metadata(package, &model_sha256, &classifier)?;
+    metadata.insert("pipeline.attention".to_owned(), options.attention.to_string());
 
     // A single file is one unit per input; a dataset splits them into parts.
     let layouts: Vec<FileLayout> = streams.iter().map(|s| if dataset { s.row_groups.clone() } else { None }).collect();
@@ -310,6 +320,8 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
                 text_column: options.text_column.clone(),
                 pass_through: kept_columns.clone(),
                 max_tokens: classifier.max_tokens(),
+                long_documents: classifier.long_documents().to_string(),
+                attention: options.attention.to_string(),
                 embedding: options.with_embedding,
                 rows_per_part: options.rows_per_part,
                 parts: units.len(),
@@ -320,7 +332,8 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     if let Some(run) = &run {
         metadata.insert(FINGERPRINT_KEY.to_owned(), serde_json::to_string(&run.fingerprint)?);
     }
-    let format = OutputFormat::new(Arc::new(output_schema.with_metadata(metadata)))?;
+    let sparse_floats = matches!(options.attention, AttentionOutput::TopK(_));
+    let format = OutputFormat::new(Arc::new(output_schema.with_metadata(metadata)), sparse_floats)?;
     let (output, dataset_dir) = match &run {
         None => {
             let destination = Destination::parse(&options.output)?;
@@ -441,7 +454,7 @@ pub fn finalize(dir: &str) -> anyhow::Result<RunManifest> {
     }
     let dataset = DatasetDir::prepare(dir)?;
     match dataset.finalize(None)? {
-        Finalized::Complete(manifest) => Ok(manifest),
+        Finalized::Complete(manifest) => Ok(*manifest),
         Finalized::Missing(missing) => {
             let names: Vec<String> = missing.iter().take(10).map(|&i| part_name(i)).collect();
             let more = if missing.len() > 10 { format!(" and {} more", missing.len() - 10) } else { String::new() };
@@ -546,15 +559,15 @@ fn model_sha256(package: &ModelPackage) -> anyhow::Result<String> {
 fn table_metadata(
     package: &ModelPackage,
     model_sha256: &str,
-    backend: &dyn InferenceBackend,
-    max_tokens: usize,
+    classifier: &Classifier,
 ) -> anyhow::Result<std::collections::HashMap<String, String>> {
     let mut metadata = std::collections::HashMap::new();
     metadata.insert("model.variant".to_owned(), package.manifest.variant.clone());
     metadata.insert("model.sha256".to_owned(), model_sha256.to_owned());
     metadata.insert("model.labels".to_owned(), serde_json::to_string(&package.manifest.labels)?);
-    metadata.insert("pipeline.max_tokens".to_owned(), max_tokens.to_string());
+    metadata.insert("pipeline.max_tokens".to_owned(), classifier.max_tokens().to_string());
+    metadata.insert("pipeline.long_documents".to_owned(), classifier.long_documents().to_string());
     metadata.insert("pipeline.version".to_owned(), env!("CARGO_PKG_VERSION").to_owned());
-    metadata.insert("pipeline.backend".to_owned(), backend.describe());
+    metadata.insert("pipeline.backend".to_owned(), classifier.backend().describe());
     Ok(metadata)
 }

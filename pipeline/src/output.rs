@@ -28,7 +28,9 @@ pub struct OutputFormat {
 }
 
 impl OutputFormat {
-    pub fn new(schema: SchemaRef) -> anyhow::Result<Self> {
+    /// `sparse_floats`: most weights in the float lists are 0 (`--attention top-k:N`), which
+    /// zstd squeezes to almost nothing, so they are compressed after all.
+    pub fn new(schema: SchemaRef, sparse_floats: bool) -> anyhow::Result<Self> {
         let sorted: BTreeMap<&String, &String> = schema.metadata().iter().collect();
         let key_values: Vec<KeyValue> = sorted.into_iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
         let mut properties = WriterProperties::builder()
@@ -46,7 +48,7 @@ impl OutputFormat {
                 properties = properties
                     .set_column_dictionary_enabled(column.path().clone(), false)
                     .set_column_statistics_enabled(column.path().clone(), EnabledStatistics::Chunk);
-                if column.max_rep_level() > 0 {
+                if column.max_rep_level() > 0 && !sparse_floats {
                     properties = properties.set_column_compression(column.path().clone(), Compression::UNCOMPRESSED);
                 }
             }

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use arrow::array::{Array, ArrayRef, AsArray, Float32Array, Float64Array, Int32Array, ListArray, StringArray};
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float32Array, Float64Array, Int32Array, ListArray, StringArray,
+};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Float32Type, Int32Type, Schema};
 use arrow::record_batch::RecordBatch;
@@ -23,6 +25,8 @@ pub struct Layout {
     pub attention: bool,
     pub summary: bool,
     pub sentences: bool,
+    /// The `truncated` column (outputs of versions before it have none).
+    pub truncated: bool,
 }
 
 impl Layout {
@@ -54,6 +58,7 @@ impl Layout {
             attention: tokens && has("attention"),
             summary: tokens && has("attention_summary"),
             sentences: tokens && has("sentence_lengths") && has("sentence_attention"),
+            truncated: has("truncated"),
         })
     }
 
@@ -68,6 +73,7 @@ impl Layout {
             ("attention_summary", self.summary),
             ("sentence_lengths", self.sentences),
             ("sentence_attention", self.sentences),
+            ("truncated", self.truncated),
         ];
         columns.extend(optional.iter().filter(|(_, present)| *present).map(|(name, _)| (*name).to_owned()));
         columns
@@ -85,6 +91,7 @@ pub struct Batch {
     pub summary: Option<ListArray>,
     pub sentence_lengths: Option<ListArray>,
     pub sentence_attention: Option<ListArray>,
+    pub truncated: Option<BooleanArray>,
 }
 
 fn list_of(item: DataType) -> DataType {
@@ -120,6 +127,10 @@ impl Batch {
             summary: layout.summary.then(|| list("attention_summary", DataType::Float32)).transpose()?,
             sentence_lengths: layout.sentences.then(|| list("sentence_lengths", DataType::Int32)).transpose()?,
             sentence_attention: layout.sentences.then(|| list("sentence_attention", DataType::Float32)).transpose()?,
+            truncated: layout
+                .truncated
+                .then(|| anyhow::Ok(column("truncated", &DataType::Boolean)?.as_boolean().clone()))
+                .transpose()?,
         })
     }
 

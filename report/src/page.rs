@@ -41,6 +41,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .tok { padding: 0.1em 0.12em; border-radius: 3px; }
 .sentence { display: inline; padding: 0.15em 0.2em; border-left: 4px solid; margin-right: 0.2em; }
 .example { border: 1px solid #ddd; border-radius: 6px; padding: 0.6em 1em; margin: 0.8em 0; }
+.truncated { background: #fde2b0; border-radius: 3px; padding: 0 0.3em; font-size: 0.85em; }
 .example h4 { margin: 0 0 0.3em; font-size: 0.95em; }
 details summary { cursor: pointer; color: #445; }
 .hop-label { display: inline-block; min-width: 4.5em; color: #666; font-size: 0.85em; }
@@ -78,7 +79,12 @@ fn summary(run: &RunInfo, tally: &Tally) -> Markup {
             tr { th { "rows" } td.num { (tally.rows) } }
             tr { th { "predicted" } td.num { (tally.rows - tally.no_prediction) } }
             tr { th { "no prediction (null or empty text)" } td.num { (tally.no_prediction) } }
-            @if let Some(limit) = run.max_tokens {
+            @if let Some(truncated) = tally.truncated {
+                tr id="truncated-rows" {
+                    th { "truncated (tokens left out" @if let Some(limit) = run.max_tokens { ", limit " (limit) } ")" }
+                    td.num { (truncated) }
+                }
+            } @else if let Some(limit) = run.max_tokens {
                 tr { th { "at the token limit (" (limit) ", text probably cut)" } td.num { (tally.at_token_limit) } }
             }
             tr { th { "model" } td { (run.variant.as_deref().unwrap_or("unknown (no model.variant metadata)")) } }
@@ -262,6 +268,7 @@ fn example_card(example: &Example) -> Markup {
                 "predicted " strong { (example.prediction) }
                 " (" (format!("{:.3}", example.confidence)) ")"
                 @if let Some(label) = &example.label { " · label " strong { (label) } }
+                @if example.truncated { " · " span.truncated title="tokens past the limit were left out" { "truncated" } }
             }
             @if let Some((lengths, weights)) = &example.sentences {
                 div.heatmap.summed { (sentences_heatmap(&example.tokens, &example.summary, lengths, weights)) }

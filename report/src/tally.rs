@@ -62,6 +62,8 @@ pub struct Example {
     pub summary: Vec<f32>,
     /// Tokens per sentence and each sentence's weight (HAN).
     pub sentences: Option<(Vec<usize>, Vec<f32>)>,
+    /// Tokens of the document were left out (the `truncated` column).
+    pub truncated: bool,
 }
 
 /// The `capacity` examples that rank first by a key, best first.
@@ -98,8 +100,11 @@ impl Ranked {
 pub struct Tally {
     pub rows: u64,
     pub no_prediction: u64,
-    /// Rows whose tokens reached the model's token limit (so the text was probably cut).
+    /// Rows whose tokens reached the model's token limit (so the text was probably cut), for
+    /// outputs without a `truncated` column.
     pub at_token_limit: u64,
+    /// Rows the `truncated` column marks, when there is one.
+    pub truncated: Option<u64>,
     /// Tokens over the rows that have them.
     pub tokens: u64,
     pub tokenized_rows: u64,
@@ -122,6 +127,7 @@ impl Tally {
             rows: 0,
             no_prediction: 0,
             at_token_limit: 0,
+            truncated: None,
             tokens: 0,
             tokenized_rows: 0,
             classes: BTreeMap::new(),
@@ -154,6 +160,10 @@ impl Tally {
             if self.max_tokens.is_some_and(|limit| tokens.len() >= limit) {
                 self.at_token_limit += 1;
             }
+        }
+        let truncated = batch.truncated.as_ref().is_some_and(|t| t.is_valid(row) && t.value(row));
+        if let Some(column) = &batch.truncated {
+            *self.truncated.get_or_insert(0) += u64::from(truncated && column.is_valid(row));
         }
         if batch.prediction.is_null(row) {
             self.no_prediction += 1;
@@ -203,6 +213,7 @@ impl Tally {
                 hops: hops.iter().map(|h| h.values().to_vec()).collect(),
                 summary: summary.as_ref().map(|s| s.values().to_vec()).unwrap_or_default(),
                 sentences: sentences_of(batch, row),
+                truncated,
             });
             ranked.insert(key, example.clone());
         }
@@ -340,6 +351,7 @@ mod tests {
             hops: vec![],
             summary: vec![],
             sentences: None,
+            truncated: false,
         };
         let mut ranked = Ranked::new(2);
         for (row, key) in [(0, 0.5), (1, 0.9), (2, 0.1), (3, 0.7)] {

@@ -3,6 +3,7 @@
 //! Shared by `pipeline run` (one window of a file at a time) and SQL's `classify()` (one
 //! Arrow array at a time), so both tokenize, batch and read the graph's outputs identically.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -12,6 +13,7 @@ use rayon::prelude::*;
 
 use crate::contract;
 use crate::inference::{BackendOptions, InferenceBackend, ModelInputs, OutputTensor, open_backend};
+use crate::long_documents::{self, LongDocuments};
 use crate::output_table::{DocumentPrediction, OptionalColumns, SentenceAttention};
 use crate::package::{InputLayout, ModelPackage};
 use crate::text::{DEFAULT_SENTENCE_WORDS, EncodedText, TextEncoder, Vocabulary, sentence_lengths};
@@ -23,6 +25,8 @@ pub struct Classifier {
     has_attention: bool,
     /// `Some(max words per sentence)` for hierarchical models, fed `[batch, sentences, words]`.
     sentence_words: Option<usize>,
+    /// What happens to documents past the token limit.
+    long_documents: LongDocuments,
     /// Time spent inside the backend's runs, summed over concurrent runs (nanoseconds).
     session_nanos: AtomicU64,
 }
@@ -34,7 +38,12 @@ pub struct TextCounts {
     pub null_texts: usize,
     /// Texts with no token the tokenizer knows how to produce (their prediction is null).
     pub empty_texts: usize,
+    /// Texts of which tokens were left out (past the token limit, or the middle in
+    /// `head-tail` mode).
     pub truncated: usize,
+    /// Texts past the token limit classified in windows.
+    pub windowed: usize,
+    /// Tokens of the texts (as far as they were read).
     pub tokens: usize,
 }
 
@@ -45,6 +54,7 @@ impl TextCounts {
         self.null_texts += other.null_texts;
         self.empty_texts += other.empty_texts;
         self.truncated += other.truncated;
+        self.windowed += other.windowed;
         self.tokens += other.tokens;
     }
 }
@@ -72,7 +82,27 @@ impl Classifier {
             InputLayout::Tokens => None,
             InputLayout::SentencesWords => Some(package.manifest.max_sentence_words.unwrap_or(DEFAULT_SENTENCE_WORDS)),
         };
-        Ok(Self { package, encoder, backend, has_attention, sentence_words, session_nanos: AtomicU64::new(0) })
+        Ok(Self {
+            package,
+            encoder,
+            backend,
+            has_attention,
+            sentence_words,
+            long_documents: LongDocuments::default(),
+            session_nanos: AtomicU64::new(0),
+        })
+    }
+
+    /// Sets what happens to documents past the token limit (default: windows, the most
+    /// accurate on IMDB; RESULTS.md).
+    pub fn with_long_documents(mut self, mode: LongDocuments) -> anyhow::Result<Self> {
+        mode.check(self.max_tokens())?;
+        self.long_documents = mode;
+        Ok(self)
+    }
+
+    pub fn long_documents(&self) -> LongDocuments {
+        self.long_documents
     }
 
     pub fn backend(&self) -> &dyn InferenceBackend {
@@ -132,24 +162,56 @@ impl Classifier {
         let present: Vec<(usize, &str)> = texts.iter().enumerate().filter_map(|(i, t)| t.map(|t| (i, t))).collect();
         counts.null_texts = texts.len() - present.len();
         let strings: Vec<&str> = present.iter().map(|(_, t)| *t).collect();
-        let encoded = self.encoder.encode_batch(&strings)?;
+        let limit = self.max_tokens();
+        let encoded = self.encoder.encode_batch_up_to(&strings, self.long_documents.tokens_to_read(limit))?;
         let mut documents: Vec<Document> = Vec::with_capacity(encoded.len());
-        for ((row, _), encoding) in present.iter().zip(encoded) {
-            counts.truncated += usize::from(encoding.truncated);
+        let mut windowed = HashMap::new();
+        for ((row, _), mut encoding) in present.iter().zip(encoded) {
             if encoding.ids.is_empty() {
                 counts.empty_texts += 1;
-            } else {
-                counts.tokens += encoding.ids.len();
-                let sentence_lengths = self
-                    .sentence_words
-                    .map(|max_words| anyhow::Ok(sentence_lengths(&self.vocabulary().tokens(&encoding.ids)?, max_words)))
-                    .transpose()?;
-                documents.push(Document { row: *row, encoding, sentence_lengths });
+                continue;
             }
+            counts.tokens += encoding.ids.len();
+            match self.long_documents {
+                _ if encoding.ids.len() <= limit => {}
+                LongDocuments::Truncate => encoding.ids.truncate(limit),
+                LongDocuments::HeadTail => {
+                    encoding.ids = long_documents::head_and_tail(&encoding.ids, limit);
+                    encoding.truncated = true;
+                }
+                LongDocuments::Windows { stride, .. } => {
+                    counts.windowed += 1;
+                    counts.truncated += usize::from(encoding.truncated);
+                    let stride = stride.unwrap_or(limit.div_ceil(2));
+                    for start in long_documents::window_starts(encoding.ids.len(), limit, stride) {
+                        let ids = encoding.ids.get(start..start + limit).unwrap_or_default().to_vec();
+                        let piece = EncodedText { ids, truncated: encoding.truncated };
+                        documents.push(self.document(*row, start, piece)?);
+                    }
+                    let sentence_lengths = self.sentence_lengths(&encoding.ids)?;
+                    windowed.insert(*row, (encoding, sentence_lengths));
+                    continue;
+                }
+            }
+            counts.truncated += usize::from(encoding.truncated);
+            documents.push(self.document(*row, 0, encoding)?);
         }
-        counts.predicted = documents.len();
+        counts.predicted = present.len() - counts.empty_texts;
         documents.sort_by_key(Document::padded_shape);
-        Ok(EncodedWindow { rows: texts.len(), documents, counts })
+        Ok(EncodedWindow { rows: texts.len(), documents, windowed, counts })
+    }
+
+    /// One piece of text to classify, starting at token `start` of the text in row `row`.
+    fn document(&self, row: usize, start: usize, encoding: EncodedText) -> anyhow::Result<Document> {
+        let sentence_lengths = self.sentence_lengths(&encoding.ids)?;
+        Ok(Document { row, start, encoding, sentence_lengths })
+    }
+
+    /// Words per sentence of `ids`, for hierarchical models.
+    fn sentence_lengths(&self, ids: &[i64]) -> anyhow::Result<Option<Vec<usize>>> {
+        self.sentence_words
+            .map(|max_words| anyhow::Ok(sentence_lengths(&self.vocabulary().tokens(ids)?, max_words)))
+            .transpose()
     }
 
     /// The inference half of [`Classifier::predict`]: batches within `limit` on all cores,
@@ -157,31 +219,47 @@ impl Classifier {
     pub fn infer(&self, window: EncodedWindow, limit: BatchLimit) -> anyhow::Result<Vec<Option<DocumentPrediction>>> {
         anyhow::ensure!(limit.documents > 0, "the batch size must be at least 1");
         let ranges = batch_ranges(window.documents.iter().map(Document::padded_shape), limit);
-        let batches: Vec<anyhow::Result<Vec<(usize, DocumentPrediction)>>> = ranges
+        let batches: Vec<anyhow::Result<Vec<(usize, usize, DocumentPrediction)>>> = ranges
             .into_par_iter()
             .map(|range| window.documents.get(range).map_or_else(|| Ok(Vec::new()), |chunk| self.predict_batch(chunk)))
             .collect();
         let mut rows: Vec<Option<DocumentPrediction>> = vec![None; window.rows];
+        let mut windows: HashMap<usize, Vec<(usize, DocumentPrediction)>> = HashMap::new();
         let mut not_finite = Vec::new();
         for batch in batches {
-            for (row, doc) in batch? {
+            for (row, start, doc) in batch? {
                 if doc.probabilities.iter().any(|p| !p.is_finite()) {
                     not_finite.push(row);
                 }
-                // `row` came from enumerating the texts, which `rows` mirrors.
-                if let Some(slot) = rows.get_mut(row) {
+                if window.windowed.contains_key(&row) {
+                    windows.entry(row).or_default().push((start, doc));
+                } else if let Some(slot) = rows.get_mut(row) {
+                    // `row` came from enumerating the texts, which `rows` mirrors.
                     *slot = Some(doc);
                 }
             }
         }
         if !not_finite.is_empty() {
             not_finite.sort_unstable();
+            not_finite.dedup();
             return Err(NonFiniteProbabilities { rows: not_finite }.into());
+        }
+        let aggregate = match self.long_documents {
+            LongDocuments::Windows { aggregate, .. } => aggregate,
+            _ => long_documents::Aggregate::Mean,
+        };
+        for (row, (whole, sentence_lengths)) in window.windowed {
+            let pieces = windows.remove(&row).unwrap_or_default();
+            let doc = long_documents::combine(pieces, whole.ids, sentence_lengths, aggregate, whole.truncated)?;
+            if let Some(slot) = rows.get_mut(row) {
+                *slot = Some(doc);
+            }
         }
         Ok(rows)
     }
 
-    fn predict_batch(&self, chunk: &[Document]) -> anyhow::Result<Vec<(usize, DocumentPrediction)>> {
+    /// Runs one batch; each prediction comes with its document's row and first token.
+    fn predict_batch(&self, chunk: &[Document]) -> anyhow::Result<Vec<(usize, usize, DocumentPrediction)>> {
         let pad = self.package.manifest.padding_id;
         let inputs = if self.sentence_words.is_some() {
             let documents: Vec<(&[i64], &[usize])> =
@@ -212,13 +290,14 @@ impl Classifier {
                 attention: attention.map(|a| a.heads(i, len)).transpose()?,
                 embedding: embedding.map(|e| e.row(i).map(<[f32]>::to_vec)).transpose()?,
                 sentences: None,
+                truncated: document.encoding.truncated,
             };
             if let Some((words, sentences)) = &hierarchical {
                 let (attention, sentences) = document_attention(document.sentences(), words, sentences, i)?;
                 doc.attention = Some(vec![attention]);
                 doc.sentences = Some(sentences);
             }
-            predictions.push((document.row, doc));
+            predictions.push((document.row, document.start, doc));
         }
         Ok(predictions)
     }
@@ -257,8 +336,11 @@ impl std::error::Error for NonFiniteProbabilities {}
 pub struct EncodedWindow {
     /// How many texts were given, null ones included.
     rows: usize,
-    /// The texts with tokens, sorted by the shape they pad to.
+    /// The texts with tokens (a long one as several windows), sorted by the shape they pad to.
     documents: Vec<Document>,
+    /// Texts classified in windows, by row: all their tokens, and their sentences' lengths
+    /// for hierarchical models.
+    windowed: HashMap<usize, (EncodedText, Option<Vec<usize>>)>,
     pub counts: TextCounts,
 }
 
@@ -307,6 +389,8 @@ fn batch_ranges(shapes: impl Iterator<Item = (usize, usize)>, limit: BatchLimit)
 struct Document {
     /// Its row in the `texts` given to [`Classifier::predict`].
     row: usize,
+    /// Where it starts among the text's tokens (not 0 only for a window of a long text).
+    start: usize,
     encoding: EncodedText,
     /// Words per sentence, for hierarchical models.
     sentence_lengths: Option<Vec<usize>>,

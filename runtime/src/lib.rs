@@ -4,7 +4,8 @@
 //! `package` is the contract `export` writes and everything else reads (ARCHITECTURE.md, "The
 //! model package"); `contract` checks, when a package opens, that its parts belong together.
 //! `text` tokenizes, `inference` runs the graph (tract or ONNX Runtime), and `classifier` joins
-//! the two for one model. `output_table` is the one definition of the columns a prediction
+//! the two for one model, and `long_documents` what it does with documents past the token
+//! limit. `output_table` is the one definition of the columns a prediction
 //! becomes.
 
 // This crate reads what users hand us (manifests, tokenizers, graphs); a panic on it would
@@ -15,6 +16,7 @@
 pub mod classifier;
 pub mod contract;
 pub mod inference;
+pub mod long_documents;
 pub mod output_table;
 pub mod package;
 pub mod text;

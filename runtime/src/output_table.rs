@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use anyhow::bail;
-use arrow::array::{ArrayRef, FixedSizeListBuilder, Float32Builder, Int32Builder, ListBuilder, StringBuilder};
+use arrow::array::{
+    ArrayRef, BooleanBuilder, FixedSizeListBuilder, Float32Builder, Int32Builder, ListBuilder, StringBuilder,
+};
 use arrow::datatypes::{DataType, Field, FieldRef};
 
 use crate::text::Vocabulary;
@@ -14,6 +16,7 @@ pub const PREDICTION_INDEX: &str = "prediction_index";
 pub const CONFIDENCE: &str = "confidence";
 pub const PROBABILITIES: &str = "probabilities";
 pub const TOKENS: &str = "tokens";
+pub const TRUNCATED: &str = "truncated";
 pub const ATTENTION: &str = "attention";
 pub const ATTENTION_SUMMARY: &str = "attention_summary";
 pub const EMBEDDING: &str = "embedding";
@@ -31,6 +34,66 @@ pub struct OptionalColumns {
     pub embedding_dim: Option<usize>,
 }
 
+/// How much of the attention the output table keeps (`--attention`): per-hop attention is
+/// most of an output's size (187 of 221 MB on IMDB test).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AttentionOutput {
+    /// Every hop's weights, and their summary.
+    #[default]
+    Full,
+    /// Only `attention_summary`, the hops summed per token: one list per document, not one
+    /// per hop.
+    Summary,
+    /// Every hop and the summary, each keeping only its N heaviest weights; the others are
+    /// written as 0 (and compress to almost nothing).
+    TopK(usize),
+    /// Neither attention column.
+    None,
+}
+
+impl std::str::FromStr for AttentionOutput {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "full" => Ok(Self::Full),
+            "summary" => Ok(Self::Summary),
+            "none" => Ok(Self::None),
+            _ => match text.strip_prefix("top-k:").map(str::parse::<usize>) {
+                Some(Ok(k)) if k > 0 => Ok(Self::TopK(k)),
+                _ => Err(format!("`{text}` is not one of full, summary, top-k:N (N at least 1), none")),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for AttentionOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Full => f.write_str("full"),
+            Self::Summary => f.write_str("summary"),
+            Self::TopK(k) => write!(f, "top-k:{k}"),
+            Self::None => f.write_str("none"),
+        }
+    }
+}
+
+/// `weights` with all but the `k` heaviest set to 0 (of equal weights, the first ones kept).
+pub fn keep_heaviest(weights: &[f32], k: usize) -> Vec<f32> {
+    if weights.len() <= k {
+        return weights.to_vec();
+    }
+    let mut order: Vec<(usize, f32)> = weights.iter().copied().enumerate().collect();
+    order.sort_by(|(a, wa), (b, wb)| wb.total_cmp(wa).then(a.cmp(b)));
+    let mut kept = vec![0.0f32; weights.len()];
+    for &(i, w) in order.iter().take(k) {
+        if let Some(slot) = kept.get_mut(i) {
+            *slot = w;
+        }
+    }
+    kept
+}
+
 /// What the model said about one document.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DocumentPrediction {
@@ -42,6 +105,9 @@ pub struct DocumentPrediction {
     pub embedding: Option<Vec<f32>>,
     /// Hierarchical models: the attention each sentence got, and its length in tokens.
     pub sentences: Option<SentenceAttention>,
+    /// Tokens of the document were left out (past the token limit, or the middle in
+    /// `head-tail` mode), so `token_ids` is not the whole document.
+    pub truncated: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -89,6 +155,7 @@ pub enum OutputColumn {
     Confidence,
     Probabilities,
     Tokens,
+    Truncated,
     Attention,
     AttentionSummary,
     SentenceLengths,
@@ -104,6 +171,7 @@ impl OutputColumn {
             Self::Confidence => CONFIDENCE,
             Self::Probabilities => PROBABILITIES,
             Self::Tokens => TOKENS,
+            Self::Truncated => TRUNCATED,
             Self::Attention => ATTENTION,
             Self::AttentionSummary => ATTENTION_SUMMARY,
             Self::SentenceLengths => SENTENCE_LENGTHS,
@@ -121,13 +189,15 @@ pub struct OutputTable {
     columns: Vec<OutputColumn>,
     /// The width of `embedding`, when it is one of the columns.
     embedding_dim: usize,
+    /// `--attention top-k:N`: the weights kept per hop and in the summary.
+    attention_top_k: Option<usize>,
 }
 
 impl OutputTable {
     /// Every column a model with these optional outputs produces, in the documented order.
     pub fn for_model(optional: OptionalColumns) -> Self {
         use OutputColumn::*;
-        let mut columns = vec![Prediction, PredictionIndex, Confidence, Probabilities, Tokens];
+        let mut columns = vec![Prediction, PredictionIndex, Confidence, Probabilities, Tokens, Truncated];
         if optional.attention {
             columns.extend([Attention, AttentionSummary]);
         }
@@ -137,12 +207,31 @@ impl OutputTable {
         if optional.embedding_dim.is_some() {
             columns.push(Embedding);
         }
-        Self { columns, embedding_dim: optional.embedding_dim.unwrap_or(0) }
+        Self { columns, embedding_dim: optional.embedding_dim.unwrap_or(0), attention_top_k: None }
+    }
+
+    /// These columns with only the attention `output` keeps.
+    pub fn with_attention_output(mut self, output: AttentionOutput) -> Self {
+        let dropped: &[OutputColumn] = match output {
+            AttentionOutput::Full | AttentionOutput::TopK(_) => &[],
+            AttentionOutput::Summary => &[OutputColumn::Attention],
+            AttentionOutput::None => &[OutputColumn::Attention, OutputColumn::AttentionSummary],
+        };
+        self.columns.retain(|column| !dropped.contains(column));
+        self.attention_top_k = match output {
+            AttentionOutput::TopK(k) => Some(k),
+            _ => None,
+        };
+        self
     }
 
     /// Just these columns (none of which may be `embedding`, whose width only a model knows).
     pub fn of(columns: &[OutputColumn]) -> Self {
-        Self { columns: columns.iter().copied().filter(|&c| c != OutputColumn::Embedding).collect(), embedding_dim: 0 }
+        Self {
+            columns: columns.iter().copied().filter(|&c| c != OutputColumn::Embedding).collect(),
+            embedding_dim: 0,
+            attention_top_k: None,
+        }
     }
 
     pub fn fields(&self) -> Vec<FieldRef> {
@@ -155,6 +244,7 @@ impl OutputTable {
         match column {
             Prediction => DataType::Utf8,
             PredictionIndex => DataType::Int32,
+            Truncated => DataType::Boolean,
             Confidence => DataType::Float32,
             Probabilities | AttentionSummary | SentenceAttention => list(DataType::Float32),
             Tokens => list(DataType::Utf8),
@@ -180,7 +270,7 @@ impl OutputTable {
         let mut builders: Vec<ColumnBuilder> = self
             .columns
             .iter()
-            .map(|&column| ColumnBuilder::new(column, self.embedding_dim))
+            .map(|&column| ColumnBuilder::new(column, self.embedding_dim, self.attention_top_k))
             .collect::<Result<_, _>>()?;
         for row in rows {
             let Some(doc) = row else {
@@ -219,15 +309,17 @@ enum ColumnBuilder {
     Confidence(Float32Builder),
     Probabilities(ListBuilder<Float32Builder>),
     Tokens(ListBuilder<StringBuilder>),
-    Attention(ListBuilder<ListBuilder<Float32Builder>>),
-    AttentionSummary(ListBuilder<Float32Builder>),
+    Truncated(BooleanBuilder),
+    /// With the weights kept per hop, under `--attention top-k:N`.
+    Attention(ListBuilder<ListBuilder<Float32Builder>>, Option<usize>),
+    AttentionSummary(ListBuilder<Float32Builder>, Option<usize>),
     SentenceLengths(ListBuilder<Int32Builder>),
     SentenceAttention(ListBuilder<Float32Builder>),
     Embedding(FixedSizeListBuilder<Float32Builder>, usize),
 }
 
 impl ColumnBuilder {
-    fn new(column: OutputColumn, embedding_dim: usize) -> anyhow::Result<Self> {
+    fn new(column: OutputColumn, embedding_dim: usize, top_k: Option<usize>) -> anyhow::Result<Self> {
         let floats = || ListBuilder::new(Float32Builder::new());
         Ok(match column {
             OutputColumn::Prediction => Self::Prediction(StringBuilder::new()),
@@ -235,8 +327,9 @@ impl ColumnBuilder {
             OutputColumn::Confidence => Self::Confidence(Float32Builder::new()),
             OutputColumn::Probabilities => Self::Probabilities(floats()),
             OutputColumn::Tokens => Self::Tokens(ListBuilder::new(StringBuilder::new())),
-            OutputColumn::Attention => Self::Attention(ListBuilder::new(floats())),
-            OutputColumn::AttentionSummary => Self::AttentionSummary(floats()),
+            OutputColumn::Truncated => Self::Truncated(BooleanBuilder::new()),
+            OutputColumn::Attention => Self::Attention(ListBuilder::new(floats()), top_k),
+            OutputColumn::AttentionSummary => Self::AttentionSummary(floats(), top_k),
             OutputColumn::SentenceLengths => Self::SentenceLengths(ListBuilder::new(Int32Builder::new())),
             OutputColumn::SentenceAttention => Self::SentenceAttention(floats()),
             OutputColumn::Embedding => Self::Embedding(
@@ -258,13 +351,24 @@ impl ColumnBuilder {
                 }
                 b.append(true);
             }
-            Self::Attention(b) => {
+            Self::Truncated(b) => b.append_value(doc.truncated),
+            Self::Attention(b, top_k) => {
                 for head in doc.attention.iter().flatten() {
-                    append_floats(b.values(), Some(head));
+                    match top_k {
+                        Some(k) => append_floats(b.values(), Some(&keep_heaviest(head, *k))),
+                        None => append_floats(b.values(), Some(head)),
+                    }
                 }
                 b.append(doc.attention.is_some());
             }
-            Self::AttentionSummary(b) => append_floats(b, doc.attention_summary().as_deref()),
+            Self::AttentionSummary(b, top_k) => {
+                let summary = doc.attention_summary();
+                let summary = match top_k {
+                    Some(k) => summary.map(|s| keep_heaviest(&s, *k)),
+                    None => summary,
+                };
+                append_floats(b, summary.as_deref());
+            }
             Self::SentenceLengths(b) => match &doc.sentences {
                 Some(sentences) => {
                     for &length in &sentences.lengths {
@@ -295,9 +399,10 @@ impl ColumnBuilder {
             Self::Prediction(b) => b.append_null(),
             Self::PredictionIndex(b) => b.append_null(),
             Self::Confidence(b) => b.append_null(),
-            Self::Probabilities(b) | Self::AttentionSummary(b) | Self::SentenceAttention(b) => b.append_null(),
+            Self::Probabilities(b) | Self::AttentionSummary(b, _) | Self::SentenceAttention(b) => b.append_null(),
             Self::Tokens(b) => b.append_null(),
-            Self::Attention(b) => b.append_null(),
+            Self::Truncated(b) => b.append_null(),
+            Self::Attention(b, _) => b.append_null(),
             Self::SentenceLengths(b) => b.append_null(),
             Self::Embedding(b, dim) => {
                 b.values().append_nulls(*dim);
@@ -311,11 +416,12 @@ impl ColumnBuilder {
             Self::Prediction(mut b) => Arc::new(b.finish()),
             Self::PredictionIndex(mut b) => Arc::new(b.finish()),
             Self::Confidence(mut b) => Arc::new(b.finish()),
-            Self::Probabilities(mut b) | Self::AttentionSummary(mut b) | Self::SentenceAttention(mut b) => {
+            Self::Probabilities(mut b) | Self::AttentionSummary(mut b, _) | Self::SentenceAttention(mut b) => {
                 Arc::new(b.finish())
             }
             Self::Tokens(mut b) => Arc::new(b.finish()),
-            Self::Attention(mut b) => Arc::new(b.finish()),
+            Self::Truncated(mut b) => Arc::new(b.finish()),
+            Self::Attention(mut b, _) => Arc::new(b.finish()),
             Self::SentenceLengths(mut b) => Arc::new(b.finish()),
             Self::Embedding(mut b, _) => Arc::new(b.finish()),
         }
@@ -345,6 +451,7 @@ mod tests {
             attention: Some(vec![vec![1.0, 0.0], vec![0.5, 0.5]]),
             embedding: None,
             sentences: None,
+            truncated: false,
         };
         assert_eq!(doc.attention_summary(), Some(vec![0.75, 0.25]));
         assert_eq!(doc.predicted_index(), 1);
@@ -360,6 +467,7 @@ mod tests {
             attention: Some(vec![vec![0.2, 0.3, 0.5]]),
             embedding: Some(vec![1.0, 2.0]),
             sentences: Some(SentenceAttention { lengths: vec![2, 1], weights: vec![0.4, 0.6] }),
+            truncated: true,
         };
         let labels = ["neg".to_owned(), "pos".to_owned()];
         let vocabulary = Vocabulary::from_tokens(["a", "b", "c"]);
@@ -373,7 +481,7 @@ mod tests {
                     assert_eq!(batch.num_rows(), 2);
                     assert_eq!(
                         batch.num_columns(),
-                        5 + 2 * usize::from(attention)
+                        6 + 2 * usize::from(attention)
                             + 2 * usize::from(sentences)
                             + usize::from(embedding_dim.is_some())
                     );
@@ -392,6 +500,7 @@ mod tests {
             attention: None,
             embedding: None,
             sentences: None,
+            truncated: false,
         };
         let table = OutputTable::of(&[OutputColumn::Tokens]);
         let labels = ["neg".to_owned(), "pos".to_owned()];
@@ -412,6 +521,7 @@ mod tests {
             attention: None,
             embedding: None,
             sentences: None,
+            truncated: false,
         };
         let table = OutputTable::of(&[OutputColumn::Prediction, OutputColumn::Confidence]);
         let labels = ["neg".to_owned(), "pos".to_owned()];

@@ -91,6 +91,7 @@ fn generated_function_calls_answer_or_fail_clearly() {
         default_model: Some(repo_root().join("fixtures/tiny-san")),
         backend: BackendOptions::default(),
         batch_size: 8,
+        long_documents: runtime::long_documents::LongDocuments::default(),
     })
     .expect("session");
     runtime.block_on(session.register_table("p", &table.display().to_string())).expect("register");

@@ -79,6 +79,7 @@ async fn open_session(predictions: &Path) -> anyhow::Result<Database> {
         default_model: Some(repo_root().join("fixtures/default-model")),
         backend: BackendOptions::default(),
         batch_size: 16,
+        long_documents: runtime::long_documents::LongDocuments::default(),
     })
     .expect("session");
     session.register_table("predictions", &predictions.display().to_string()).await?;

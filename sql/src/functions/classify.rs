@@ -19,6 +19,7 @@ use datafusion::logical_expr::{
 };
 use runtime::classifier::Classifier;
 use runtime::inference::BackendOptions;
+use runtime::long_documents::LongDocuments;
 use runtime::output_table::{OutputColumn, OutputTable};
 use runtime::package::ModelPackage;
 
@@ -37,6 +38,8 @@ pub struct ClassifyOptions {
     pub backend: BackendOptions,
     /// Documents per inference batch.
     pub batch_size: usize,
+    /// What happens to documents past a model's token limit.
+    pub long_documents: LongDocuments,
 }
 
 pub struct Classify {
@@ -81,7 +84,9 @@ impl Classify {
         }
         let classifier = ModelPackage::open(&dir)
             .inspect(|package| self.read.lock().unwrap_or_else(PoisonError::into_inner).push(package.as_input()))
-            .and_then(|package| Classifier::open(package, &self.options.backend, None))
+            .and_then(|package| {
+                Classifier::open(package, &self.options.backend, None)?.with_long_documents(self.options.long_documents)
+            })
             .map(Arc::new)
             .map_err(|e| {
                 DataFusionError::Plan(format!("classify: cannot load model package {}: {e:#}", dir.display()))

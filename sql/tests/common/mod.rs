@@ -22,6 +22,8 @@ pub fn make_predictions(dir: &Path, with_embedding: bool) -> anyhow::Result<Path
         max_batch_tokens: None,
         window: 128,
         max_tokens: None,
+        long_documents: runtime::long_documents::LongDocuments::default(),
+        attention: runtime::output_table::AttentionOutput::Full,
         with_embedding,
         metrics_json: None,
         panic_after_first_window: false,

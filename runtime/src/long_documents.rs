@@ -1,0 +1,242 @@
+//! Documents longer than the model's token limit: cut at the limit (`truncate`), keep their
+//! start and end (`head-tail`), or classify overlapping windows of the limit's width and
+//! combine what the windows said (`windows`), with attention over the whole document.
+
+use std::fmt;
+
+use anyhow::{Context, bail};
+
+use crate::output_table::{DocumentPrediction, SentenceAttention};
+
+/// Tokens read of one document in `head-tail` and `windows` modes; past this even windows
+/// cut (a 100,000-token document is a short novel, and costs 400 windows of 400 tokens).
+pub const MAX_DOCUMENT_TOKENS: usize = 100_000;
+
+/// How the windows' probabilities become the document's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Aggregate {
+    /// The mean over windows.
+    #[default]
+    Mean,
+    /// Each class's largest probability over windows, renormalised to sum to one.
+    Max,
+}
+
+/// What happens to a document longer than the token limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LongDocuments {
+    /// Keep the first `limit` tokens.
+    Truncate,
+    /// Keep the first quarter and the last three quarters of the limit: reviews tend to give
+    /// their verdict at the end (Sun et al., 2019, found head 128 + tail 382 best of 512).
+    HeadTail,
+    /// Windows of `limit` tokens, `stride` apart (default half the limit); the last window
+    /// ends at the document's end.
+    Windows { stride: Option<usize>, aggregate: Aggregate },
+}
+
+impl Default for LongDocuments {
+    fn default() -> Self {
+        LongDocuments::Windows { stride: None, aggregate: Aggregate::Mean }
+    }
+}
+
+impl fmt::Display for LongDocuments {
+    /// As the run's fingerprint and the output's metadata record it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Truncate => f.write_str("truncate"),
+            Self::HeadTail => f.write_str("head-tail"),
+            Self::Windows { stride, aggregate } => {
+                let aggregate = match aggregate {
+                    Aggregate::Mean => "mean",
+                    Aggregate::Max => "max",
+                };
+                match stride {
+                    Some(stride) => write!(f, "windows(stride {stride}, {aggregate})"),
+                    None => write!(f, "windows(stride half, {aggregate})"),
+                }
+            }
+        }
+    }
+}
+
+impl LongDocuments {
+    /// How many tokens of a document the encoder should keep, for a token limit of `limit`.
+    pub fn tokens_to_read(self, limit: usize) -> usize {
+        match self {
+            Self::Truncate => limit,
+            Self::HeadTail | Self::Windows { .. } => MAX_DOCUMENT_TOKENS.max(limit),
+        }
+    }
+
+    /// Checks the stride against the window width `limit`.
+    pub fn check(self, limit: usize) -> anyhow::Result<()> {
+        if let Self::Windows { stride: Some(stride), .. } = self
+            && (stride == 0 || stride > limit)
+        {
+            bail!("the window stride is {stride}; give one from 1 to the token limit ({limit})");
+        }
+        Ok(())
+    }
+}
+
+/// The first quarter and the last three quarters of `limit` tokens of `ids`.
+pub fn head_and_tail(ids: &[i64], limit: usize) -> Vec<i64> {
+    if ids.len() <= limit {
+        return ids.to_vec();
+    }
+    let head = limit / 4;
+    let tail = limit - head;
+    let mut kept = Vec::with_capacity(limit);
+    kept.extend_from_slice(ids.get(..head).unwrap_or_default());
+    kept.extend_from_slice(ids.get(ids.len() - tail..).unwrap_or_default());
+    kept
+}
+
+/// Where the windows of `width` tokens start, `stride` apart, covering `tokens` tokens; the
+/// last one ends at the end (so no window is mostly padding).
+pub fn window_starts(tokens: usize, width: usize, stride: usize) -> Vec<usize> {
+    if tokens <= width || width == 0 || stride == 0 {
+        return vec![0];
+    }
+    let last = tokens - width;
+    let mut starts: Vec<usize> = (0..last).step_by(stride).collect();
+    starts.push(last);
+    starts
+}
+
+/// The document's prediction from its windows' (`(start, prediction)`, in any order): the
+/// probabilities aggregated, each hop's attention spread back over the whole document (a
+/// window's weights, divided by the number of windows, so each hop still sums to one), the
+/// embeddings averaged, and for hierarchical models each sentence of `sentence_lengths`
+/// weighted by the attention its tokens got.
+pub fn combine(
+    mut windows: Vec<(usize, DocumentPrediction)>,
+    token_ids: Vec<i64>,
+    sentence_lengths: Option<Vec<usize>>,
+    aggregate: Aggregate,
+    truncated: bool,
+) -> anyhow::Result<DocumentPrediction> {
+    windows.sort_by_key(|(start, _)| *start);
+    let count = windows.len();
+    let first = windows.first().map(|(_, w)| w).context("a long document got no window back")?;
+    let classes = first.probabilities.len();
+    let mut probabilities = match aggregate {
+        Aggregate::Mean => vec![0.0f32; classes],
+        Aggregate::Max => vec![f32::NEG_INFINITY; classes],
+    };
+    let heads = first.attention.as_ref().map(Vec::len);
+    let mut attention = heads.map(|heads| vec![vec![0.0f32; token_ids.len()]; heads]);
+    let mut embedding = first.embedding.as_ref().map(|e| vec![0.0f32; e.len()]);
+    let share = 1.0 / count as f32;
+    for (start, window) in &windows {
+        if window.probabilities.len() != classes {
+            bail!("the windows of one document gave different numbers of probabilities");
+        }
+        for (total, &p) in probabilities.iter_mut().zip(&window.probabilities) {
+            *total = match aggregate {
+                Aggregate::Mean => *total + p * share,
+                Aggregate::Max => total.max(p),
+            };
+        }
+        if let (Some(total), Some(heads)) = (attention.as_mut(), &window.attention) {
+            for (total_head, head) in total.iter_mut().zip(heads) {
+                let span =
+                    total_head.get_mut(*start..start + head.len()).context("a window reaches past its document")?;
+                for (t, w) in span.iter_mut().zip(head) {
+                    *t += w * share;
+                }
+            }
+        }
+        if let (Some(total), Some(values)) = (embedding.as_mut(), &window.embedding) {
+            for (t, v) in total.iter_mut().zip(values) {
+                *t += v * share;
+            }
+        }
+    }
+    if aggregate == Aggregate::Max {
+        let mass: f32 = probabilities.iter().sum();
+        if mass > 0.0 {
+            probabilities.iter_mut().for_each(|p| *p /= mass);
+        }
+    }
+    let sentences = match (sentence_lengths, attention.as_ref().and_then(|a| a.first())) {
+        (Some(lengths), Some(weights)) => {
+            let mut sentence_weights = Vec::with_capacity(lengths.len());
+            let mut at = 0;
+            for &length in &lengths {
+                sentence_weights.push(weights.get(at..at + length).map_or(0.0, |w| w.iter().sum()));
+                at += length;
+            }
+            Some(SentenceAttention { lengths, weights: sentence_weights })
+        }
+        _ => None,
+    };
+    Ok(DocumentPrediction { probabilities, token_ids, attention, embedding, sentences, truncated })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn window(probabilities: Vec<f32>, attention: Vec<Vec<f32>>) -> DocumentPrediction {
+        let len = attention.first().map_or(0, Vec::len);
+        DocumentPrediction {
+            probabilities,
+            token_ids: vec![0; len],
+            attention: Some(attention),
+            embedding: None,
+            sentences: None,
+            truncated: false,
+        }
+    }
+
+    #[test]
+    fn head_and_tail_keep_a_quarter_and_three_quarters() {
+        let ids: Vec<i64> = (0..20).collect();
+        assert_eq!(head_and_tail(&ids, 8), vec![0, 1, 14, 15, 16, 17, 18, 19]);
+        assert_eq!(head_and_tail(&ids[..5], 8), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn windows_start_a_stride_apart_and_the_last_ends_at_the_end() {
+        assert_eq!(window_starts(10, 4, 2), vec![0, 2, 4, 6]);
+        assert_eq!(window_starts(11, 4, 2), vec![0, 2, 4, 6, 7]);
+        assert_eq!(window_starts(4, 4, 2), vec![0]);
+        assert_eq!(window_starts(9, 4, 4), vec![0, 4, 5]);
+    }
+
+    #[test]
+    fn windows_combine_into_one_prediction_over_the_whole_document() {
+        let pieces = vec![
+            (2, window(vec![0.2, 0.8], vec![vec![0.5, 0.25, 0.25, 0.0]])),
+            (0, window(vec![0.6, 0.4], vec![vec![1.0, 0.0, 0.0, 0.0]])),
+        ];
+        let doc = combine(pieces.clone(), (0..6).collect(), None, Aggregate::Mean, false).expect("combine");
+        assert_eq!(doc.probabilities, vec![0.4, 0.6]);
+        assert_eq!(doc.attention, Some(vec![vec![0.5, 0.0, 0.25, 0.125, 0.125, 0.0]]));
+        let max = combine(pieces, (0..6).collect(), Some(vec![3, 3]), Aggregate::Max, false).expect("combine");
+        let expected = [0.6 / 1.4, 0.8 / 1.4];
+        assert!(max.probabilities.iter().zip(expected).all(|(p, e)| (p - e).abs() < 1e-6), "{:?}", max.probabilities);
+        assert_eq!(max.sentences.map(|s| s.weights), Some(vec![0.75, 0.25]));
+    }
+
+    proptest! {
+        #[test]
+        fn windows_cover_every_token_and_stay_inside(tokens in 1usize..3000, width in 1usize..500, stride in 1usize..500) {
+            let stride = stride.min(width);
+            let starts = window_starts(tokens, width, stride);
+            let mut covered = vec![false; tokens];
+            for &start in &starts {
+                prop_assert!(start + width.min(tokens) <= tokens);
+                for flag in covered.iter_mut().skip(start).take(width) {
+                    *flag = true;
+                }
+            }
+            prop_assert!(covered.iter().all(|&c| c));
+            prop_assert!(starts.windows(2).all(|pair| pair[0] < pair[1]));
+        }
+    }
+}
