@@ -1,5 +1,7 @@
 //! `classify(text[, model])`: runs a model package on raw text inside a query and returns
-//! `{prediction, confidence, probabilities}`. Each incoming Arrow array is classified as one
+//! `{prediction, confidence, probabilities}`; `classify_explain(text[, model])` adds the
+//! `tokens`, whether the text was `truncated`, and `attention_summary`, ready for
+//! `attention_html` or `top_tokens`. Each incoming Arrow array is classified as one
 //! batch through the same [`Classifier`] as `pipeline run` (length-sorted, all cores).
 //! Packages are loaded once per session, when the query is planned, so a wrong path fails
 //! before any row is read.
@@ -26,9 +28,43 @@ use runtime::package::ModelPackage;
 use super::args::{Parameters, Role};
 use crate::tables::ReadLocations;
 
-const NAME: &str = "classify";
-const PARAMETERS: Parameters =
-    Parameters { function: NAME, names: &["text", "model"], roles: &[Role::Text, Role::Text], optional: 1 };
+/// Which of the two functions: the prediction alone, or with what explains it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Explained {
+    No,
+    Yes,
+}
+
+impl Explained {
+    fn name(self) -> &'static str {
+        match self {
+            Explained::No => "classify",
+            Explained::Yes => "classify_explain",
+        }
+    }
+
+    fn parameters(self) -> Parameters {
+        Parameters { function: self.name(), names: &["text", "model"], roles: &[Role::Text, Role::Text], optional: 1 }
+    }
+
+    /// The columns of the output table the function returns, as a struct.
+    fn result_table(self) -> OutputTable {
+        use OutputColumn::*;
+        match self {
+            Explained::No => OutputTable::of(&[Prediction, Confidence, Probabilities]),
+            Explained::Yes => {
+                OutputTable::of(&[Prediction, Confidence, Probabilities, Tokens, Truncated, AttentionSummary])
+            }
+        }
+    }
+
+    fn result_fields(self) -> Fields {
+        Fields::from(self.result_table().fields())
+    }
+}
+
+/// The packages a session has loaded, by directory, shared by both functions.
+pub type LoadedModels = Arc<Mutex<HashMap<PathBuf, Arc<Classifier>>>>;
 
 /// How `classify` finds and runs models.
 #[derive(Debug, Clone)]
@@ -43,25 +79,17 @@ pub struct ClassifyOptions {
 }
 
 pub struct Classify {
+    explained: Explained,
     signature: Signature,
     options: ClassifyOptions,
-    loaded: Mutex<HashMap<PathBuf, Arc<Classifier>>>,
+    loaded: LoadedModels,
     /// The session's input locations; each package loaded is added.
     read: ReadLocations,
 }
 
 impl Classify {
-    pub fn new(options: ClassifyOptions, read: ReadLocations) -> Self {
-        Self { signature: Signature::user_defined(Volatility::Immutable), options, loaded: Mutex::default(), read }
-    }
-
-    /// `classify()` returns these columns of the output table, as a struct.
-    fn result_table() -> OutputTable {
-        OutputTable::of(&[OutputColumn::Prediction, OutputColumn::Confidence, OutputColumn::Probabilities])
-    }
-
-    fn result_fields() -> Fields {
-        Fields::from(Self::result_table().fields())
+    pub fn new(explained: Explained, options: ClassifyOptions, loaded: LoadedModels, read: ReadLocations) -> Self {
+        Self { explained, signature: Signature::user_defined(Volatility::Immutable), options, loaded, read }
     }
 
     /// The package named by the call (or the default), loaded on first use.
@@ -71,14 +99,14 @@ impl Classify {
             None => match &self.options.default_model {
                 Some(dir) => dir.clone(),
                 None => {
+                    let name = self.explained.name();
                     return plan_err!(
-                        "classify(text) has no default model here; name a package: classify(text, 'MODEL_DIR')"
+                        "{name}(text) has no default model here; name a package: {name}(text, 'MODEL_DIR')"
                     );
                 }
             },
         };
-        let mut loaded =
-            self.loaded.lock().map_err(|_| DataFusionError::Internal("classify: model cache poisoned".into()))?;
+        let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(classifier) = loaded.get(&dir) {
             return Ok(classifier.clone());
         }
@@ -89,7 +117,8 @@ impl Classify {
             })
             .map(Arc::new)
             .map_err(|e| {
-                DataFusionError::Plan(format!("classify: cannot load model package {}: {e:#}", dir.display()))
+                let name = self.explained.name();
+                DataFusionError::Plan(format!("{name}: cannot load model package {}: {e:#}", dir.display()))
             })?;
         loaded.insert(dir, classifier.clone());
         Ok(classifier)
@@ -97,20 +126,26 @@ impl Classify {
 }
 
 /// The model argument, which must be a constant: one model per call site.
-fn model_argument(value: Option<&ScalarValue>) -> Result<Option<String>> {
+fn model_argument(value: Option<&ScalarValue>, explained: Explained) -> Result<Option<String>> {
     match value {
         Some(ScalarValue::Utf8(Some(dir)) | ScalarValue::Utf8View(Some(dir)) | ScalarValue::LargeUtf8(Some(dir))) => {
             Ok(Some(dir.clone()))
         }
-        _ => plan_err!(
-            "classify(text, model): model must be a constant string naming a package directory, e.g. classify(text, 'models/san')"
-        ),
+        _ => {
+            let name = explained.name();
+            plan_err!(
+                "{name}(text, model): model must be a constant string naming a package directory, e.g. {name}(text, 'models/san')"
+            )
+        }
     }
 }
 
 impl std::fmt::Debug for Classify {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Classify").field("options", &self.options).finish_non_exhaustive()
+        f.debug_struct("Classify")
+            .field("explained", &self.explained)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
     }
 }
 
@@ -125,13 +160,13 @@ impl Eq for Classify {}
 
 impl Hash for Classify {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        NAME.hash(state);
+        self.explained.hash(state);
     }
 }
 
 impl ScalarUDFImpl for Classify {
     fn name(&self) -> &str {
-        NAME
+        self.explained.name()
     }
 
     fn signature(&self) -> &Signature {
@@ -139,42 +174,45 @@ impl ScalarUDFImpl for Classify {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        PARAMETERS.coerce(arg_types)
+        self.explained.parameters().coerce(arg_types)
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Struct(Self::result_fields()))
+        Ok(DataType::Struct(self.explained.result_fields()))
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
         let model = match args.scalar_arguments.get(1) {
-            Some(value) => model_argument(*value)?,
+            Some(value) => model_argument(*value, self.explained)?,
             None => None,
         };
         // Loading here makes a missing or broken package a planning error.
         self.classifier(model.as_deref())?;
-        Ok(Arc::new(Field::new(NAME, DataType::Struct(Self::result_fields()), true)))
+        Ok(Arc::new(Field::new(self.name(), DataType::Struct(self.explained.result_fields()), true)))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let model = match args.args.get(1) {
-            Some(ColumnarValue::Scalar(value)) => model_argument(Some(value))?,
-            Some(ColumnarValue::Array(_)) => model_argument(None)?,
+            Some(ColumnarValue::Scalar(value)) => model_argument(Some(value), self.explained)?,
+            Some(ColumnarValue::Array(_)) => model_argument(None, self.explained)?,
             None => None,
         };
         let classifier = self.classifier(model.as_deref())?;
-        let texts = args.args.first().ok_or_else(|| DataFusionError::Internal("classify: no text argument".into()))?;
+        let name = self.explained.name();
+        let texts = args.args.first().ok_or_else(|| DataFusionError::Internal(format!("{name}: no text argument")))?;
         let texts: ArrayRef = texts.to_array(args.number_rows)?;
         let texts =
-            string_values(&texts).ok_or_else(|| DataFusionError::Internal("classify: text not a string".into()))?;
+            string_values(&texts).ok_or_else(|| DataFusionError::Internal(format!("{name}: text not a string")))?;
         let (predictions, _) = classifier
             .predict(&texts, self.options.batch_size)
-            .map_err(|e| DataFusionError::Execution(format!("classify: {e:#}")))?;
+            .map_err(|e| DataFusionError::Execution(format!("{name}: {e:#}")))?;
 
-        let columns = Self::result_table()
+        let columns = self
+            .explained
+            .result_table()
             .build(&predictions, classifier.labels(), classifier.vocabulary())
-            .map_err(|e| DataFusionError::Execution(format!("classify: {e:#}")))?;
-        let fields = Self::result_fields();
+            .map_err(|e| DataFusionError::Execution(format!("{name}: {e:#}")))?;
+        let fields = self.explained.result_fields();
         let valid = NullBuffer::from(predictions.iter().map(Option::is_some).collect::<Vec<bool>>());
         Ok(ColumnarValue::Array(Arc::new(StructArray::try_new(fields, columns, Some(valid))?)))
     }

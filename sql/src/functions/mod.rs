@@ -32,6 +32,10 @@ pub const FUNCTION_HELP: &[(&str, &str)] = &[
         "aggregate: the k tokens attended most beyond their frequency: (mass + 1) / (even-spread mass + 1)",
     ),
     ("classify(text[, model])", "classify raw text: {prediction, confidence, probabilities}"),
+    (
+        "classify_explain(text[, model])",
+        "classify(), plus the tokens, whether the text was truncated, and attention_summary",
+    ),
 ];
 
 /// Registers the functions; `read` collects the model packages `classify` loads, so that an
@@ -41,7 +45,11 @@ pub fn register(ctx: &SessionContext, classify: ClassifyOptions, read: ReadLocat
     ctx.register_udf(scalar_udf(head_attention::HeadAttention));
     ctx.register_udf(scalar_udf(attention_entropy::AttentionEntropy));
     ctx.register_udf(scalar_udf(attention_html::AttentionHtml));
-    ctx.register_udf(ScalarUDF::new_from_impl(classify::Classify::new(classify, read)));
+    let loaded = classify::LoadedModels::default();
+    for explained in [classify::Explained::No, classify::Explained::Yes] {
+        let function = classify::Classify::new(explained, classify.clone(), loaded.clone(), read.clone());
+        ctx.register_udf(ScalarUDF::new_from_impl(function));
+    }
     ctx.register_udaf(AggregateUDF::new_from_impl(AttendedTokens::new(Ranking::Mass)));
     ctx.register_udaf(AggregateUDF::new_from_impl(AttendedTokens::new(Ranking::Distinctive)));
 }
