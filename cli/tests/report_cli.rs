@@ -386,3 +386,24 @@ fn truncated_documents_are_counted_and_marked() {
     assert!(truncated > 10, "{truncated} of 300 fixture reviews over 400 tokens");
     assert!(html.contains("<span class=\"truncated\""), "long examples are marked");
 }
+
+/// A document read whole in windows can have thousands of tokens: its example is drawn as
+/// an excerpt around its most attended token, so the page stays small.
+#[test]
+fn a_very_long_document_is_drawn_as_an_excerpt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("long.parquet");
+    let long = format!("{}what a wonderful film . {}", "the plot . ".repeat(1500), "the cast . ".repeat(1500));
+    let texts: Arc<dyn arrow::array::Array> = Arc::new(StringArray::from(vec![long.as_str()]));
+    write_parquet(&input, vec![("text", texts)]);
+    let predictions = dir.path().join("long-predictions.parquet");
+    let run = pipeline(&["run"], &[("--input", &input), ("--output", &predictions)]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let page = dir.path().join("long.html");
+    let output = report(&predictions, &page, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let html = std::fs::read_to_string(&page).expect("report");
+    assert!(html.contains(" of 9005, around the most attended one"), "the excerpt is said");
+    // 600 tokens in nine heat maps, in each of the two lists the one row is in.
+    assert!(html.len() < 1_500_000, "a {} byte page", html.len());
+}

@@ -138,6 +138,7 @@ fn run_info(
         labels: metadata.get("model.labels").and_then(|l| serde_json::from_str(l).ok()).unwrap_or_default(),
         backend: metadata.get("pipeline.backend").cloned(),
         max_tokens: metadata.get("pipeline.max_tokens").and_then(|m| m.parse().ok()),
+        long_documents: metadata.get("pipeline.long_documents").cloned(),
         label_column: layout.label.clone(),
     }
 }

@@ -20,6 +20,8 @@ pub struct RunInfo {
     pub labels: Vec<String>,
     pub backend: Option<String>,
     pub max_tokens: Option<usize>,
+    /// `pipeline.long_documents` from the Parquet metadata.
+    pub long_documents: Option<String>,
     pub label_column: Option<String>,
 }
 
@@ -81,7 +83,12 @@ fn summary(run: &RunInfo, tally: &Tally) -> Markup {
             tr { th { "no prediction (null or empty text)" } td.num { (tally.no_prediction) } }
             @if let Some(truncated) = tally.truncated {
                 tr id="truncated-rows" {
-                    th { "truncated (tokens left out" @if let Some(limit) = run.max_tokens { ", limit " (limit) } ")" }
+                    th {
+                        "truncated (tokens left out"
+                        @if let Some(mode) = &run.long_documents { "; long documents: " (mode) }
+                        @else if let Some(limit) = run.max_tokens { ", limit " (limit) }
+                        ")"
+                    }
                     td.num { (truncated) }
                 }
             } @else if let Some(limit) = run.max_tokens {
@@ -269,6 +276,12 @@ fn example_card(example: &Example) -> Markup {
                 " (" (format!("{:.3}", example.confidence)) ")"
                 @if let Some(label) = &example.label { " · label " strong { (label) } }
                 @if example.truncated { " · " span.truncated title="tokens past the limit were left out" { "truncated" } }
+            }
+            @if example.tokens.len() < example.document_tokens {
+                p.muted.excerpt {
+                    "tokens " (example.shown_from + 1) "–" (example.shown_from + example.tokens.len())
+                    " of " (example.document_tokens) ", around the most attended one"
+                }
             }
             @if let Some((lengths, weights)) = &example.sentences {
                 div.heatmap.summed { (sentences_heatmap(&example.tokens, &example.summary, lengths, weights)) }

@@ -64,6 +64,26 @@ pub struct Example {
     pub sentences: Option<(Vec<usize>, Vec<f32>)>,
     /// Tokens of the document were left out (the `truncated` column).
     pub truncated: bool,
+    /// Where `tokens` starts in the document, and how many tokens the document has: a long
+    /// document is drawn [`TOKENS_DRAWN`] tokens around its heaviest one.
+    pub shown_from: usize,
+    pub document_tokens: usize,
+}
+
+/// Tokens drawn per example at most: a document read in windows can have 100,000, and drawn
+/// whole in nine heat maps it made a 225 MB page.
+pub const TOKENS_DRAWN: usize = 600;
+
+/// The stretch of at most [`TOKENS_DRAWN`] tokens around the heaviest weight of `summary`
+/// (from the start when there are no weights).
+fn drawn_span(tokens: usize, summary: Option<&[f32]>) -> std::ops::Range<usize> {
+    if tokens <= TOKENS_DRAWN {
+        return 0..tokens;
+    }
+    let heaviest =
+        summary.and_then(|s| s.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i)).unwrap_or(0);
+    let start = heaviest.saturating_sub(TOKENS_DRAWN / 2).min(tokens - TOKENS_DRAWN);
+    start..start + TOKENS_DRAWN
 }
 
 /// The `capacity` examples that rank first by a key, best first.
@@ -202,18 +222,31 @@ impl Tally {
         let mut example: Option<Example> = None;
         for (key, ranked) in lists {
             let Some(key) = key.filter(|k| !k.is_nan() && ranked.admits(*k)) else { continue };
-            let example = example.get_or_insert_with(|| Example {
-                file: file.to_owned(),
-                row: row_number,
-                id: batch.id.as_ref().and_then(|ids| ids.is_valid(row).then(|| ids.value(row).to_owned())),
-                prediction: prediction.to_owned(),
-                label: label.map(str::to_owned),
-                confidence,
-                tokens: tokens.iter().map(|t| t.unwrap_or_default().to_owned()).collect(),
-                hops: hops.iter().map(|h| h.values().to_vec()).collect(),
-                summary: summary.as_ref().map(|s| s.values().to_vec()).unwrap_or_default(),
-                sentences: sentences_of(batch, row),
-                truncated,
+            let example = example.get_or_insert_with(|| {
+                let span = drawn_span(tokens.len(), summary.as_ref().map(|s| s.values().as_ref()));
+                let whole = span.len() == tokens.len();
+                let cut = |weights: &[f32]| weights.get(span.clone()).unwrap_or_default().to_vec();
+                Example {
+                    file: file.to_owned(),
+                    row: row_number,
+                    id: batch.id.as_ref().and_then(|ids| ids.is_valid(row).then(|| ids.value(row).to_owned())),
+                    prediction: prediction.to_owned(),
+                    label: label.map(str::to_owned),
+                    confidence,
+                    tokens: tokens
+                        .iter()
+                        .skip(span.start)
+                        .take(span.len())
+                        .map(|t| t.unwrap_or_default().to_owned())
+                        .collect(),
+                    hops: hops.iter().map(|h| cut(h.values())).collect(),
+                    summary: summary.as_ref().map(|s| cut(s.values())).unwrap_or_default(),
+                    // Sentences are drawn only whole.
+                    sentences: sentences_of(batch, row).filter(|_| whole),
+                    truncated,
+                    shown_from: span.start,
+                    document_tokens: tokens.len(),
+                }
             });
             ranked.insert(key, example.clone());
         }
@@ -352,6 +385,8 @@ mod tests {
             summary: vec![],
             sentences: None,
             truncated: false,
+            shown_from: 0,
+            document_tokens: 0,
         };
         let mut ranked = Ranked::new(2);
         for (row, key) in [(0, 0.5), (1, 0.9), (2, 0.1), (3, 0.7)] {

@@ -12,6 +12,20 @@ use crate::output_table::{DocumentPrediction, SentenceAttention};
 /// cut (a 100,000-token document is a short novel, and costs 400 windows of 400 tokens).
 pub const MAX_DOCUMENT_TOKENS: usize = 100_000;
 
+/// Windows of one document at most: past this the stride widens, so that a small
+/// `--long-document-stride` on a 100,000-token document cannot mean 100,000 windows (which
+/// ran for minutes at 2 GB before this bound).
+pub const MAX_WINDOWS: usize = 1_000;
+
+/// The stride for a document of `tokens` tokens: `stride`, or wider where that would make
+/// more than [`MAX_WINDOWS`] windows of `width`.
+pub fn bounded_stride(tokens: usize, width: usize, stride: usize) -> usize {
+    if tokens <= width {
+        return stride;
+    }
+    stride.max((tokens - width).div_ceil(MAX_WINDOWS - 1))
+}
+
 /// How the windows' probabilities become the document's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Aggregate {
@@ -198,6 +212,14 @@ mod tests {
         let ids: Vec<i64> = (0..20).collect();
         assert_eq!(head_and_tail(&ids, 8), vec![0, 1, 14, 15, 16, 17, 18, 19]);
         assert_eq!(head_and_tail(&ids[..5], 8), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_document_never_gets_more_than_the_most_windows() {
+        let stride = bounded_stride(MAX_DOCUMENT_TOKENS, 400, 1);
+        assert_eq!(stride, 100);
+        assert!(window_starts(MAX_DOCUMENT_TOKENS, 400, stride).len() <= MAX_WINDOWS);
+        assert_eq!(bounded_stride(5_000, 400, 200), 200, "an ordinary stride is kept");
     }
 
     #[test]

@@ -168,8 +168,9 @@ impl SqlSession {
         // DataFusion's "table 'x' not found" and schema (unknown column) errors; other "not
         // found" messages (e.g. a missing ONNX Runtime library under classify) are not about tables.
         let unknown_table = message.contains("table '") && message.contains("' not found");
-        let unknown_name = unknown_table || message.starts_with("Schema error");
-        if unknown_name {
+        // A missing column of a file named in the query is not helped by "no tables".
+        let unknown_column = message.starts_with("Schema error") && !self.tables.is_empty();
+        if unknown_table || unknown_column {
             return anyhow::anyhow!("{message}\n{}", self.describe_tables());
         }
         anyhow::anyhow!("{message}")
