@@ -60,6 +60,10 @@ fn a_report_on_default_predictions_has_every_section() {
         "id=\"hop-tokens\"",
         "id=\"most-confident\"",
         "id=\"least-confident\"",
+        "id=\"misclassified\"",
+        // Misclassified examples of each true label, each under its own heading.
+        "data-label=\"neg\"",
+        "data-label=\"pos\"",
     ] {
         assert!(html.contains(section), "{section} missing");
     }

@@ -248,10 +248,9 @@ fn mean_even_entropy(tally: &Tally) -> f64 {
 }
 
 fn examples(tally: &Tally) -> Markup {
-    let groups: [(&str, &str, &Ranked); 3] = [
+    let groups: [(&str, &str, &Ranked); 2] = [
         ("most-confident", "Most confident", &tally.most_confident),
         ("least-confident", "Least confident", &tally.least_confident),
-        ("misclassified", "Misclassified (most confident first)", &tally.misclassified),
     ];
     html! {
         h2 { "Example documents" }
@@ -261,6 +260,17 @@ fn examples(tally: &Tally) -> Markup {
                 section id=(id) {
                     h3 { (title) }
                     @for example in ranked.examples() { (example_card(example)) }
+                }
+            }
+        }
+        @if !tally.misclassified.is_empty() {
+            section id="misclassified" {
+                h3 { "Misclassified, by true label (most confident first)" }
+                @for (label, ranked) in &tally.misclassified {
+                    div.misclassified-class data-label=(label) {
+                        h4 { "label " strong { (label) } }
+                        @for example in ranked.examples() { (example_card(example)) }
+                    }
                 }
             }
         }

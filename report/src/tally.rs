@@ -137,7 +137,8 @@ pub struct Tally {
     pub hops: Vec<HopTally>,
     pub most_confident: Ranked,
     pub least_confident: Ranked,
-    pub misclassified: Ranked,
+    /// Misclassified rows by their true label, most confident first.
+    pub misclassified: BTreeMap<String, Ranked>,
     max_tokens: Option<usize>,
 }
 
@@ -158,7 +159,7 @@ impl Tally {
             hops: Vec::new(),
             most_confident: Ranked::new(examples),
             least_confident: Ranked::new(examples),
-            misclassified: Ranked::new(examples),
+            misclassified: BTreeMap::new(),
             max_tokens,
         }
     }
@@ -212,16 +213,18 @@ impl Tally {
 
         let Some(tokens) = tokens else { return Ok(()) };
         let (hops, summary) = self.add_attention(batch, row, &tokens, prediction, file, row_number)?;
-        let misclassified = label.is_some_and(|l| l != prediction);
-        let lists = [
-            (Some(confidence), &mut self.most_confident),
-            (Some(-confidence), &mut self.least_confident),
-            (misclassified.then_some(confidence), &mut self.misclassified),
-        ];
+        let capacity = self.most_confident.capacity;
+        let mut lists = vec![(confidence, &mut self.most_confident), (-confidence, &mut self.least_confident)];
+        if let Some(label) = label.filter(|l| *l != prediction) {
+            let ranked = self.misclassified.entry(label.to_owned()).or_insert_with(|| Ranked::new(capacity));
+            lists.push((confidence, ranked));
+        }
         // Built at most once, and only when some list keeps the row.
         let mut example: Option<Example> = None;
         for (key, ranked) in lists {
-            let Some(key) = key.filter(|k| !k.is_nan() && ranked.admits(*k)) else { continue };
+            if key.is_nan() || !ranked.admits(key) {
+                continue;
+            }
             let example = example.get_or_insert_with(|| {
                 let span = drawn_span(tokens.len(), summary.as_ref().map(|s| s.values().as_ref()));
                 let whole = span.len() == tokens.len();
