@@ -67,10 +67,12 @@ fn a_report_on_default_predictions_has_every_section() {
     ] {
         assert!(html.contains(section), "{section} missing");
     }
-    // Self-contained: nothing fetched (SVG's xmlns names a namespace, it loads nothing), no scripts.
-    for fetching in ["src=", "href=", "<link", "@import", "url(", "<script", "<iframe"] {
+    // Self-contained: nothing fetched (SVG's xmlns names a namespace, it loads nothing), one
+    // inline script (the examples' filter) that asks the network for nothing.
+    for fetching in ["src=", "href=", "<link", "@import", "url(", "<iframe", "fetch(", "XMLHttpRequest"] {
         assert!(!html.contains(fetching), "the page contains {fetching}");
     }
+    assert_eq!(html.matches("<script").count(), 1, "one inline script");
     assert!(html.contains("<td>san</td>"), "the model variant from the Parquet metadata");
     // 8 hops, each listed.
     assert_eq!(html.matches("<span class=\"hop-label\">hop ").count() % 8, 0);
@@ -257,6 +259,25 @@ fn the_report_renders_in_chromium_without_errors_and_shades_by_weight() {
     }
     let (lightest, heaviest) = (shaded[0], shaded[shaded.len() - 1]);
     assert!(heaviest.1 > lightest.1 + 0.3, "shading barely varies: {lightest:?} .. {heaviest:?}");
+
+    // The filter: typed into like a person would, it hides the examples without the words.
+    let shown = || {
+        value("[...document.querySelectorAll('.example')].filter(e => e.getClientRects().length > 0).length")
+            .as_u64()
+            .expect("a count")
+    };
+    let all = shown();
+    assert!(all >= 4, "{all} examples");
+    let filter = tab.find_element("#example-filter").expect("the filter box");
+    filter.click().expect("focus").type_into("no-such-word-anywhere").expect("type");
+    assert_eq!(shown(), 0, "nothing holds that word");
+    assert!(value("document.getElementById('filter-count').textContent").as_str().unwrap_or("").starts_with("0 of "));
+    value(
+        "(() => { const f = document.getElementById('example-filter'); f.value = ''; f.dispatchEvent(new Event('input')); })()",
+    );
+    filter.click().expect("focus").type_into("label pos").expect("type");
+    let matching = shown();
+    assert!(matching > 0 && matching < all, "{matching} of {all} cards say `label pos`");
 
     // The artefact: what a person sees.
     let png = tab.capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true).expect("screenshot");

@@ -47,6 +47,30 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .example h4 { margin: 0 0 0.3em; font-size: 0.95em; }
 details summary { cursor: pointer; color: #445; }
 .hop-label { display: inline-block; min-width: 4.5em; color: #666; font-size: 0.85em; }
+.filter { margin: 0.5em 0 1em; }
+.filter input { font: inherit; padding: 0.2em 0.4em; min-width: 22em; }
+"#;
+
+/// Filters the example cards as the analyst types: a card stays when its text (id, label,
+/// prediction, tokens) holds every word typed. Inline, so the page stays one file that
+/// fetches nothing.
+const FILTER_SCRIPT: &str = r#"
+const filter = document.getElementById('example-filter');
+if (filter) {
+  filter.addEventListener('input', () => {
+    const words = filter.value.toLowerCase().split(/\s+/).filter(w => w.length > 0);
+    const cards = document.querySelectorAll('.example');
+    let shown = 0;
+    cards.forEach(card => {
+      const text = card.textContent.toLowerCase();
+      const keep = words.every(w => text.includes(w));
+      card.style.display = keep ? '' : 'none';
+      shown += keep ? 1 : 0;
+    });
+    document.getElementById('filter-count').textContent =
+      words.length > 0 ? shown + ' of ' + cards.length + ' examples match' : '';
+  });
+}
 "#;
 
 pub fn render(run: &RunInfo, tally: &Tally) -> anyhow::Result<String> {
@@ -68,6 +92,7 @@ pub fn render(run: &RunInfo, tally: &Tally) -> anyhow::Result<String> {
                 @if tally.classes.values().any(|c| !c.attention.is_empty()) { (class_tokens(tally)) }
                 @if !tally.hops.is_empty() { (hops(tally)?) }
                 (examples(tally))
+                script { (PreEscaped(FILTER_SCRIPT)) }
             }
         }
     };
@@ -255,6 +280,10 @@ fn examples(tally: &Tally) -> Markup {
     html! {
         h2 { "Example documents" }
         p.muted { "Each token is shaded by its weight relative to the document's heaviest token; hover for the weight." }
+        div.filter {
+            label { "Filter: " input #example-filter type="search" placeholder="words, an id, a label"; }
+            " " span #filter-count .muted {}
+        }
         @for (id, title, ranked) in groups {
             @if ranked.examples().next().is_some() {
                 section id=(id) {
