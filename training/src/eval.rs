@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::bail;
 use runtime::classifier::Classifier;
 use runtime::inference::BackendOptions;
+use runtime::long_documents::LongDocuments;
 use runtime::package::ModelPackage;
 use serde::Serialize;
 
@@ -33,6 +34,7 @@ pub fn evaluate(
     columns: &Columns,
     backend: &BackendOptions,
     batch_size: usize,
+    long_documents: LongDocuments,
 ) -> anyhow::Result<Evaluation> {
     let package = ModelPackage::open(package_dir)?;
     let labels = package.manifest.labels.clone();
@@ -47,7 +49,7 @@ pub fn evaluate(
         );
     }
     // The classifier `pipeline run` uses: same tokenization, layout and batching.
-    let classifier = Classifier::open(package, backend, None)?;
+    let classifier = Classifier::open(package, backend, None)?.with_long_documents(long_documents)?;
     let started = Instant::now();
     let texts: Vec<Option<&str>> = corpus.texts.iter().map(|t| Some(t.as_str())).collect();
     let (predictions, counts) = classifier.predict(&texts, batch_size.max(1))?;

@@ -8,6 +8,7 @@ use batch_io::atomic_file::{TempFile, temp_beside, write_failed};
 use batch_io::locations::same_location;
 use clap::{Args, Parser, Subcommand};
 use runtime::inference::{BackendKind, BackendOptions, Device};
+use runtime::long_documents::LongDocuments;
 use runtime::package::{GRAPH_FILE, MANIFEST_FILE, TOKENIZER_FILE};
 use training::data::corpus::{Columns, read_texts};
 use training::data::vocabulary::VocabularyConfig;
@@ -115,6 +116,14 @@ struct TrainArgs {
     freeze_word_vectors: bool,
 }
 
+/// `--long-documents` of `export eval` (the stride and aggregation are `pipeline run`'s defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LongDocumentsMode {
+    Windows,
+    HeadTail,
+    Truncate,
+}
+
 #[derive(Args)]
 struct EvalArgs {
     /// Model package directory.
@@ -133,6 +142,10 @@ struct EvalArgs {
     /// package of the python3 on PATH (default: $ORT_DYLIB_PATH, then target/onnxruntime/).
     #[arg(long)]
     ort_library: Option<PathBuf>,
+    /// What happens to documents longer than the model's token limit, as in `pipeline run`
+    /// (windows); `truncate` scores the model on what it was trained on, its first tokens.
+    #[arg(long, value_enum, default_value_t = LongDocumentsMode::Windows)]
+    long_documents: LongDocumentsMode,
     /// Also write the metrics as JSON to this file.
     #[arg(long)]
     metrics_json: Option<PathBuf>,
@@ -208,7 +221,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let mut inputs = vec![args.data.as_path()];
             inputs.extend(package_files.iter().map(PathBuf::as_path));
             let metrics = args.metrics_json.as_deref().map(|path| checked_output(path, &inputs)).transpose()?;
-            let evaluation = evaluate(&args.model, &args.data, &args.columns.columns(), &backend, args.batch_size)?;
+            let long_documents = match args.long_documents {
+                LongDocumentsMode::Windows => LongDocuments::default(),
+                LongDocumentsMode::HeadTail => LongDocuments::HeadTail,
+                LongDocumentsMode::Truncate => LongDocuments::Truncate,
+            };
+            let evaluation =
+                evaluate(&args.model, &args.data, &args.columns.columns(), &backend, args.batch_size, long_documents)?;
             batch_io::command_line::print_report(&evaluation.to_string())?;
             if let (Some(mut file), Some(path)) = (metrics, &args.metrics_json) {
                 std::io::Write::write_all(&mut file, serde_json::to_string_pretty(&evaluation)?.as_bytes())
