@@ -34,19 +34,25 @@ pub fn escape_html(text: &str, out: &mut String) {
 }
 
 /// One `<span>` per token, separated by spaces. Null tokens are left out; a null or
-/// non-finite weight shades nothing.
+/// non-finite weight shades nothing, and its `title` says what it was (`null`, `NaN`, `inf`)
+/// rather than a weight of 0.
 pub fn shade<'a>(tokens: impl Iterator<Item = Option<&'a str>>, weights: &[Option<f32>]) -> String {
     let heaviest = weights.iter().flatten().copied().filter(|w| w.is_finite()).fold(0.0f32, f32::max);
     let mut html = String::new();
     for (token, weight) in tokens.zip(weights) {
         let Some(token) = token else { continue };
+        let title = match weight {
+            Some(w) if w.is_finite() => format!("{w:.4}"),
+            Some(w) => w.to_string(),
+            None => "null".to_owned(),
+        };
         let weight = weight.filter(|w| w.is_finite()).unwrap_or(0.0);
         let alpha = if heaviest > 0.0 { (weight / heaviest).clamp(0.0, 1.0) } else { 0.0 };
         if !html.is_empty() {
             html.push(' ');
         }
         // Writing to a String cannot fail.
-        let _ = write!(html, "<span style=\"background-color: rgba(255, 99, 71, {alpha:.2})\" title=\"{weight:.4}\">");
+        let _ = write!(html, "<span style=\"background-color: rgba(255, 99, 71, {alpha:.2})\" title=\"{title}\">");
         escape_html(token, &mut html);
         html.push_str("</span>");
     }
@@ -89,5 +95,12 @@ mod tests {
              <span style=\"background-color: rgba(255, 99, 71, 0.50)\" title=\"0.2500\">ok</span>"
         );
         assert_eq!(shade(std::iter::empty(), &[]), "");
+    }
+
+    #[test]
+    fn weights_that_are_not_numbers_shade_nothing_and_say_what_they_were() {
+        let html = shade([Some("a"), Some("b"), Some("c")].into_iter(), &[Some(0.5), None, Some(f32::NAN)]);
+        assert!(html.contains("title=\"null\">b<") && html.contains("title=\"NaN\">c<"), "{html}");
+        assert_eq!(html.matches("rgba(255, 99, 71, 0.00)").count(), 2, "{html}");
     }
 }
