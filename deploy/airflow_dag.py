@@ -14,6 +14,8 @@ worker's environment or through `env=` below. The exit code tells what to do wit
 
 from __future__ import annotations
 
+import os
+
 import pendulum
 from airflow.decorators import dag, task
 from airflow.exceptions import AirflowFailException
@@ -23,6 +25,13 @@ OUTPUT = "s3://my-results/reviews-predictions/"
 SHARDS = 8
 PIPELINE = "/usr/local/bin/pipeline"
 RUN_SHARD = "/opt/attention-classifier/deploy/run-shard.sh"
+
+
+def shard_threads(cores: int | None, shards: int) -> int:
+    """Threads for one shard: the worker's cores shared by the shards that may run on it at
+    once (all of them, with the LocalExecutor), at least one. Without --threads every shard
+    would start one thread per core, and N shards on one worker would fight over them."""
+    return max(1, (cores or 1) // shards)
 
 
 def run(command: list[str], env: dict[str, str] | None = None) -> None:
@@ -42,7 +51,9 @@ def classify_corpus():
     @task(retries=3, retry_exponential_backoff=True)
     def classify_shard(index: int) -> None:
         shard = {"PIPELINE": PIPELINE, "PIPELINE_INPUT": INPUT, "PIPELINE_OUTPUT": OUTPUT}
-        run([RUN_SHARD], env={**shard, "SHARD_COUNT": str(SHARDS), "SHARD_INDEX": str(index)})
+        threads = shard_threads(os.cpu_count(), SHARDS)
+        env = {**shard, "SHARD_COUNT": str(SHARDS), "SHARD_INDEX": str(index)}
+        run([RUN_SHARD, "--threads", str(threads)], env=env)
 
     @task(retries=2)
     def finalize() -> None:

@@ -53,6 +53,18 @@ pub fn s3_test_server_python() -> anyhow::Result<PathBuf> {
     Ok(python)
 }
 
+/// The Python of `target/deploy-checks`, with kubernetes-validate and Airflow, running
+/// `scripts/install-deploy-checks.sh` first when it is missing. Parallel callers install once.
+pub fn deploy_checks_python() -> anyhow::Result<PathBuf> {
+    static INSTALL: Mutex<()> = Mutex::new(());
+    let _guard = INSTALL.lock().unwrap_or_else(PoisonError::into_inner);
+    let dir = repo_root().join("target").join("deploy-checks");
+    let (script, _) = run_install_script("install-deploy-checks.sh", &dir)?;
+    let python = dir.join("bin").join("python");
+    ensure!(python.is_file(), "`bash {}` succeeded but {} does not exist", script.display(), python.display());
+    Ok(python)
+}
+
 /// Runs `scripts/NAME DEST` (its messages go to the test's stderr) and returns the script's
 /// path and what it printed; an error if it fails.
 fn run_install_script(name: &str, dest: &Path) -> anyhow::Result<(PathBuf, std::process::Output)> {

@@ -1,0 +1,105 @@
+//! deploy/ as a platform team would check it before use: the Kubernetes Jobs against the
+//! Kubernetes API's schema (kubernetes-validate, strict), and the Airflow DAG loaded by
+//! Airflow's own DagBag. Both come from `scripts/install-deploy-checks.sh` (run on first use);
+//! where they cannot be installed the tests skip loudly, and under `CI=true` they fail.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use test_support::repo_root;
+
+/// The checkers' Python, or `None` (with a loud note) where they cannot be installed, outside CI.
+fn checkers(test: &str) -> Option<PathBuf> {
+    match test_support::deploy_checks_python() {
+        Ok(python) => Some(python),
+        Err(error) => {
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "deploy checkers missing under CI: {error:#}");
+            eprintln!("SKIPPED {test}: {error:#}");
+            None
+        }
+    }
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+fn validate(python: &Path, files: &[PathBuf]) -> Output {
+    Command::new(python)
+        .args(["-m", "kubernetes_validate", "--strict", "--kubernetes-version", "1.31"])
+        .args(files)
+        .output()
+        .expect("run kubernetes-validate")
+}
+
+#[test]
+fn the_kubernetes_jobs_match_the_kubernetes_schema_and_map_exit_codes() {
+    let Some(python) = checkers("the_kubernetes_jobs_match_the_kubernetes_schema_and_map_exit_codes") else { return };
+    let deploy = repo_root().join("deploy");
+    let jobs = [deploy.join("kubernetes-indexed-job.yaml"), deploy.join("kubernetes-finalize-job.yaml")];
+    let output = validate(&python, &jobs);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(text(&output).matches("passed").count(), 2, "{}", text(&output));
+
+    // The policy the issue asks for: 1 and 2 fail the index, 75 is retried.
+    let job = std::fs::read_to_string(&jobs[0]).expect("job");
+    let rules = job.split("podFailurePolicy:").nth(1).expect("a podFailurePolicy");
+    let fail_index = rules.find("action: FailIndex").expect("FailIndex");
+    let count = rules.find("action: Count").expect("Count");
+    assert!(rules[fail_index..count].contains("values: [1, 2]"), "{rules}");
+    assert!(rules[count..].contains("values: [75]"), "{rules}");
+
+    // The check can fail: a misspelt field is refused.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(&broken, job.replace("  podFailurePolicy:", "  podFailurPolicy:")).expect("write");
+    let output = validate(&python, &[broken]);
+    assert!(!output.status.success(), "a misspelt field passed: {}", text(&output));
+    assert!(text(&output).contains("podFailurPolicy"), "{}", text(&output));
+}
+
+#[test]
+fn airflow_loads_the_dag_with_a_task_per_shard_then_finalize() {
+    let Some(python) = checkers("airflow_loads_the_dag_with_a_task_per_shard_then_finalize") else { return };
+    let home = tempfile::tempdir().expect("AIRFLOW_HOME");
+    let load = |dag: &Path| {
+        let script = "import sys\n\
+            from airflow.models import DagBag\n\
+            bag = DagBag(dag_folder=sys.argv[1])\n\
+            if bag.import_errors:\n    sys.exit('import errors: %s' % bag.import_errors)\n\
+            dag = bag.dags['classify_corpus']\n\
+            print('tasks', sorted(t.task_id for t in dag.tasks))\n\
+            print('upstream of finalize', sorted(dag.get_task('finalize').upstream_task_ids))\n\
+            sys.path.insert(0, sys.argv[2])\n\
+            from airflow_dag import shard_threads\n\
+            print('threads', shard_threads(16, 8), shard_threads(2, 8), shard_threads(None, 8))\n";
+        Command::new(&python)
+            .args(["-W", "ignore", "-c", script])
+            .arg(dag)
+            .arg(dag.parent().expect("a folder"))
+            .env("AIRFLOW_HOME", home.path())
+            .output()
+            .expect("run python")
+    };
+    let dag = repo_root().join("deploy").join("airflow_dag.py");
+    let output = load(&dag);
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("tasks ['classify_shard', 'finalize']"), "{said}");
+    assert!(said.contains("upstream of finalize ['classify_shard']"), "{said}");
+    // Threads are the worker's cores shared by the shards, at least one.
+    assert!(said.contains("threads 2 1 1"), "{said}");
+
+    // The check can fail: a DAG file that does not import is reported.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broken = dir.path().join("airflow_dag.py");
+    let source = std::fs::read_to_string(&dag).expect("dag");
+    std::fs::write(
+        &broken,
+        source.replace("from airflow.decorators import dag, task", "from airflow.decorators import dag, tsak"),
+    )
+    .expect("write");
+    let output = load(&broken);
+    assert!(!output.status.success(), "a broken DAG loaded: {}", text(&output));
+    assert!(text(&output).contains("import errors"), "{}", text(&output));
+}
