@@ -18,6 +18,7 @@ use runtime::package::{InputLayout, ModelPackage};
 mod backend_flags;
 mod default_model;
 mod long_document_flags;
+mod remote_model;
 mod report_command;
 mod sql_command;
 
@@ -53,7 +54,9 @@ struct RunArgs {
     /// A Parquet or Arrow IPC file, a directory of them, or a glob.
     #[arg(long, required_unless_present = "finalize")]
     input: Option<String>,
-    /// Model package directory (default: the embedded IMDB SAN model).
+    /// Model package: a directory, or its prefix in object storage (s3://bucket/models/san/,
+    /// downloaded once into a cache; see PIPELINE_MODEL_CACHE). Default: the embedded IMDB
+    /// SAN model.
     #[arg(long)]
     model: Option<PathBuf>,
     /// A Parquet file (`*.parquet`), or a dataset: a directory (a path ending in `/`, or
@@ -144,6 +147,9 @@ fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
 /// long as the returned guard.
 fn open_model(dir: Option<PathBuf>) -> anyhow::Result<(Option<default_model::Unpacked>, ModelPackage)> {
     match dir {
+        Some(url) if url.to_str().is_some_and(batch_io::object_storage::is_url) => {
+            Ok((None, remote_model::open(&url.to_string_lossy())?))
+        }
         Some(dir) => Ok((None, ModelPackage::open(&dir)?)),
         None => {
             let (guard, package) = default_model::unpack()?;

@@ -517,3 +517,58 @@ fn a_signal_aborts_the_upload_of_a_single_file_output() {
         assert!(s3.list("out").is_empty());
     }
 }
+
+/// `--model s3://…/`: the package is downloaded once into the cache, reused while its objects
+/// are unchanged, fetched again when one is replaced, and a missing package is named.
+#[test]
+fn a_model_in_object_storage_is_downloaded_once_and_cached() {
+    let Some(s3) = S3Server::start("a_model_in_object_storage_is_downloaded_once_and_cached") else { return };
+    for name in ["manifest.json", "tokenizer.json", "model.onnx"] {
+        s3.put(&format!("models/tiny/{name}"), &tiny_model().join(name));
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = dir.path().join("cache");
+    let local = dir.path().join("local.parquet");
+    assert!(run(&reviews(), &local, &[]).status.success());
+    let remote_run = |out: &Path, model: &str| {
+        Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(["run", "--model", model, "--input"])
+            .arg(reviews())
+            .arg("--output")
+            .arg(out)
+            .envs(s3.env())
+            .env("PIPELINE_MODEL_CACHE", &cache)
+            .output()
+            .expect("run pipeline")
+    };
+    let first = dir.path().join("first.parquet");
+    let output = remote_run(&first, "s3://corpus/models/tiny/");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("model package downloaded"), "{}", stderr(&output));
+    assert_same_rows(&read(&local), &read(&first));
+    assert_eq!(files_in(&cache).len(), 1, "one cache entry");
+
+    // Unchanged: read from the cache.
+    let output = remote_run(&dir.path().join("second.parquet"), "s3://corpus/models/tiny/");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("using the cached copy"), "{}", stderr(&output));
+
+    // A file replaced in the bucket: fetched again, into a new entry.
+    s3.put("models/tiny/tokenizer.json", &tiny_model().join("tokenizer.json"));
+    let manifest = std::fs::read_to_string(tiny_model().join("manifest.json")).expect("manifest");
+    let edited = dir.path().join("manifest.json");
+    std::fs::write(&edited, format!("{manifest}\n")).expect("write");
+    s3.put("models/tiny/manifest.json", &edited);
+    let output = remote_run(&dir.path().join("third.parquet"), "s3://corpus/models/tiny/");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("model package downloaded"), "{}", stderr(&output));
+    assert_eq!(files_in(&cache).len(), 2, "a new entry for the new version");
+
+    // No package there: the missing file is named, exit 1, nothing cached.
+    let missing = dir.path().join("missing.parquet");
+    let output = remote_run(&missing, "s3://corpus/models/none/");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("s3://corpus/models/none/manifest.json"), "{}", stderr(&output));
+    assert!(!missing.exists());
+    assert_eq!(files_in(&cache).len(), 2);
+}
