@@ -846,3 +846,26 @@ fn an_unreachable_store_named_in_a_query_is_transient() {
     assert!(err.contains("cannot list s3://corpus/out") && err.contains("rerunning later may succeed"), "{err}");
     assert_eq!(err.matches("rerunning later").count(), 1, "said once: {err}");
 }
+
+#[test]
+fn a_model_on_an_unreachable_store_is_transient() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.parquet");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let output = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["run", "--model", "s3://models/san/", "--input"])
+        .arg(reviews())
+        .arg("--output")
+        .arg(&out)
+        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("PIPELINE_STORAGE_RETRY_SECONDS", "2")
+        .env("PIPELINE_MODEL_CACHE", dir.path().join("cache"))
+        .output()
+        .expect("run pipeline");
+    assert_refused(&output, 75, &["--model s3://models/san/", "rerunning later may succeed"], &out);
+    assert!(!dir.path().join("cache").exists() || files_in(&dir.path().join("cache")).is_empty(), "nothing cached");
+}
