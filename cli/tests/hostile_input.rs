@@ -614,23 +614,30 @@ fn plain_http_is_bad_input_not_a_transient_failure() {
     assert_refused(&output, 1, &["plain http:// is not supported", "https://"], &out);
 }
 
+/// `pipeline` with S3 pointed at a loopback port nothing listens on (every request refused,
+/// a transient failure) and a storage retry budget of `retry_seconds`.
+fn pipeline_on_a_dead_store(retry_seconds: &str) -> Command {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pipeline"));
+    command
+        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("PIPELINE_STORAGE_RETRY_SECONDS", retry_seconds);
+    command
+}
+
 #[test]
 fn storage_retries_last_as_long_as_their_budget() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out.parquet");
-    // A port nothing listens on: every request is refused, a transient failure.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
     let attempt = |budget: &str| {
         let started = Instant::now();
-        let output = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        let output = pipeline_on_a_dead_store(budget)
             .args(["run", "--input", "s3://corpus/in/reviews.parquet", "--output"])
             .arg(&out)
-            .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
-            .env("AWS_ALLOW_HTTP", "true")
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env("AWS_REGION", "us-east-1")
-            .env("PIPELINE_STORAGE_RETRY_SECONDS", budget)
             .output()
             .expect("run pipeline");
         (output, started.elapsed())
@@ -830,15 +837,8 @@ fn ctes_that_double_at_each_link_are_refused_before_planning() {
 
 #[test]
 fn an_unreachable_store_named_in_a_query_is_transient() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-    let output = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+    let output = pipeline_on_a_dead_store("2")
         .args(["sql", "SELECT count(*) FROM 's3://corpus/out/'"])
-        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .env("PIPELINE_STORAGE_RETRY_SECONDS", "2")
         .output()
         .expect("run pipeline");
     assert_eq!(exit_code(&output), Some(75), "{}", stderr(&output));
@@ -851,18 +851,11 @@ fn an_unreachable_store_named_in_a_query_is_transient() {
 fn a_model_on_an_unreachable_store_is_transient() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out.parquet");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-    let output = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+    let output = pipeline_on_a_dead_store("2")
         .args(["run", "--model", "s3://models/san/", "--input"])
         .arg(reviews())
         .arg("--output")
         .arg(&out)
-        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .env("PIPELINE_STORAGE_RETRY_SECONDS", "2")
         .env("PIPELINE_MODEL_CACHE", dir.path().join("cache"))
         .output()
         .expect("run pipeline");

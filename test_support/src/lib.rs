@@ -41,25 +41,24 @@ pub fn onnxruntime_library() -> anyhow::Result<PathBuf> {
 
 /// The Python of `target/moto` under the repository root, with moto's S3-compatible server
 /// (`python -m moto.server`), running `scripts/install-s3-test-server.sh` first when it is
-/// missing. Parallel callers install once.
+/// missing.
 pub fn s3_test_server_python() -> anyhow::Result<PathBuf> {
-    static INSTALL: Mutex<()> = Mutex::new(());
-    let _guard = INSTALL.lock().unwrap_or_else(PoisonError::into_inner);
-
-    let dir = repo_root().join("target").join("moto");
-    let (script, _) = run_install_script("install-s3-test-server.sh", &dir)?;
-    let python = dir.join("bin").join("python");
-    ensure!(python.is_file(), "`bash {}` succeeded but {} does not exist", script.display(), python.display());
-    Ok(python)
+    installed_python("install-s3-test-server.sh", "moto")
 }
 
 /// The Python of `target/deploy-checks`, with kubernetes-validate and Airflow, running
-/// `scripts/install-deploy-checks.sh` first when it is missing. Parallel callers install once.
+/// `scripts/install-deploy-checks.sh` first when it is missing.
 pub fn deploy_checks_python() -> anyhow::Result<PathBuf> {
+    installed_python("install-deploy-checks.sh", "deploy-checks")
+}
+
+/// The Python of the virtual environment `target/DIR` that `scripts/SCRIPT` installs (a
+/// no-op when it is there). Parallel callers install one at a time.
+fn installed_python(script: &str, dir: &str) -> anyhow::Result<PathBuf> {
     static INSTALL: Mutex<()> = Mutex::new(());
     let _guard = INSTALL.lock().unwrap_or_else(PoisonError::into_inner);
-    let dir = repo_root().join("target").join("deploy-checks");
-    let (script, _) = run_install_script("install-deploy-checks.sh", &dir)?;
+    let dir = repo_root().join("target").join(dir);
+    let (script, _) = run_install_script(script, &dir)?;
     let python = dir.join("bin").join("python");
     ensure!(python.is_file(), "`bash {}` succeeded but {} does not exist", script.display(), python.display());
     Ok(python)
