@@ -31,6 +31,7 @@ impl BackendFlags {
             device: self.device,
             intra_op_threads: 1,
             ort_library: self.ort_library.clone(),
+            ort_search_dirs: Vec::new(),
             tf32: self.tf32,
         }
     }

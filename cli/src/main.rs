@@ -13,12 +13,10 @@ use pipeline::job::{JobOptions, run_job};
 use pipeline::units::Shard;
 use runtime::classifier::Classifier;
 use runtime::inference::BackendOptions;
-use runtime::package::{InputLayout, ModelPackage};
+use runtime::package::InputLayout;
 
 mod backend_flags;
-mod default_model;
 mod long_document_flags;
-mod remote_model;
 mod report_command;
 mod sql_command;
 
@@ -143,21 +141,6 @@ fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::new().range(1..)
 }
 
-/// `--model DIR`, or the embedded default unpacked into a temporary directory that lives as
-/// long as the returned guard.
-fn open_model(dir: Option<PathBuf>) -> anyhow::Result<(Option<default_model::Unpacked>, ModelPackage)> {
-    match dir {
-        Some(url) if url.to_str().is_some_and(batch_io::object_storage::is_url) => {
-            Ok((None, remote_model::open(&url.to_string_lossy())?))
-        }
-        Some(dir) => Ok((None, ModelPackage::open(&dir)?)),
-        None => {
-            let (guard, package) = default_model::unpack()?;
-            Ok((Some(guard), package))
-        }
-    }
-}
-
 fn main() -> ExitCode {
     // Logging is set up from `--log-format` before parsing, so usage errors use it too.
     match batch_io::command_line::parse_command_line::<Cli>() {
@@ -187,7 +170,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 (None, Some(count)) => Shard::new(job_completion_index()?, count)?,
                 (None, None) => Shard::WHOLE,
             };
-            let (_guard, package) = open_model(args.model)?;
+            let (_guard, package) = pipeline::model_source::open(args.model.as_deref())?;
             let options = JobOptions {
                 input: args.input.context("--input is required")?,
                 output: args.output,
@@ -220,12 +203,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Sql(args) => {
-            let (_guard, default_model) = default_model::unpack()?;
+            let (_guard, default_model) = pipeline::model_source::embedded::unpack()?;
             sql_command::run(args, default_model.dir)
         }
         Command::Report(args) => report_command::run(args),
         Command::Inspect { dir } => {
-            let (guard, package) = open_model(dir)?;
+            let (guard, package) = pipeline::model_source::open(dir.as_deref())?;
             // The checks `pipeline run` makes, so that a package it would refuse is not shown as fine.
             let classifier = Classifier::open(package.clone(), &BackendOptions::default(), None)?;
             let backend = classifier.backend();

@@ -10,6 +10,7 @@
 
 pub mod dataset;
 pub mod job;
+pub mod model_source;
 pub mod output;
 pub mod stages;
 pub mod units;

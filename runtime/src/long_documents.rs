@@ -27,7 +27,7 @@ pub fn bounded_stride(tokens: usize, width: usize, stride: usize) -> usize {
 }
 
 /// How the windows' probabilities become the document's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Aggregate {
     /// The mean over windows.
     #[default]
@@ -47,6 +47,36 @@ pub enum LongDocuments {
     /// Windows of `limit` tokens, `stride` apart (default half the limit); the last window
     /// ends at the document's end.
     Windows { stride: Option<usize>, aggregate: Aggregate },
+}
+
+/// The choice of [`LongDocuments`] without its settings, as a flag or an argument names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Mode {
+    /// Classify overlapping windows of the token limit and combine them.
+    #[default]
+    Windows,
+    /// Keep the first quarter and the last three quarters of the token limit.
+    HeadTail,
+    /// Keep the first tokens up to the limit.
+    Truncate,
+}
+
+impl LongDocuments {
+    /// `mode` with its settings; a stride or a non-default aggregate is refused unless the
+    /// mode is windows, so that a setting is never silently ignored.
+    pub fn choose(mode: Mode, stride: Option<usize>, aggregate: Aggregate) -> anyhow::Result<Self> {
+        if (stride.is_some() || aggregate != Aggregate::Mean) && mode != Mode::Windows {
+            bail!("--long-document-stride and --long-document-aggregate need --long-documents windows");
+        }
+        if stride == Some(0) {
+            bail!("the long-document stride must be at least 1 token");
+        }
+        Ok(match mode {
+            Mode::Truncate => Self::Truncate,
+            Mode::HeadTail => Self::HeadTail,
+            Mode::Windows => Self::Windows { stride, aggregate },
+        })
+    }
 }
 
 impl Default for LongDocuments {

@@ -215,6 +215,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 intra_op_threads: 1,
                 tf32: false,
                 ort_library: args.ort_library,
+                ort_search_dirs: Vec::new(),
             };
             // Checked before the evaluation, which can take minutes: never over the data or the package.
             let package_files = [GRAPH_FILE, TOKENIZER_FILE, MANIFEST_FILE].map(|f| args.model.join(f));

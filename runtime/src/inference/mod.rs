@@ -143,6 +143,9 @@ pub struct BackendOptions {
     pub intra_op_threads: usize,
     /// Explicit ONNX Runtime library; otherwise discovered (see [`OrtLibrary::locate`]).
     pub ort_library: Option<PathBuf>,
+    /// More directories to look for the ONNX Runtime library in when none is named (the
+    /// Python module passes its environment's `onnxruntime/capi`).
+    pub ort_search_dirs: Vec<PathBuf>,
     /// On CUDA, let matrix products use TensorFloat-32 (faster; probabilities then differ
     /// from the CPU's by up to about 5e-4). Off by default, unlike ONNX Runtime's own default.
     pub tf32: bool,
@@ -150,7 +153,14 @@ pub struct BackendOptions {
 
 impl Default for BackendOptions {
     fn default() -> Self {
-        Self { kind: BackendKind::Tract, device: Device::Cpu, intra_op_threads: 1, ort_library: None, tf32: false }
+        Self {
+            kind: BackendKind::Tract,
+            device: Device::Cpu,
+            intra_op_threads: 1,
+            ort_library: None,
+            ort_search_dirs: Vec::new(),
+            tf32: false,
+        }
     }
 }
 
@@ -179,7 +189,7 @@ fn open_auto(graph: &Path, options: &BackendOptions) -> anyhow::Result<Box<dyn I
     if named || options.device == Device::Cuda {
         return Ok(Box::new(OrtBackend::open(graph, options)?));
     }
-    match OrtLibrary::locate(None) {
+    match OrtLibrary::locate(None, &options.ort_search_dirs) {
         Ok(_) => match OrtBackend::open(graph, options) {
             Ok(backend) => Ok(Box::new(backend)),
             Err(error) => {

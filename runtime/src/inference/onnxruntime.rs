@@ -48,12 +48,17 @@ impl OrtLibrary {
     ///    `onnxruntime` package of the `python3` on `PATH`, `onnxruntime/capi/libonnxruntime.so*`;
     ///    `onnxruntime-gpu` installs the same package, with CUDA);
     /// 2. the `ORT_DYLIB_PATH` environment variable (same forms);
-    /// 3. `target/onnxruntime/libonnxruntime.so.1.32.0` under the current directory, then under the
+    /// 3. `search_dirs`, in order (the Python module passes its environment's
+    ///    `onnxruntime/capi`);
+    /// 4. the `onnxruntime` package of the Python environment the running executable was
+    ///    installed into (`<prefix>/bin/pipeline` → `<prefix>/lib/python3*/site-packages`), as
+    ///    `pip install attention-classifier[ort]` lays it out;
+    /// 5. `target/onnxruntime/libonnxruntime.so.1.32.0` under the current directory, then under the
     ///    target directory holding the running executable (what `scripts/install-onnxruntime.sh` installs).
     ///
     /// An explicit or `ORT_DYLIB_PATH` path that does not exist is an error rather than a reason to
     /// look further. Returns an absolute path.
-    pub fn locate(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    pub fn locate(explicit: Option<&Path>, search_dirs: &[PathBuf]) -> anyhow::Result<PathBuf> {
         if let Some(path) = explicit {
             return library_at(path).with_context(|| {
                 format!("the ONNX Runtime library given explicitly ({}) cannot be used", path.display())
@@ -64,8 +69,13 @@ impl OrtLibrary {
                 format!("ORT_DYLIB_PATH={} cannot be used as the ONNX Runtime library", path.display())
             });
         }
+        let exe = std::env::current_exe().ok();
+        let python_packages = exe.as_deref().map(python_packages_beside).unwrap_or_default();
+        if let Some(found) = search_dirs.iter().chain(&python_packages).find_map(|dir| library_in_dir(dir)) {
+            return Ok(found);
+        }
         let mut candidates = vec![PathBuf::from(INSTALL_DIR).join(LIBRARY_FILE)];
-        if let Ok(exe) = std::env::current_exe() {
+        if let Some(exe) = exe {
             // target/release/<bin> and target/release/deps/<test binary>
             candidates.extend(exe.ancestors().skip(1).take(3).map(|dir| dir.join("onnxruntime").join(LIBRARY_FILE)));
         }
@@ -83,6 +93,23 @@ impl OrtLibrary {
              found when running from the repository root or a binary under target/)."
         )
     }
+}
+
+/// `onnxruntime/capi` in each `site-packages` of the Python environment `exe` lives in, if it
+/// is `<prefix>/bin/<exe>` (a virtual environment, or a Python installation's prefix).
+fn python_packages_beside(exe: &Path) -> Vec<PathBuf> {
+    let Some(prefix) = exe.parent().filter(|bin| bin.ends_with("bin")).and_then(Path::parent) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(prefix.join("lib")) else { return Vec::new() };
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_str().is_some_and(|name| name.starts_with("python3")))
+        .map(|entry| entry.path().join("site-packages").join("onnxruntime").join("capi"))
+        .filter(|dir| dir.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
 }
 
 /// A path given explicitly or through `ORT_DYLIB_PATH`: the library itself, a directory with it,
@@ -296,7 +323,7 @@ impl OrtBackend {
     /// must be `input_ids` and optionally `attention_mask`, both int64. With [`Device::Cuda`] this
     /// fails unless the library has a working CUDA execution provider; it never falls back to the CPU.
     pub fn open(graph: &Path, options: &BackendOptions) -> anyhow::Result<Self> {
-        let library = OrtLibrary::locate(options.ort_library.as_deref())
+        let library = OrtLibrary::locate(options.ort_library.as_deref(), &options.ort_search_dirs)
             .with_context(|| format!("cannot open {} with ONNX Runtime", graph.display()))?;
         let runtime =
             runtime(&library).with_context(|| format!("cannot open {} with ONNX Runtime", graph.display()))?;

@@ -47,7 +47,7 @@ pub fn open(url: &str) -> anyhow::Result<ModelPackage> {
 
 /// `$PIPELINE_MODEL_CACHE`, else `$XDG_CACHE_HOME/attention-classifier/models`, else
 /// `~/.cache/attention-classifier/models`.
-fn cache_dir() -> anyhow::Result<PathBuf> {
+pub(crate) fn cache_dir() -> anyhow::Result<PathBuf> {
     if let Some(dir) = std::env::var_os("PIPELINE_MODEL_CACHE") {
         return Ok(PathBuf::from(dir));
     }

@@ -1,0 +1,66 @@
+//! The IMDB SAN package (trained from pre-trained word vectors) committed under
+//! `fixtures/default-model`, compiled into the binary so that `--model` can be left out
+//! wherever the binary runs.
+
+use anyhow::Context;
+use batch_io::atomic_file::{Registration, temp_dir_beside};
+use runtime::package::{GRAPH_FILE, MANIFEST_FILE, ModelPackage, TOKENIZER_FILE};
+
+const FILES: [(&str, &[u8]); 3] = [
+    (GRAPH_FILE, include_bytes!("../../../fixtures/default-model/model.onnx")),
+    (TOKENIZER_FILE, include_bytes!("../../../fixtures/default-model/tokenizer.json")),
+    (MANIFEST_FILE, include_bytes!("../../../fixtures/default-model/manifest.json")),
+];
+
+/// The unpacked package's directory, removed when dropped, and on a signal or a panic
+/// (it is registered as a live temporary).
+pub struct Unpacked {
+    _registration: Registration,
+    _dir: tempfile::TempDir,
+}
+
+/// Unpacks the embedded package into a temporary directory that lives as long as the guard.
+pub fn unpack() -> anyhow::Result<(Unpacked, ModelPackage)> {
+    let dir = tempfile::Builder::new()
+        .prefix("pipeline-default-model-")
+        .tempdir()
+        .context("cannot unpack the embedded model into the temporary directory (is TMPDIR writable?)")?;
+    let registration = Registration::new(dir.path());
+    for (name, bytes) in FILES {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes)
+            .with_context(|| format!("cannot unpack the embedded model into {}", path.display()))?;
+    }
+    let package = ModelPackage::open(dir.path())?;
+    Ok((Unpacked { _registration: registration, _dir: dir }, package))
+}
+
+/// The embedded package written once into the model cache (see [`super::remote::cache_dir`]) and
+/// reused: for long-lived processes (the Python module in Ray actors and Spark workers) that
+/// should not each leave a 14 MB temporary copy behind. The entry is named by a digest of the
+/// files, so a new build's model never reads an old one's.
+pub fn cached() -> anyhow::Result<ModelPackage> {
+    use sha2::{Digest, Sha256};
+    let mut digest = Sha256::new();
+    for (name, bytes) in FILES {
+        digest.update(name.as_bytes());
+        digest.update(bytes.len().to_le_bytes());
+        digest.update(bytes);
+    }
+    let entry = super::remote::cache_dir()?.join(format!("embedded-{:x}", digest.finalize()));
+    if let Ok(package) = ModelPackage::open(&entry) {
+        return Ok(package);
+    }
+    let staging = temp_dir_beside(&entry)
+        .with_context(|| format!("cannot make a directory for the embedded model in {}", entry.display()))?;
+    for (name, bytes) in FILES {
+        let path = staging.path().join(name);
+        std::fs::write(&path, bytes)
+            .with_context(|| format!("cannot unpack the embedded model into {}", path.display()))?;
+    }
+    if let Err(error) = staging.publish(&entry) {
+        // Another process may have unpacked the same model meanwhile: theirs is as good.
+        return ModelPackage::open(&entry).map_err(|_| error);
+    }
+    ModelPackage::open(&entry)
+}
