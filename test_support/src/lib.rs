@@ -52,6 +52,13 @@ pub fn deploy_checks_python() -> anyhow::Result<PathBuf> {
     installed_python("install-deploy-checks.sh", "deploy-checks")
 }
 
+/// The Python of `target/python-engines`, with pyarrow, ONNX Runtime, pytest, Ray Data and
+/// PySpark (and Java for Spark), running `scripts/install-python-engines.sh` first when it is
+/// missing.
+pub fn python_engines_python() -> anyhow::Result<PathBuf> {
+    installed_python("install-python-engines.sh", "python-engines")
+}
+
 /// The Python of the virtual environment `target/DIR` that `scripts/SCRIPT` installs (a
 /// no-op when it is there). Parallel callers install one at a time.
 fn installed_python(script: &str, dir: &str) -> anyhow::Result<PathBuf> {

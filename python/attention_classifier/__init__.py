@@ -1,0 +1,154 @@
+"""Classify text with compact attention models, and read why.
+
+    >>> import pyarrow as pa, attention_classifier as ac
+    >>> classifier = ac.Classifier()              # the default IMDB model; or a package directory / s3:// prefix
+    >>> out = classifier.classify(pa.table({"text": ["A wonderful film.", "Dull and far too long."]}))
+    >>> out.column("prediction").to_pylist()
+    ['pos', 'neg']
+
+``Classifier.classify`` takes a ``pyarrow.Table`` or ``RecordBatch`` and returns its columns
+followed by the columns ``pipeline run`` writes, row for row. ``run`` is ``pipeline run`` in
+this process. Both use ONNX Runtime when the ``onnxruntime`` (or ``onnxruntime-gpu``) package
+is installed beside this one, and tract (pure Rust, slower) when it is not.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import threading
+from typing import Any, Optional, Union
+
+import pyarrow as pa
+
+from . import _native
+from ._native import PipelineError, TransientError
+
+__version__: str = _native.__version__
+__all__ = ["Classifier", "run", "PipelineError", "TransientError", "onnxruntime_dirs", "__version__"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def onnxruntime_dirs() -> list[str]:
+    """The ``onnxruntime/capi`` directory of this environment's ``onnxruntime`` or
+    ``onnxruntime-gpu`` package, where its shared library is; empty when neither is installed.
+    Found without importing the package (which would load numpy and the library twice)."""
+    spec = importlib.util.find_spec("onnxruntime")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return [os.path.join(location, "capi") for location in locations if os.path.isdir(os.path.join(location, "capi"))]
+
+
+def _location(path: Optional[PathLike]) -> Optional[str]:
+    return None if path is None else os.fspath(path)
+
+
+_SHARED: dict = {}
+_SHARED_LOCK = threading.Lock()
+
+
+class Classifier:
+    """A model package opened once, to classify many tables.
+
+    ``model`` is a package directory, an object-storage prefix (``s3://bucket/models/san/``,
+    downloaded once into a cache) or ``None`` for the default model. The other arguments are
+    ``pipeline run``'s flags of the same names: ``backend`` is ``auto`` (ONNX Runtime if found,
+    else tract), ``ort`` or ``tract``; ``long_documents`` is ``windows``, ``head-tail`` or
+    ``truncate``; ``attention`` is ``full``, ``summary``, ``top-k:N`` or ``none``. ``threads``
+    sizes the process's worker pool (default: all cores), once per process.
+
+    A ``Classifier`` is also a callable that takes a table, so Ray Data's ``map_batches`` can
+    use the class itself with ``fn_constructor_kwargs``.
+    """
+
+    def __init__(
+        self,
+        model: Optional[PathLike] = None,
+        *,
+        backend: str = "auto",
+        device: str = "cpu",
+        ort_library: Optional[PathLike] = None,
+        text_column: str = "text",
+        batch_size: int = 64,
+        max_tokens: Optional[int] = None,
+        long_documents: str = "windows",
+        long_document_stride: Optional[int] = None,
+        long_document_aggregate: str = "mean",
+        attention: str = "full",
+        embedding: bool = False,
+        threads: Optional[int] = None,
+    ) -> None:
+        self._native = _native.Classifier(
+            _location(model),
+            backend=backend,
+            device=device,
+            ort_library=_location(ort_library),
+            ort_search_dirs=onnxruntime_dirs(),
+            text_column=text_column,
+            batch_size=batch_size,
+            max_tokens=max_tokens,
+            long_documents=long_documents,
+            long_document_stride=long_document_stride,
+            long_document_aggregate=long_document_aggregate,
+            attention=attention,
+            embedding=embedding,
+            threads=threads,
+        )
+
+    @classmethod
+    def shared(cls, model: Optional[PathLike] = None, **options: Any) -> "Classifier":
+        """The one ``Classifier`` of this process for these arguments, opened on first use: for
+        engines that call a function per task (Spark's ``mapInArrow``, Ray tasks), so that each
+        worker process opens the model once rather than once per task."""
+        key = (_location(model), tuple(sorted(options.items())))
+        with _SHARED_LOCK:
+            if key not in _SHARED:
+                _SHARED[key] = cls(model, **options)
+            return _SHARED[key]
+
+    @property
+    def labels(self) -> list[str]:
+        """The classes, in the order of the ``probabilities`` column."""
+        return self._native.labels
+
+    @property
+    def backend(self) -> str:
+        """``tract``, ``ort-cpu`` or ``ort-cuda``."""
+        return self._native.backend
+
+    @property
+    def model(self) -> str:
+        """The model package's local directory."""
+        return os.fspath(self._native.model)
+
+    def classify(self, data: Union[pa.Table, pa.RecordBatch]) -> pa.Table:
+        """``data``'s columns followed by the prediction columns, row for row. Rows whose text
+        is null or has no tokens get nulls. The whole table is classified together (batches
+        sorted by length), so pass batches of thousands of rows rather than one at a time."""
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        elif not isinstance(data, pa.Table):
+            raise TypeError(
+                f"classify takes a pyarrow.Table or pyarrow.RecordBatch, not {type(data).__name__}; "
+                "convert a pandas DataFrame with pyarrow.Table.from_pandas(df)"
+            )
+        return self._native.classify(data)
+
+    __call__ = classify
+
+    def __repr__(self) -> str:
+        return f"Classifier(model={self.model!r}, backend={self.backend!r}, labels={self.labels!r})"
+
+
+def run(input: str, output: str = "predictions.parquet", *, model: Optional[PathLike] = None, **options: Any) -> dict:
+    """``pipeline run --input INPUT --output OUTPUT`` in this process, with ``pipeline run``'s
+    other flags as keyword arguments (``text_column``, ``pass_through`` (a list),
+    ``backend``, ``batch_size``, ``long_documents``, ``attention``, ``shard`` (``"I/N"``),
+    ``overwrite``, ``threads``, ...). Returns the run summary that ``--metrics-json`` writes.
+    Raises ``TransientError`` where ``pipeline`` exits 75 (retry), ``PipelineError`` otherwise."""
+    options.setdefault("ort_search_dirs", onnxruntime_dirs())
+    if "ort_library" in options:
+        options["ort_library"] = _location(options["ort_library"])
+    summary = _native.run(os.fspath(input), os.fspath(output), model=_location(model), **options)
+    return json.loads(summary)
