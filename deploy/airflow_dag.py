@@ -6,7 +6,9 @@ the parts its earlier attempt committed. `pipeline run --finalize` then writes _
 no-op when the last shard already did), so downstream tasks can wait on that one object.
 
 Needs Airflow 2.4+ (dynamic task mapping), and the `pipeline` binary and run-shard.sh on the
-workers. Credentials
+workers where the paths below say: the image the Dockerfile at the repository root builds
+(registry.example.com/attention-classifier/pipeline:0.1.0, as the Kubernetes Jobs name it)
+carries both there, so workers run from it, or from an image built on it. Credentials
 come from the standard environment variables (AWS_*, GOOGLE_*, AZURE_*); set them in the
 worker's environment or through `env=` below. The exit code tells what to do with a failure:
 1 = bad input (retrying will not help), 75 = object storage failed after retries (retry later).
@@ -24,7 +26,7 @@ INPUT = "s3://my-corpus/reviews/*.parquet"
 OUTPUT = "s3://my-results/reviews-predictions/"
 SHARDS = 8
 PIPELINE = "/usr/local/bin/pipeline"
-RUN_SHARD = "/opt/attention-classifier/deploy/run-shard.sh"
+RUN_SHARD = "/deploy/run-shard.sh"
 
 
 def shard_threads(cores: int | None, shards: int) -> int:

@@ -103,3 +103,41 @@ fn airflow_loads_the_dag_with_a_task_per_shard_then_finalize() {
     assert!(!output.status.success(), "a broken DAG loaded: {}", text(&output));
     assert!(text(&output).contains("import errors"), "{}", text(&output));
 }
+
+/// The Dockerfile cannot be built here (no Docker daemon, no base-image registry), so this
+/// checks what ties it to the deploy files: the image they name is the one the README says to
+/// build, and its last stage has the paths they call, a stripped binary, and a user that is
+/// not root.
+#[test]
+fn the_dockerfile_provides_what_the_deploy_files_call() {
+    let root = repo_root();
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).expect("Dockerfile");
+    let stages: Vec<&str> = dockerfile.split("\nFROM ").skip(1).collect();
+    assert_eq!(stages.len(), 2, "a build stage and a runtime stage");
+    let (build, image) = (stages[0], stages[1]);
+    assert!(build.contains("strip -o /usr/local/bin/pipeline"), "{build}");
+    assert!(image.contains("COPY --from=build /usr/local/bin/pipeline /usr/local/bin/pipeline"), "{image}");
+    assert!(image.contains("COPY deploy/run-shard.sh /deploy/run-shard.sh"), "{image}");
+    let user = image.lines().find_map(|line| line.strip_prefix("USER ")).expect("a USER in the runtime stage");
+    assert!(!user.starts_with('0') && !user.starts_with("root"), "runs as {user}");
+    let library = image
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("ENV ORT_DYLIB_PATH=/opt/onnxruntime/"))
+        .expect("ORT_DYLIB_PATH");
+    assert_eq!(library, runtime::inference::LIBRARY_FILE, "the library install-onnxruntime.sh installs");
+
+    let tag = "registry.example.com/attention-classifier/pipeline:0.1.0";
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
+    assert!(readme.contains(&format!("docker build -t {tag} .")), "the README builds {tag}");
+    for file in ["kubernetes-indexed-job.yaml", "kubernetes-finalize-job.yaml", "airflow_dag.py"] {
+        let text = std::fs::read_to_string(root.join("deploy").join(file)).expect("deploy file");
+        assert!(text.contains(tag), "{file} names another image");
+    }
+    let job = std::fs::read_to_string(root.join("deploy").join("kubernetes-indexed-job.yaml")).expect("job");
+    assert!(job.contains(r#"command: ["/deploy/run-shard.sh""#), "{job}");
+    let dag = std::fs::read_to_string(root.join("deploy").join("airflow_dag.py")).expect("dag");
+    assert!(
+        dag.contains(r#"RUN_SHARD = "/deploy/run-shard.sh""#)
+            && dag.contains(r#"PIPELINE = "/usr/local/bin/pipeline""#)
+    );
+}
