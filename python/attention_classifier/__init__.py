@@ -44,6 +44,13 @@ def _location(path: Optional[PathLike]) -> Optional[str]:
     return None if path is None else os.fspath(path)
 
 
+def _counts(**values: Optional[int]) -> None:
+    """Counts must be at least 1; said here by name rather than as an OverflowError."""
+    for name, value in values.items():
+        if value is not None and value < 1:
+            raise PipelineError(f"{name} must be at least 1, not {value}")
+
+
 _SHARED: dict = {}
 _SHARED_LOCK = threading.Lock()
 
@@ -79,6 +86,7 @@ class Classifier:
         embedding: bool = False,
         threads: Optional[int] = None,
     ) -> None:
+        _counts(batch_size=batch_size, max_tokens=max_tokens, long_document_stride=long_document_stride, threads=threads)
         self._native = _native.Classifier(
             _location(model),
             backend=backend,
@@ -147,6 +155,11 @@ def run(input: str, output: str = "predictions.parquet", *, model: Optional[Path
     ``backend``, ``batch_size``, ``long_documents``, ``attention``, ``shard`` (``"I/N"``),
     ``overwrite``, ``threads``, ...). Returns the run summary that ``--metrics-json`` writes.
     Raises ``TransientError`` where ``pipeline`` exits 75 (retry), ``PipelineError`` otherwise."""
+    _counts(**{name: options.get(name) for name in ("batch_size", "max_batch_tokens", "window", "max_tokens",
+                                                    "long_document_stride", "rows_per_part", "threads")})
+    if isinstance(options.get("pass_through"), str):
+        # As `--pass-through id,label` reads it.
+        options["pass_through"] = options["pass_through"].split(",")
     options.setdefault("ort_search_dirs", onnxruntime_dirs())
     if "ort_library" in options:
         options["ort_library"] = _location(options["ort_library"])

@@ -9,6 +9,7 @@
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use anyhow::Context;
 use arrow::array::{ArrayRef, RecordBatch};
@@ -85,22 +86,66 @@ fn long_documents(mode: &str, stride: Option<usize>, aggregate: &str) -> anyhow:
     )
 }
 
-/// Sizes the process's worker threads (shared by every classifier in it); `None` leaves the
-/// default, all cores (or `RAYON_NUM_THREADS`).
-fn set_threads(threads: Option<usize>) -> anyhow::Result<()> {
+/// Sizes rayon's global pool, which `run` (the batch job's stages) works on; `None` leaves
+/// the default, all cores (or `RAYON_NUM_THREADS`). Refuses a process forked after its parent
+/// ran a job: the pool's threads do not exist in the child, and waiting on them hangs.
+fn set_global_threads(threads: Option<usize>) -> anyhow::Result<()> {
+    static FIRST_RUN_PID: OnceLock<u32> = OnceLock::new();
+    let pid = *FIRST_RUN_PID.get_or_init(std::process::id);
+    anyhow::ensure!(
+        pid == std::process::id(),
+        "run() was called in this process's parent before it forked, and the parent's worker threads do not \
+         exist in a forked child; start worker processes with multiprocessing's 'spawn' or 'forkserver' method"
+    );
     let Some(threads) = threads else { return Ok(()) };
     anyhow::ensure!(threads >= 1, "threads must be at least 1");
     if rayon::ThreadPoolBuilder::new().num_threads(threads).build_global().is_err() {
         let current = rayon::current_num_threads();
         anyhow::ensure!(
             current == threads,
-            "this process already classifies on {current} threads, and cannot change to {threads}: \
-             pass the same threads= to every Classifier and run() in one process, or set RAYON_NUM_THREADS \
-             before the first"
+            "this process already runs jobs on {current} threads, and cannot change to {threads}: \
+             pass the same threads= to every run() in one process, or set RAYON_NUM_THREADS before the first"
         );
     }
     Ok(())
 }
+
+/// The classifiers' worker threads: a pool of this module's own rather than rayon's global
+/// one, remade in a child process after a fork (which has none of its parent's threads:
+/// waiting on them hung for ever).
+struct WorkerPool {
+    pid: u32,
+    pool: Arc<rayon::ThreadPool>,
+}
+
+fn worker_pool(threads: Option<usize>) -> anyhow::Result<Arc<rayon::ThreadPool>> {
+    static POOL: Mutex<Option<WorkerPool>> = Mutex::new(None);
+    let mut slot = POOL.lock().unwrap_or_else(PoisonError::into_inner);
+    let pid = std::process::id();
+    if let Some(current) = slot.take() {
+        if current.pid == pid {
+            let size = current.pool.current_num_threads();
+            let pool = current.pool.clone();
+            *slot = Some(current);
+            anyhow::ensure!(
+                threads.is_none_or(|wanted| wanted == size),
+                "this process already classifies on {size} threads, and cannot change to {}: pass the same \
+                 threads= to every Classifier in one process",
+                threads.unwrap_or(size)
+            );
+            return Ok(pool);
+        }
+        // Forked: the parent's pool has no threads here, and dropping it would wait on them.
+        std::mem::forget(current);
+    }
+    anyhow::ensure!(threads != Some(0), "threads must be at least 1");
+    let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(threads.unwrap_or(0)).build()?);
+    *slot = Some(WorkerPool { pid, pool: pool.clone() });
+    Ok(pool)
+}
+
+/// Rows classified between two looks for Ctrl-C (a few seconds of work on 2 cores).
+const ROWS_BETWEEN_SIGNAL_CHECKS: usize = 4096;
 
 /// A model package opened for classifying tables in memory.
 #[pyclass(frozen, module = "attention_classifier._native")]
@@ -109,6 +154,7 @@ struct Classifier {
     table: OutputTable,
     text_column: String,
     batch_size: usize,
+    threads: Option<usize>,
     model: PathBuf,
 }
 
@@ -142,7 +188,7 @@ impl Classifier {
         let open = || -> anyhow::Result<Self> {
             anyhow::ensure!(batch_size >= 1, "batch_size must be at least 1");
             anyhow::ensure!(max_tokens != Some(0), "max_tokens must be at least 1");
-            set_threads(threads)?;
+            worker_pool(threads)?;
             let backend = backend_options(backend, device, ort_library, ort_search_dirs)?;
             let mode = self::long_documents(long_documents, long_document_stride, long_document_aggregate)?;
             let attention: AttentionOutput =
@@ -152,7 +198,7 @@ impl Classifier {
             let classifier =
                 runtime::classifier::Classifier::open(package, &backend, max_tokens)?.with_long_documents(mode)?;
             let table = OutputTable::for_model(classifier.optional_columns(embedding)).with_attention_output(attention);
-            Ok(Self { classifier, table, text_column, batch_size, model })
+            Ok(Self { classifier, table, text_column, batch_size, threads, model })
         };
         py.detach(open).map_err(python_error)
     }
@@ -176,32 +222,50 @@ impl Classifier {
     }
 
     /// The input's columns followed by the prediction columns of `pipeline run`, row for row.
+    /// Rows are classified a few thousand at a time (batches sorted by length within them),
+    /// with a look for Ctrl-C in between.
     fn classify(&self, py: Python<'_>, table: PyArrowType<Table>) -> PyResult<PyArrowType<Table>> {
         let (batches, schema) = table.0.into_inner();
-        let classified = py.detach(|| self.classify_batches(&batches, &schema)).map_err(python_error)?;
+        let output_schema = self.output_schema(&schema).map_err(python_error)?;
+        let texts = self.text_arrays(&batches).map_err(python_error)?;
+        let mut values: Vec<Option<&str>> = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
+        for text in &texts {
+            values.extend(
+                string_values(text).ok_or_else(|| PipelineError::new_err("the text column is not a string column"))?,
+            );
+        }
+        let pool = worker_pool(self.threads).map_err(python_error)?;
+        let mut predictions = Vec::with_capacity(values.len());
+        for rows in values.chunks(ROWS_BETWEEN_SIGNAL_CHECKS) {
+            let classified = py.detach(|| pool.install(|| self.classifier.predict(rows, self.batch_size)));
+            predictions.extend(classified.map_err(python_error)?.0);
+            py.check_signals()?;
+        }
+        let classified = py.detach(|| self.assemble(&batches, &predictions, output_schema)).map_err(python_error)?;
         Ok(PyArrowType(classified))
     }
 }
 
 impl Classifier {
-    /// All rows are classified together, so that batches are sorted by length across the
-    /// whole table; the output keeps the input's record batches.
-    fn classify_batches(&self, batches: &[RecordBatch], schema: &SchemaRef) -> anyhow::Result<Table> {
-        let output_schema = self.output_schema(schema)?;
-        let texts: Vec<ArrayRef> = batches
+    /// Each batch's text column, dictionaries expanded.
+    fn text_arrays(&self, batches: &[RecordBatch]) -> anyhow::Result<Vec<ArrayRef>> {
+        batches
             .iter()
             .map(|batch| {
-                let column = batch.column_by_name(&self.text_column).context("a record batch lost the text column")?;
-                text_array(column)
+                text_array(batch.column_by_name(&self.text_column).context("a record batch lost the text column")?)
             })
-            .collect::<anyhow::Result<_>>()?;
-        let mut values: Vec<Option<&str>> = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
-        for text in &texts {
-            values.extend(string_values(text).context("the text column is not a string column")?);
-        }
-        let (predictions, _) = self.classifier.predict(&values, self.batch_size)?;
+            .collect()
+    }
+
+    /// The input's record batches with the prediction columns beside them.
+    fn assemble(
+        &self,
+        batches: &[RecordBatch],
+        predictions: &[Option<runtime::output_table::DocumentPrediction>],
+        output_schema: SchemaRef,
+    ) -> anyhow::Result<Table> {
         let (labels, vocabulary) = (self.classifier.labels(), self.classifier.vocabulary());
-        let mut rest = predictions.as_slice();
+        let mut rest = predictions;
         let mut classified = Vec::with_capacity(batches.len());
         for batch in batches {
             let (these, after) = rest.split_at_checked(batch.num_rows()).context("fewer predictions than rows")?;
@@ -217,6 +281,12 @@ impl Classifier {
     /// text column, and an input column named like an output column.
     fn output_schema(&self, schema: &Schema) -> anyhow::Result<SchemaRef> {
         let columns = || schema.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ");
+        let named = schema.fields().iter().filter(|f| f.name() == &self.text_column).count();
+        anyhow::ensure!(
+            named <= 1,
+            "the table has {named} columns named `{}`; rename all but one before classifying",
+            self.text_column
+        );
         let field = schema.field_with_name(&self.text_column).map_err(|_| {
             anyhow::anyhow!(
                 "the table has no text column `{}`; its columns are: {} (choose one with text_column=)",
@@ -291,7 +361,7 @@ fn run(
         for (name, value) in [("batch_size", batch_size), ("window", window), ("rows_per_part", rows_per_part)] {
             anyhow::ensure!(value >= 1, "{name} must be at least 1");
         }
-        set_threads(threads)?;
+        set_global_threads(threads)?;
         let shard = match shard {
             Some(shard) => shard.parse::<Shard>().with_context(|| format!("shard={shard:?}"))?,
             None => Shard::WHOLE,

@@ -84,6 +84,10 @@ def test_errors_name_what_to_fix(classifier, tmp_path):
         classifier.classify(pa.table({"text": [1, 2]}))
     with pytest.raises(ac.PipelineError, match=r"input column `prediction` collides with an output column"):
         classifier.classify(pa.table({"text": ["fine"], "prediction": ["x"]}))
+    with pytest.raises(ac.PipelineError, match=r"2 columns named `text`"):
+        classifier.classify(pa.Table.from_arrays([pa.array(["good"]), pa.array(["awful"])], names=["text", "text"]))
+    with pytest.raises(ac.PipelineError, match=r"batch_size must be at least 1, not -1"):
+        ac.Classifier(batch_size=-1)
     with pytest.raises(TypeError, match="pyarrow.Table.from_pandas"):
         classifier.classify([{"text": "fine"}])
     with pytest.raises(ac.PipelineError, match=r"long_documents=\"sideways\" is not one of: windows, head-tail, truncate"):
@@ -137,3 +141,46 @@ def test_without_an_onnxruntime_library_it_falls_back_to_tract(tmp_path, expecte
     assert backend == "tract"
     assert predictions == expected.column("prediction").to_pylist()
     assert confidences == pytest.approx(expected.column("confidence").to_pylist(), abs=1e-4)
+
+
+def test_a_forked_child_classifies(classifier):
+    """A process forked after its parent classified (multiprocessing's default on Linux) gets
+    worker threads of its own; before, it waited for ever on its parent's."""
+    import multiprocessing
+
+    table = pq.read_table(REVIEWS)
+    parent = classifier.classify(table).column("prediction").to_pylist()
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        child = pool.apply_async(_classify_in_child, (str(REVIEWS),)).get(timeout=120)
+    assert child == parent
+
+
+def _classify_in_child(path):
+    return ac.Classifier().classify(pq.read_table(path)).column("prediction").to_pylist()
+
+
+def test_ctrl_c_stops_classify_between_chunks(tmp_path):
+    """SIGINT during a long classify raises KeyboardInterrupt within seconds, not at the end."""
+    import signal
+    import time
+
+    script = (
+        "import time, pyarrow as pa, pyarrow.parquet as pq, attention_classifier as ac\n"
+        "c = ac.Classifier()\n"
+        f"t = pa.concat_tables([pq.read_table({str(REVIEWS)!r})] * 100)\n"
+        "print('ready', flush=True)\n"
+        "start = time.perf_counter()\n"
+        "try:\n"
+        "    c.classify(t)\n"
+        "    print('finished', flush=True)\n"
+        "except KeyboardInterrupt:\n"
+        "    print(f'interrupted after {time.perf_counter() - start:.1f} s', flush=True)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready"
+    time.sleep(1.0)
+    child.send_signal(signal.SIGINT)
+    printed = child.communicate(timeout=60)[0]
+    assert printed.startswith("interrupted after"), printed
+    # 30,000 rows take about 30 s on 2 cores; a look every 4,096 rows stops within a few.
+    assert float(printed.split()[2]) < 15, printed
