@@ -19,6 +19,7 @@ use batch_io::object_storage::TransientIo;
 use batch_io::source::{is_text_type, string_values, text_array};
 use clap::ValueEnum;
 use pipeline::job::{JobOptions, run_job};
+use pipeline::model_source::Unpacked;
 use pipeline::units::Shard;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -156,6 +157,8 @@ struct Classifier {
     batch_size: usize,
     threads: Option<usize>,
     model: PathBuf,
+    /// The default model's temporary copy, where the model cache could not be written.
+    _unpacked: Option<Unpacked>,
 }
 
 #[pymethods]
@@ -193,12 +196,12 @@ impl Classifier {
             let mode = self::long_documents(long_documents, long_document_stride, long_document_aggregate)?;
             let attention: AttentionOutput =
                 attention.parse().map_err(|e: String| anyhow::anyhow!("attention={attention:?}: {e}"))?;
-            let package = open_package(model.as_deref())?;
+            let (unpacked, package) = open_package(model.as_deref())?;
             let model = package.dir.clone();
             let classifier =
                 runtime::classifier::Classifier::open(package, &backend, max_tokens)?.with_long_documents(mode)?;
             let table = OutputTable::for_model(classifier.optional_columns(embedding)).with_attention_output(attention);
-            Ok(Self { classifier, table, text_column, batch_size, threads, model })
+            Ok(Self { classifier, table, text_column, batch_size, threads, model, _unpacked: unpacked })
         };
         py.detach(open).map_err(python_error)
     }
@@ -313,10 +316,11 @@ impl Classifier {
     }
 }
 
-/// A package directory or object-storage URL, or the embedded default model.
-fn open_package(model: Option<&Path>) -> anyhow::Result<ModelPackage> {
+/// A package directory or object-storage URL, or the embedded default model; the guard, when
+/// there is one, keeps a temporary copy of the default model alive.
+fn open_package(model: Option<&Path>) -> anyhow::Result<(Option<Unpacked>, ModelPackage)> {
     match model {
-        Some(location) => Ok(pipeline::model_source::open(Some(location))?.1),
+        Some(location) => pipeline::model_source::open(Some(location)),
         None => pipeline::model_source::embedded::cached(),
     }
 }
@@ -386,10 +390,7 @@ fn run(
             rows_per_part,
             overwrite,
         };
-        let (_unpacked, package) = match &model {
-            Some(location) => pipeline::model_source::open(Some(location))?,
-            None => (None, pipeline::model_source::embedded::cached()?),
-        };
+        let (_unpacked, package) = open_package(model.as_deref())?;
         let summary = run_job(&package, &options)?;
         Ok(serde_json::to_string(&summary)?)
     };

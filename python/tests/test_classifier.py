@@ -2,6 +2,7 @@
 batch job, and get errors that say what to fix."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -184,3 +185,21 @@ def test_ctrl_c_stops_classify_between_chunks(tmp_path):
     assert printed.startswith("interrupted after"), printed
     # 30,000 rows take about 30 s on 2 cores; a look every 4,096 rows stops within a few.
     assert float(printed.split()[2]) < 15, printed
+
+
+def test_the_default_model_cache_is_repaired_or_done_without(tmp_path):
+    """A damaged cache entry is written again; an unwritable cache is done without."""
+
+    def run(env):
+        script = "import attention_classifier as ac; print(ac.Classifier().backend)"
+        return subprocess.run([sys.executable, "-c", script], env={**os.environ, **env}, capture_output=True, text=True)
+
+    cache = tmp_path / "cache"
+    assert run({"PIPELINE_MODEL_CACHE": str(cache)}).returncode == 0
+    (graph,) = cache.glob("embedded-*/model.onnx")
+    graph.write_bytes(graph.read_bytes()[:1000])
+    repaired = run({"PIPELINE_MODEL_CACHE": str(cache)})
+    assert repaired.returncode == 0, repaired.stderr
+    assert graph.stat().st_size > 1000
+    unwritable = run({"PIPELINE_MODEL_CACHE": "/proc/no-cache-here"})
+    assert unwritable.returncode == 0, unwritable.stderr

@@ -38,8 +38,24 @@ pub fn unpack() -> anyhow::Result<(Unpacked, ModelPackage)> {
 /// The embedded package written once into the model cache (see [`super::remote::cache_dir`]) and
 /// reused: for long-lived processes (the Python module in Ray actors and Spark workers) that
 /// should not each leave a 14 MB temporary copy behind. The entry is named by a digest of the
-/// files, so a new build's model never reads an old one's.
-pub fn cached() -> anyhow::Result<ModelPackage> {
+/// files, so a new build's model never reads an old one's, and is compared with them before
+/// use: a damaged entry is written again. Where the cache cannot be written (a read-only home
+/// directory, as in many containers), the package is unpacked into a temporary directory as
+/// `pipeline` does, and the guard keeps it.
+pub fn cached() -> anyhow::Result<(Option<Unpacked>, ModelPackage)> {
+    match write_cache_entry() {
+        Ok(package) => Ok((None, package)),
+        Err(error) => {
+            tracing::warn!(
+                "the model cache cannot be used ({error:#}); unpacking the default model into a temporary directory"
+            );
+            let (guard, package) = unpack()?;
+            Ok((Some(guard), package))
+        }
+    }
+}
+
+fn write_cache_entry() -> anyhow::Result<ModelPackage> {
     use sha2::{Digest, Sha256};
     let mut digest = Sha256::new();
     for (name, bytes) in FILES {
@@ -48,8 +64,13 @@ pub fn cached() -> anyhow::Result<ModelPackage> {
         digest.update(bytes);
     }
     let entry = super::remote::cache_dir()?.join(format!("embedded-{:x}", digest.finalize()));
-    if let Ok(package) = ModelPackage::open(&entry) {
-        return Ok(package);
+    let intact = FILES.iter().all(|(name, bytes)| std::fs::read(entry.join(name)).is_ok_and(|found| found == *bytes));
+    if intact {
+        return ModelPackage::open(&entry);
+    }
+    if entry.exists() {
+        std::fs::remove_dir_all(&entry)
+            .with_context(|| format!("cannot remove the damaged cache entry {}", entry.display()))?;
     }
     let staging = temp_dir_beside(&entry)
         .with_context(|| format!("cannot make a directory for the embedded model in {}", entry.display()))?;
