@@ -25,18 +25,6 @@ if ! command -v java >/dev/null; then
     fi
 fi
 
-if [[ -x "$dest/bin/python" ]] && "$dest/bin/python" -c 'import pyarrow, onnxruntime, pytest, ray.data, pyspark' 2>/dev/null; then
-    echo "$(cd "$dest" && pwd)/bin/python"
-    exit 0
-fi
-mkdir -p "$(dirname "$dest")"
-# Built beside the destination and renamed into place, so an interrupted install is never reused.
-staging="$(mktemp -d "$(dirname "$dest")/.python-engines.XXXXXX")"
-trap 'rm -rf "$staging"' EXIT
-echo "install-python-engines: installing ${PACKAGES[*]} (a few minutes)" >&2
-"${PYTHON:-python3}" -m venv "$staging" >&2
-"$staging/bin/python" -m pip install --quiet "${PACKAGES[@]}" >&2 \
-    || { echo "install-python-engines: error: pip could not install ${PACKAGES[*]} (no network?)" >&2; exit 1; }
-rm -rf "$dest"
-mv -T "$staging" "$dest"
-echo "$(cd "$dest" && pwd)/bin/python"
+# shellcheck source=scripts/venv.sh
+source "$script_dir/venv.sh"
+install_venv install-python-engines "$dest" "pyarrow, onnxruntime, pytest, ray.data, pyspark" "${PACKAGES[@]}"
