@@ -123,21 +123,19 @@ fn worker_pool(threads: Option<usize>) -> anyhow::Result<Arc<rayon::ThreadPool>>
     static POOL: Mutex<Option<WorkerPool>> = Mutex::new(None);
     let mut slot = POOL.lock().unwrap_or_else(PoisonError::into_inner);
     let pid = std::process::id();
-    if let Some(current) = slot.take() {
-        if current.pid == pid {
-            let size = current.pool.current_num_threads();
-            let pool = current.pool.clone();
-            *slot = Some(current);
-            anyhow::ensure!(
-                threads.is_none_or(|wanted| wanted == size),
-                "this process already classifies on {size} threads, and cannot change to {}: pass the same \
-                 threads= to every Classifier in one process",
-                threads.unwrap_or(size)
-            );
-            return Ok(pool);
-        }
-        // Forked: the parent's pool has no threads here, and dropping it would wait on them.
-        std::mem::forget(current);
+    if let Some(current) = slot.as_ref().filter(|current| current.pid == pid) {
+        let size = current.pool.current_num_threads();
+        anyhow::ensure!(
+            threads.is_none_or(|wanted| wanted == size),
+            "this process already classifies on {size} threads, and cannot change to {}: pass the same \
+             threads= to every Classifier in one process",
+            threads.unwrap_or(size)
+        );
+        return Ok(current.pool.clone());
+    }
+    // Forked: the parent's pool has no threads here, and dropping it would wait on them.
+    if let Some(parent) = slot.take() {
+        std::mem::forget(parent);
     }
     anyhow::ensure!(threads != Some(0), "threads must be at least 1");
     let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(threads.unwrap_or(0)).build()?);

@@ -56,14 +56,7 @@ pub fn cached() -> anyhow::Result<(Option<Unpacked>, ModelPackage)> {
 }
 
 fn write_cache_entry() -> anyhow::Result<ModelPackage> {
-    use sha2::{Digest, Sha256};
-    let mut digest = Sha256::new();
-    for (name, bytes) in FILES {
-        digest.update(name.as_bytes());
-        digest.update(bytes.len().to_le_bytes());
-        digest.update(bytes);
-    }
-    let entry = super::remote::cache_dir()?.join(format!("embedded-{:x}", digest.finalize()));
+    let entry = super::remote::cache_dir()?.join(entry_name());
     let intact = FILES.iter().all(|(name, bytes)| std::fs::read(entry.join(name)).is_ok_and(|found| found == *bytes));
     if intact {
         return ModelPackage::open(&entry);
@@ -79,9 +72,20 @@ fn write_cache_entry() -> anyhow::Result<ModelPackage> {
         std::fs::write(&path, bytes)
             .with_context(|| format!("cannot unpack the embedded model into {}", path.display()))?;
     }
-    if let Err(error) = staging.publish(&entry) {
-        // Another process may have unpacked the same model meanwhile: theirs is as good.
-        return ModelPackage::open(&entry).map_err(|_| error);
-    }
-    ModelPackage::open(&entry)
+    super::publish_cache_entry(staging, &entry)
+}
+
+/// `embedded-<sha256 of the files>`, computed once per process (14 MB to hash).
+fn entry_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        use sha2::{Digest, Sha256};
+        let mut digest = Sha256::new();
+        for (name, bytes) in FILES {
+            digest.update(name.as_bytes());
+            digest.update(bytes.len().to_le_bytes());
+            digest.update(bytes);
+        }
+        format!("embedded-{:x}", digest.finalize())
+    })
 }

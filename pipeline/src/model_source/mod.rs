@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use batch_io::atomic_file::TempDir;
+
 use runtime::package::ModelPackage;
 
 pub mod embedded;
@@ -25,4 +27,13 @@ pub fn open(location: Option<&Path>) -> anyhow::Result<(Option<Unpacked>, ModelP
             Ok((Some(guard), package))
         }
     }
+}
+
+/// Renames a package unpacked or downloaded into `staging` to the cache entry `entry`, and
+/// opens it. Another process may have published the same entry meanwhile: theirs is as good.
+fn publish_cache_entry(staging: TempDir, entry: &Path) -> anyhow::Result<ModelPackage> {
+    if let Err(error) = staging.publish(entry) {
+        return ModelPackage::open(entry).map_err(|_| error);
+    }
+    ModelPackage::open(entry)
 }

@@ -37,12 +37,9 @@ pub fn open(url: &str) -> anyhow::Result<ModelPackage> {
         download(&prefix.store, meta, &prefix.child_url(name), &staging.path().join(name))?;
     }
     ModelPackage::open(staging.path()).with_context(|| format!("--model {url} is not a model package"))?;
-    if let Err(error) = staging.publish(&entry) {
-        // Another process may have cached the same package meanwhile: theirs is as good.
-        return ModelPackage::open(&entry).map_err(|_| error);
-    }
+    let package = super::publish_cache_entry(staging, &entry)?;
     tracing::info!(model = url, cache = %entry.display(), "model package downloaded");
-    ModelPackage::open(&entry)
+    Ok(package)
 }
 
 /// `$PIPELINE_MODEL_CACHE`, else `$XDG_CACHE_HOME/attention-classifier/models`, else
