@@ -235,15 +235,19 @@ pub struct BurnOutputs {
     pub probs: Vec<f32>,
     pub attention: Option<Vec<f32>>,
     pub sentence_attention: Option<Vec<f32>>,
+    /// `[batch, classes, seq]`, for variants that explain their scores per token.
+    pub contribution: Option<Vec<f32>>,
 }
 
 pub fn forward_probs<M: Network>(model: &M, inputs: &ModelInputs) -> BurnOutputs {
     let device = model.devices().into_iter().next().unwrap_or_default();
-    let output = model.forward(&TokenBatch::new(inputs, &device));
+    let batch = TokenBatch::new(inputs, &device);
+    let output = model.forward(&batch);
     let to_vec = |data: TensorData| data.convert::<f32>().try_to_vec::<f32>().unwrap_or_default();
     BurnOutputs {
         probs: to_vec(softmax(output.logits, 1).into_data()),
         attention: output.attention.map(|a| to_vec(a.into_data())),
         sentence_attention: output.sentence_attention.map(|a| to_vec(a.into_data())),
+        contribution: model.contribution(&batch).map(|c| to_vec(c.into_data())),
     }
 }

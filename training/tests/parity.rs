@@ -156,6 +156,18 @@ fn check_against_burn<M: Network>(trained: &Trained<M>, outputs: &ModelOutputs, 
         println!("{runtime}: max |Δ{attention_output}| = {attention_diff:.2e}");
         assert!(attention_diff <= RUNTIME_TOLERANCE, "{runtime} attention differs from burn by {attention_diff}");
     }
+    assert_eq!(
+        burn.contribution.is_some(),
+        outputs.contains_key("contribution"),
+        "graph and burn disagree on contribution"
+    );
+    if let Some(contribution) = burn.contribution {
+        let diff = max_abs_diff(&contribution, &outputs["contribution"].data);
+        let largest = contribution.iter().fold(0.0f32, |m, c| m.max(c.abs()));
+        println!("{runtime}: max |Δcontribution| = {diff:.2e} (largest |contribution| {largest:.2e})");
+        assert!(largest > 1e-3, "the contributions are all about zero; the comparison is too weak");
+        assert!(diff <= RUNTIME_TOLERANCE * largest.max(1.0), "{runtime} contribution differs from burn by {diff}");
+    }
     if let Some(sentence_attention) = burn.sentence_attention {
         let diff = max_abs_diff(&sentence_attention, &outputs["sentence_attention"].data);
         println!("{runtime}: max |Δsentence_attention| = {diff:.2e}");
@@ -184,6 +196,18 @@ fn check_alone_equals_batch(backend: &dyn InferenceBackend, inputs: &ModelInputs
             assert!(batched[sequence.len()..].iter().all(|&w| w == 0.0), "attention leaked onto padding");
             let total: f32 = batched.iter().sum();
             assert!((total - 1.0).abs() < 1e-5, "attention row sums to {total}");
+        }
+        if let Some(contribution) = batch.get("contribution") {
+            let classes = contribution.shape[1];
+            let batched = contribution.row(row).expect("row");
+            let single = alone["contribution"].row(0).expect("row");
+            for class in 0..classes {
+                let batched = &batched[class * seq..(class + 1) * seq];
+                let single = &single[class * sequence.len()..(class + 1) * sequence.len()];
+                let diff = max_abs_diff(&batched[..sequence.len()], single);
+                assert!(diff <= ALONE_TOLERANCE * 10.0, "row {row} class {class} contribution differs alone by {diff}");
+                assert!(batched[sequence.len()..].iter().all(|&c| c == 0.0), "contribution leaked onto padding");
+            }
         }
         let embedding_diff = max_abs_diff(batch["embedding"].row(row).expect("row"), &alone["embedding"].data);
         assert!(embedding_diff <= ALONE_TOLERANCE, "row {row} embedding differs alone by {embedding_diff}");
@@ -266,7 +290,7 @@ fn san_package_declares_its_contract() {
     assert_eq!(manifest.max_tokens, 256);
     assert!(manifest.parameter_count > 0);
     let tract = TractBackend::open(&san::model().package.graph_path()).expect("tract opens the graph");
-    assert_eq!(tract.output_names(), ["probs", "attention", "embedding"]);
+    assert_eq!(tract.output_names(), ["probs", "attention", "embedding", "contribution"]);
 }
 
 #[test]
@@ -291,12 +315,15 @@ fn cnn_package_pools_one_feature_per_filter_and_width() {
 
 /// The manifest's attention rows and embedding width, and the graph's outputs.
 fn check_contract<M: Network>(trained: &Trained<M>, variant: &str, heads: usize, embedding_dim: usize) {
+    let explains = ["lama", "lama-ctx", "nal"].contains(&variant);
     let manifest = &trained.package.manifest;
     assert_eq!(manifest.variant, variant);
     assert_eq!(manifest.attention_heads, Some(heads));
     assert_eq!(manifest.embedding_dim, embedding_dim);
     let tract = TractBackend::open(&trained.package.graph_path()).expect("tract opens the graph");
-    assert_eq!(tract.output_names(), ["probs", "attention", "embedding"]);
+    let mut expected = vec!["probs", "attention", "embedding"];
+    expected.extend(explains.then_some("contribution"));
+    assert_eq!(tract.output_names(), expected);
 }
 
 #[test]

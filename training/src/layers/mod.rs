@@ -3,6 +3,7 @@
 //! variant is trained and exported from one definition.
 
 pub mod attention;
+pub mod contribution;
 pub mod dense;
 pub mod embedding;
 pub mod encoder;

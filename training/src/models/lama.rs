@@ -23,8 +23,11 @@ use burn::nn::{Embedding, Linear};
 use burn::prelude::*;
 use serde::Serialize;
 
-use super::{GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes, declare_outputs};
+use super::{
+    GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes, declare_contribution, declare_outputs,
+};
 use crate::layers::attention::{emit_masked_softmax, masked_softmax};
+use crate::layers::contribution::{emit_per_hop, emit_token_contribution, per_hop, token_contribution};
 use crate::layers::dense::{dense, emit_dense};
 use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::head::MlpHead;
@@ -233,10 +236,9 @@ impl Lama {
             None => self.context_projection.forward(masked_mean(states, batch.mask.clone())),
         }
     }
-}
 
-impl Network for Lama {
-    fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
+    /// The biGRU states `[B, T, 2h]`, the attention `[B, m, T]` and the heads' reads flattened.
+    fn read(&self, batch: &TokenBatch) -> (Tensor<3>, Tensor<3>, Tensor<2>) {
         let words = self.embedding.forward(batch.ids.clone());
         let states = self.encoder.forward(words, batch); // [B, T, 2h]
         let annotations = self.annotation.forward(states.clone()).tanh(); // [B, T, d_u]
@@ -248,7 +250,14 @@ impl Network for Lama {
             scores = scores * log_scale.val().exp().reshape([1, 1, 1]);
         }
         let attention = masked_softmax(scores, batch.mask.clone());
-        let sentence = attention.clone().matmul(states).reshape([batch.batch, self.sentence_dim()]);
+        let sentence = attention.clone().matmul(states.clone()).reshape([batch.batch, self.sentence_dim()]);
+        (states, attention, sentence)
+    }
+}
+
+impl Network for Lama {
+    fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
+        let (_, attention, sentence) = self.read(batch);
         NetworkOutput {
             logits: self.head.forward(sentence),
             attention: Some(attention),
@@ -287,13 +296,22 @@ impl Network for Lama {
         let sentence = g.matmul(&attention, &states);
         let flat = g.ints("flatten_shape", &[2], &[0, -1]);
         let sentence = g.reshape(&sentence, &flat);
-        let probs = self.head.emit(g, &sentence);
+        let (probs, gradient) = self.head.emit_explained(g, &sentence);
+        let gradient = emit_per_hop(g, &gradient, self.heads(), 2 * self.encoder.hidden());
+        let contribution = emit_token_contribution(g, &attention, &states, &gradient);
         declare_outputs(
             g,
             (&probs, self.head.classes()),
             Some((&attention, self.heads())),
             (&sentence, self.sentence_dim()),
         );
+        declare_contribution(g, &contribution, self.head.classes());
+    }
+
+    fn contribution(&self, batch: &TokenBatch) -> Option<Tensor<3>> {
+        let (states, attention, sentence) = self.read(batch);
+        let gradient = per_hop(self.head.input_gradient(sentence), self.heads());
+        Some(token_contribution(attention, states, gradient))
     }
 
     fn graph_shape(&self) -> GraphShape {

@@ -45,6 +45,11 @@ pub trait Network: Module + Clone {
     /// `embedding` and, if any, `attention`).
     fn emit(&self, g: &mut GraphBuilder);
     fn graph_shape(&self) -> GraphShape;
+    /// `[batch, classes, seq]`: each token's signed contribution to each class's centred
+    /// score (`layers::contribution`), for variants that pool the tokens by attention.
+    fn contribution(&self, _batch: &TokenBatch) -> Option<Tensor<3>> {
+        None
+    }
 }
 
 /// Declares a classifier graph's outputs in the contract's order: `probs`, then `attention`
@@ -61,6 +66,12 @@ pub fn declare_outputs(
         g.output(attention, "attention", ElemType::Float, &dims);
     }
     g.output(embedding.0, "embedding", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(embedding.1)]);
+}
+
+/// Declares the optional `contribution` output `[batch, classes, seq]`, after the others.
+pub fn declare_contribution(g: &mut GraphBuilder, contribution: &Value, classes: usize) {
+    let dims = [Dim::Named("batch"), Dim::Fixed(classes), Dim::Named("seq")];
+    g.output(contribution, "contribution", ElemType::Float, &dims);
 }
 
 /// A variant's configuration: read from the shared [`ModelFlags`], checked before any data

@@ -12,8 +12,11 @@ use burn::prelude::*;
 use burn::tensor::Distribution;
 use serde::Serialize;
 
-use super::{GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes, declare_outputs};
+use super::{
+    GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes, declare_contribution, declare_outputs,
+};
 use crate::layers::attention::{StructuredAttention, redundancy_penalty};
+use crate::layers::contribution::{emit_per_hop, emit_token_contribution, per_hop, token_contribution};
 use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::head::MlpHead;
 use crate::layers::positions::{add_positions, emit_add_positions};
@@ -99,16 +102,22 @@ impl Nal {
     fn embedding_dim(&self) -> usize {
         self.embedding.weight.dims()[1]
     }
+
+    /// The words with positions `[B, T, E]`, the attention `[B, r, T]` and the averaged
+    /// hops flattened.
+    fn read(&self, batch: &TokenBatch) -> (Tensor<3>, Tensor<3>, Tensor<2>) {
+        let words = add_positions(self.embedding.forward(batch.ids.clone())); // [B, T, E]
+        let attention = self.attention.forward(words.clone(), batch); // [B, r, T]
+        let rows = attention.clone().matmul(words.clone()); // [B, r, E]
+        // Each head through its own W_ni: [r, B, E] · [r, E, d_n] → [r, B, d_n].
+        let projected = rows.swap_dims(0, 1).matmul(self.per_head.val()).swap_dims(0, 1);
+        (words, attention, projected.reshape([batch.batch, self.averaged_dim()]))
+    }
 }
 
 impl Network for Nal {
     fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
-        let words = add_positions(self.embedding.forward(batch.ids.clone())); // [B, T, E]
-        let attention = self.attention.forward(words.clone(), batch); // [B, r, T]
-        let rows = attention.clone().matmul(words); // [B, r, E]
-        // Each head through its own W_ni: [r, B, E] · [r, E, d_n] → [r, B, d_n].
-        let projected = rows.swap_dims(0, 1).matmul(self.per_head.val()).swap_dims(0, 1);
-        let averaged = projected.reshape([batch.batch, self.averaged_dim()]);
+        let (_, attention, averaged) = self.read(batch);
         let regularizer = (self.penalty > 0.0).then(|| redundancy_penalty(attention.clone()) * self.penalty);
         NetworkOutput {
             logits: self.head.forward(averaged),
@@ -133,13 +142,31 @@ impl Network for Nal {
             let flat = g.ints("flatten_shape", &[2], &[0, -1]);
             g.reshape(&projected, &flat)
         });
-        let probs = self.head.emit(g, &averaged);
+        let (probs, gradient) = self.head.emit_explained(g, &averaged);
+        let contribution = g.scoped("averaging", |g| {
+            // Back through each head's W_ni: [r, E, d_n] · [B, r, d_n, C] → [B, r, E, C].
+            let [hops, dim, width] = self.per_head.dims();
+            let gradient = emit_per_hop(g, &gradient, hops, width);
+            let per_head = g.weight("per_head", &[hops, dim, width], &values(self.per_head.val()));
+            let gradient = g.matmul(&per_head, &gradient);
+            emit_token_contribution(g, &attention, &words, &gradient)
+        });
         declare_outputs(
             g,
             (&probs, self.head.classes()),
             Some((&attention, self.attention.hops())),
             (&averaged, self.averaged_dim()),
         );
+        declare_contribution(g, &contribution, self.head.classes());
+    }
+
+    fn contribution(&self, batch: &TokenBatch) -> Option<Tensor<3>> {
+        let (words, attention, averaged) = self.read(batch);
+        let [hops, dim, width] = self.per_head.dims();
+        let gradient = per_hop(self.head.input_gradient(averaged), hops); // [B, r, d_n, C]
+        let [batch_size, _, _, _] = gradient.dims();
+        let per_head = self.per_head.val().unsqueeze_dim::<4>(0).expand([batch_size, hops, dim, width]);
+        Some(token_contribution(attention, words, per_head.matmul(gradient)))
     }
 
     fn graph_shape(&self) -> GraphShape {

@@ -6,8 +6,11 @@ use burn::nn::Embedding;
 use burn::prelude::*;
 use serde::Serialize;
 
-use super::{GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes, declare_outputs};
+use super::{
+    GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes, declare_contribution, declare_outputs,
+};
 use crate::layers::attention::{StructuredAttention, redundancy_penalty};
+use crate::layers::contribution::{emit_per_hop, emit_token_contribution, per_hop, token_contribution};
 use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::head::MlpHead;
 use crate::layers::recurrent::BiLstm;
@@ -83,14 +86,20 @@ impl San {
     fn embedding_dim(&self) -> usize {
         self.attention.hops() * 2 * self.encoder.hidden()
     }
+
+    /// The biLSTM states `[B, T, 2u]`, the attention `[B, r, T]` and `M` flattened.
+    fn read(&self, batch: &TokenBatch) -> (Tensor<3>, Tensor<3>, Tensor<2>) {
+        let words = self.embedding.forward(batch.ids.clone());
+        let states = self.encoder.forward(words, batch);
+        let attention = self.attention.forward(states.clone(), batch);
+        let sentence = attention.clone().matmul(states.clone()).reshape([batch.batch, self.embedding_dim()]);
+        (states, attention, sentence)
+    }
 }
 
 impl Network for San {
     fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
-        let words = self.embedding.forward(batch.ids.clone());
-        let states = self.encoder.forward(words, batch);
-        let attention = self.attention.forward(states.clone(), batch);
-        let sentence = attention.clone().matmul(states).reshape([batch.batch, self.embedding_dim()]);
+        let (_, attention, sentence) = self.read(batch);
         let logits = self.head.forward(sentence);
         let regularizer = (self.penalty > 0.0).then(|| redundancy_penalty(attention.clone()) * self.penalty);
         NetworkOutput { logits, attention: Some(attention), regularizer, sentence_attention: None }
@@ -104,13 +113,18 @@ impl Network for San {
         let sentence = g.matmul(&attention, &states);
         let flat = g.ints("flatten_shape", &[2], &[0, -1]);
         let sentence = g.reshape(&sentence, &flat);
-        let probs = self.head.emit(g, &sentence);
-        declare_outputs(
-            g,
-            (&probs, self.head.classes()),
-            Some((&attention, self.attention.hops())),
-            (&sentence, self.embedding_dim()),
-        );
+        let (probs, gradient) = self.head.emit_explained(g, &sentence);
+        let hops = self.attention.hops();
+        let gradient = emit_per_hop(g, &gradient, hops, 2 * self.encoder.hidden());
+        let contribution = emit_token_contribution(g, &attention, &states, &gradient);
+        declare_outputs(g, (&probs, self.head.classes()), Some((&attention, hops)), (&sentence, self.embedding_dim()));
+        declare_contribution(g, &contribution, self.head.classes());
+    }
+
+    fn contribution(&self, batch: &TokenBatch) -> Option<Tensor<3>> {
+        let (states, attention, sentence) = self.read(batch);
+        let gradient = per_hop(self.head.input_gradient(sentence), self.attention.hops());
+        Some(token_contribution(attention, states, gradient))
     }
 
     fn graph_shape(&self) -> GraphShape {
