@@ -23,6 +23,8 @@ pub struct Classifier {
     encoder: TextEncoder,
     backend: Arc<dyn InferenceBackend>,
     has_attention: bool,
+    /// The graph has a `contribution` output.
+    has_contribution: bool,
     /// `Some(max words per sentence)` for hierarchical models, fed `[batch, sentences, words]`.
     sentence_words: Option<usize>,
     /// What happens to documents past the token limit.
@@ -76,7 +78,7 @@ impl Classifier {
         let max_tokens = max_tokens.unwrap_or(package.manifest.max_tokens);
         anyhow::ensure!(max_tokens > 0, "the token limit must be at least 1");
         let encoder = TextEncoder::from_file(&package.tokenizer_path(), max_tokens)?;
-        let has_attention = contract::check_outputs(&package, backend.as_ref())?;
+        let outputs = contract::check_outputs(&package, backend.as_ref())?;
         contract::check_labels_and_vocabulary(&package, encoder.tokenizer())?;
         let sentence_words = match package.manifest.input_layout {
             InputLayout::Tokens => None,
@@ -86,7 +88,8 @@ impl Classifier {
             package,
             encoder,
             backend,
-            has_attention,
+            has_attention: outputs.attention,
+            has_contribution: outputs.contribution,
             sentence_words,
             long_documents: LongDocuments::default(),
             session_nanos: AtomicU64::new(0),
@@ -137,6 +140,7 @@ impl Classifier {
     pub fn optional_columns(&self, with_embedding: bool) -> OptionalColumns {
         OptionalColumns {
             attention: self.has_attention,
+            contribution: self.has_contribution,
             sentences: self.sentence_words.is_some(),
             embedding_dim: with_embedding.then_some(self.package.manifest.embedding_dim),
         }
@@ -277,6 +281,7 @@ impl Classifier {
         let output = |name: &str| outputs.get(name).with_context(|| format!("the graph returned no `{name}` output"));
         let probs = output("probs")?;
         let attention = outputs.get("attention");
+        let contribution = outputs.get("contribution");
         let embedding = outputs.get("embedding");
         let hierarchical = match self.sentence_words {
             Some(_) => Some((output("word_attention")?, output("sentence_attention")?)),
@@ -289,6 +294,7 @@ impl Classifier {
                 probabilities: probs.row(i)?.to_vec(),
                 token_ids: document.encoding.ids.clone(),
                 attention: attention.map(|a| a.heads(i, len)).transpose()?,
+                contribution: contribution.map(|c| c.heads(i, len)).transpose()?,
                 embedding: embedding.map(|e| e.row(i).map(<[f32]>::to_vec)).transpose()?,
                 sentences: None,
                 truncated: document.encoding.truncated,

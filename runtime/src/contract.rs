@@ -18,10 +18,19 @@ use tract_onnx::prelude::Framework;
 use crate::inference::{InferenceBackend, ModelInputs, ModelOutputs};
 use crate::package::{InputLayout, MANIFEST_FILE, ModelPackage};
 
+/// The optional columns a graph's outputs fill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GraphOutputs {
+    /// `attention`: a flat model with an `attention` output, or a hierarchical one (word ×
+    /// sentence weights).
+    pub attention: bool,
+    /// `contribution`: the graph has a `contribution` output `[batch, classes, seq]`.
+    pub contribution: bool,
+}
+
 /// Runs a one-token document through `backend` and checks every output's shape against the
-/// manifest. Returns whether the model fills the `attention` column: a flat model with an
-/// `attention` output, or a hierarchical one (word × sentence weights).
-pub fn check_outputs(package: &ModelPackage, backend: &dyn InferenceBackend) -> anyhow::Result<bool> {
+/// manifest.
+pub fn check_outputs(package: &ModelPackage, backend: &dyn InferenceBackend) -> anyhow::Result<GraphOutputs> {
     let graph = package.graph_path();
     let manifest_path = package.dir.join(MANIFEST_FILE);
     let manifest = &package.manifest;
@@ -124,7 +133,19 @@ pub fn check_outputs(package: &ModelPackage, backend: &dyn InferenceBackend) -> 
             ),
         }
     }
-    Ok(has_attention || hierarchical)
+    let has_contribution = has("contribution");
+    if has_contribution {
+        match shape("contribution")? {
+            [1, classes, 1] if *classes == manifest.labels.len() => {}
+            other => bail!(
+                "{}: `contribution` has shape {other:?} for one one-token document, expected [1, {}, 1] (one row \
+                 per label)",
+                graph.display(),
+                manifest.labels.len()
+            ),
+        }
+    }
+    Ok(GraphOutputs { attention: has_attention || hierarchical, contribution: has_contribution })
 }
 
 fn outputs_get<'a>(

@@ -6,7 +6,7 @@
 //! `text` tokenizes, `inference` runs the graph (tract or ONNX Runtime), and `classifier` joins
 //! the two for one model, and `long_documents` what it does with documents past the token
 //! limit. `output_table` is the one definition of the columns a prediction
-//! becomes.
+//! becomes, and `compact_weights` their byte encoding under `--attention compact`.
 
 // This crate reads what users hand us (manifests, tokenizers, graphs); a panic on it would
 // break the batch-job contract, so it neither unwraps nor indexes unchecked (tests may:
@@ -14,6 +14,7 @@
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
 pub mod classifier;
+pub mod compact_weights;
 pub mod contract;
 pub mod inference;
 pub mod long_documents;

@@ -153,7 +153,8 @@ pub fn window_starts(tokens: usize, width: usize, stride: usize) -> Vec<usize> {
 /// The document's prediction from its windows' (`(start, prediction)`, in any order): the
 /// probabilities aggregated, each hop's attention spread back over the whole document (a
 /// window's weights, divided by the number of windows, so each hop still sums to one), the
-/// embeddings averaged, and for hierarchical models each sentence of `sentence_lengths`
+/// contributions spread back likewise (so they sum to the mean of the windows' centred
+/// scores, whichever aggregate combines the probabilities), the embeddings averaged, and for hierarchical models each sentence of `sentence_lengths`
 /// weighted by the attention its tokens got.
 pub fn combine(
     mut windows: Vec<(usize, DocumentPrediction)>,
@@ -172,6 +173,7 @@ pub fn combine(
     };
     let heads = first.attention.as_ref().map(Vec::len);
     let mut attention = heads.map(|heads| vec![vec![0.0f32; token_ids.len()]; heads]);
+    let mut contribution = first.contribution.as_ref().map(|rows| vec![vec![0.0f32; token_ids.len()]; rows.len()]);
     let mut embedding = first.embedding.as_ref().map(|e| vec![0.0f32; e.len()]);
     let share = 1.0 / count as f32;
     for (start, window) in &windows {
@@ -185,13 +187,10 @@ pub fn combine(
             };
         }
         if let (Some(total), Some(heads)) = (attention.as_mut(), &window.attention) {
-            for (total_head, head) in total.iter_mut().zip(heads) {
-                let span =
-                    total_head.get_mut(*start..start + head.len()).context("a window reaches past its document")?;
-                for (t, w) in span.iter_mut().zip(head) {
-                    *t += w * share;
-                }
-            }
+            spread(total, heads, *start, share)?;
+        }
+        if let (Some(total), Some(rows)) = (contribution.as_mut(), &window.contribution) {
+            spread(total, rows, *start, share)?;
         }
         if let (Some(total), Some(values)) = (embedding.as_mut(), &window.embedding) {
             for (t, v) in total.iter_mut().zip(values) {
@@ -217,7 +216,19 @@ pub fn combine(
         }
         _ => None,
     };
-    Ok(DocumentPrediction { probabilities, token_ids, attention, embedding, sentences, truncated })
+    Ok(DocumentPrediction { probabilities, token_ids, attention, contribution, embedding, sentences, truncated })
+}
+
+/// Adds a window's rows (hops or classes) starting at token `start`, times `share`, to the
+/// document's.
+fn spread(total: &mut [Vec<f32>], rows: &[Vec<f32>], start: usize, share: f32) -> anyhow::Result<()> {
+    for (total_row, row) in total.iter_mut().zip(rows) {
+        let span = total_row.get_mut(start..start + row.len()).context("a window reaches past its document")?;
+        for (t, w) in span.iter_mut().zip(row) {
+            *t += w * share;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -227,10 +238,13 @@ mod tests {
 
     fn window(probabilities: Vec<f32>, attention: Vec<Vec<f32>>) -> DocumentPrediction {
         let len = attention.first().map_or(0, Vec::len);
+        // A contribution of 1 per token to the first class, -1 to the second.
+        let contribution = Some(vec![vec![1.0; len], vec![-1.0; len]]);
         DocumentPrediction {
             probabilities,
             token_ids: vec![0; len],
             attention: Some(attention),
+            contribution,
             embedding: None,
             sentences: None,
             truncated: false,
@@ -269,6 +283,8 @@ mod tests {
         let doc = combine(pieces.clone(), (0..6).collect(), None, Aggregate::Mean, false).expect("combine");
         assert_eq!(doc.probabilities, vec![0.4, 0.6]);
         assert_eq!(doc.attention, Some(vec![vec![0.5, 0.0, 0.25, 0.125, 0.125, 0.0]]));
+        // Tokens 2 and 3 are in both windows; 4 and 5 only in the second, 0 and 1 the first.
+        assert_eq!(doc.contribution.as_ref().map(|c| c[0].clone()), Some(vec![0.5, 0.5, 1.0, 1.0, 0.5, 0.5]));
         let max = combine(pieces, (0..6).collect(), Some(vec![3, 3]), Aggregate::Max, false).expect("combine");
         let expected = [0.6 / 1.4, 0.8 / 1.4];
         assert!(max.probabilities.iter().zip(expected).all(|(p, e)| (p - e).abs() < 1e-6), "{:?}", max.probabilities);

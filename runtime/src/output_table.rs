@@ -5,10 +5,12 @@ use std::sync::Arc;
 
 use anyhow::bail;
 use arrow::array::{
-    ArrayRef, BooleanBuilder, FixedSizeListBuilder, Float32Builder, Int32Builder, ListBuilder, StringBuilder,
+    ArrayRef, BooleanBuilder, FixedSizeListBuilder, Float32Builder, Int8Builder, Int32Builder, ListBuilder,
+    StringBuilder, UInt8Builder,
 };
 use arrow::datatypes::{DataType, Field, FieldRef};
 
+use crate::compact_weights::{entropy, quantise_signed, quantise_weights};
 use crate::text::Vocabulary;
 
 pub const PREDICTION: &str = "prediction";
@@ -19,6 +21,8 @@ pub const TOKENS: &str = "tokens";
 pub const TRUNCATED: &str = "truncated";
 pub const ATTENTION: &str = "attention";
 pub const ATTENTION_SUMMARY: &str = "attention_summary";
+pub const ATTENTION_ENTROPY: &str = "attention_entropy";
+pub const CONTRIBUTION: &str = "contribution";
 pub const EMBEDDING: &str = "embedding";
 pub const SENTENCE_LENGTHS: &str = "sentence_lengths";
 pub const SENTENCE_ATTENTION: &str = "sentence_attention";
@@ -28,18 +32,24 @@ pub const SENTENCE_ATTENTION: &str = "sentence_attention";
 pub struct OptionalColumns {
     /// `attention` and `attention_summary`.
     pub attention: bool,
+    /// `contribution`: the model explains its scores per token.
+    pub contribution: bool,
     /// `sentence_lengths` and `sentence_attention` (hierarchical models).
     pub sentences: bool,
     /// `embedding`, of this width.
     pub embedding_dim: Option<usize>,
 }
 
-/// How much of the attention the output table keeps (`--attention`): per-hop attention is
-/// most of an output's size (187 of 221 MB on IMDB test).
+/// How much of the attention the output table keeps (`--attention`): per-hop attention in
+/// 32-bit floats is most of an output's size (220 of 273 MB on IMDB test).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AttentionOutput {
-    /// Every hop's weights, and their summary.
+    /// Every hop's weights and their summary as bytes relative to the heaviest token, each
+    /// hop's exact entropy, and the contributions as signed bytes relative to the strongest
+    /// ([`crate::compact_weights`]).
     #[default]
+    Compact,
+    /// Every hop's weights, and their summary, as 32-bit floats.
     Full,
     /// Only `attention_summary`, the hops summed per token: one list per document, not one
     /// per hop.
@@ -47,7 +57,7 @@ pub enum AttentionOutput {
     /// Every hop and the summary, each keeping only its N heaviest weights; the others are
     /// written as 0 (and compress to almost nothing).
     TopK(usize),
-    /// Neither attention column.
+    /// Neither attention column, nor `contribution`.
     None,
 }
 
@@ -56,12 +66,13 @@ impl std::str::FromStr for AttentionOutput {
 
     fn from_str(text: &str) -> Result<Self, String> {
         match text {
+            "compact" => Ok(Self::Compact),
             "full" => Ok(Self::Full),
             "summary" => Ok(Self::Summary),
             "none" => Ok(Self::None),
             _ => match text.strip_prefix("top-k:").map(str::parse::<usize>) {
                 Some(Ok(k)) if k > 0 => Ok(Self::TopK(k)),
-                _ => Err(format!("`{text}` is not one of full, summary, top-k:N (N at least 1), none")),
+                _ => Err(format!("`{text}` is not one of compact, full, summary, top-k:N (N at least 1), none")),
             },
         }
     }
@@ -70,6 +81,7 @@ impl std::str::FromStr for AttentionOutput {
 impl std::fmt::Display for AttentionOutput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Self::Compact => f.write_str("compact"),
             Self::Full => f.write_str("full"),
             Self::Summary => f.write_str("summary"),
             Self::TopK(k) => write!(f, "top-k:{k}"),
@@ -102,6 +114,9 @@ pub struct DocumentPrediction {
     pub token_ids: Vec<i64>,
     /// `heads × tokens`, padding removed; absent for models without attention.
     pub attention: Option<Vec<Vec<f32>>>,
+    /// `classes × tokens`: each token's signed contribution to each class's centred score;
+    /// absent for models that do not explain their scores per token.
+    pub contribution: Option<Vec<Vec<f32>>>,
     pub embedding: Option<Vec<f32>>,
     /// Hierarchical models: the attention each sentence got, and its length in tokens.
     pub sentences: Option<SentenceAttention>,
@@ -145,6 +160,11 @@ impl DocumentPrediction {
         }
         Some(summary)
     }
+
+    /// Each token's contribution to the predicted class.
+    pub fn predicted_contribution(&self) -> Option<&[f32]> {
+        self.contribution.as_ref()?.get(self.predicted_index()).map(Vec::as_slice)
+    }
 }
 
 /// One column of the output table (README, "Output table").
@@ -158,6 +178,8 @@ pub enum OutputColumn {
     Truncated,
     Attention,
     AttentionSummary,
+    AttentionEntropy,
+    Contribution,
     SentenceLengths,
     SentenceAttention,
     Embedding,
@@ -174,6 +196,8 @@ impl OutputColumn {
             Self::Truncated => TRUNCATED,
             Self::Attention => ATTENTION,
             Self::AttentionSummary => ATTENTION_SUMMARY,
+            Self::AttentionEntropy => ATTENTION_ENTROPY,
+            Self::Contribution => CONTRIBUTION,
             Self::SentenceLengths => SENTENCE_LENGTHS,
             Self::SentenceAttention => SENTENCE_ATTENTION,
             Self::Embedding => EMBEDDING,
@@ -191,6 +215,8 @@ pub struct OutputTable {
     embedding_dim: usize,
     /// `--attention top-k:N`: the weights kept per hop and in the summary.
     attention_top_k: Option<usize>,
+    /// `--attention compact`: weights and contributions as bytes.
+    compact: bool,
 }
 
 impl OutputTable {
@@ -201,23 +227,35 @@ impl OutputTable {
         if optional.attention {
             columns.extend([Attention, AttentionSummary]);
         }
+        if optional.contribution {
+            columns.push(Contribution);
+        }
         if optional.sentences {
             columns.extend([SentenceLengths, SentenceAttention]);
         }
         if optional.embedding_dim.is_some() {
             columns.push(Embedding);
         }
-        Self { columns, embedding_dim: optional.embedding_dim.unwrap_or(0), attention_top_k: None }
+        Self { columns, embedding_dim: optional.embedding_dim.unwrap_or(0), attention_top_k: None, compact: false }
     }
 
     /// These columns with only the attention `output` keeps.
     pub fn with_attention_output(mut self, output: AttentionOutput) -> Self {
         let dropped: &[OutputColumn] = match output {
             AttentionOutput::Full | AttentionOutput::TopK(_) => &[],
+            AttentionOutput::Compact => &[],
             AttentionOutput::Summary => &[OutputColumn::Attention],
-            AttentionOutput::None => &[OutputColumn::Attention, OutputColumn::AttentionSummary],
+            AttentionOutput::None => {
+                &[OutputColumn::Attention, OutputColumn::AttentionSummary, OutputColumn::Contribution]
+            }
         };
         self.columns.retain(|column| !dropped.contains(column));
+        self.compact = output == AttentionOutput::Compact;
+        if self.compact
+            && let Some(at) = self.columns.iter().position(|&c| c == OutputColumn::Attention)
+        {
+            self.columns.insert(at + 1, OutputColumn::AttentionEntropy);
+        }
         self.attention_top_k = match output {
             AttentionOutput::TopK(k) => Some(k),
             _ => None,
@@ -231,6 +269,7 @@ impl OutputTable {
             columns: columns.iter().copied().filter(|&c| c != OutputColumn::Embedding).collect(),
             embedding_dim: 0,
             attention_top_k: None,
+            compact: false,
         }
     }
 
@@ -246,9 +285,13 @@ impl OutputTable {
             PredictionIndex => DataType::Int32,
             Truncated => DataType::Boolean,
             Confidence => DataType::Float32,
-            Probabilities | AttentionSummary | SentenceAttention => list(DataType::Float32),
+            AttentionSummary if self.compact => list(DataType::UInt8),
+            Probabilities | AttentionSummary | AttentionEntropy | SentenceAttention => list(DataType::Float32),
             Tokens => list(DataType::Utf8),
+            Attention if self.compact => list(list(DataType::UInt8)),
             Attention => list(list(DataType::Float32)),
+            Contribution if self.compact => list(DataType::Int8),
+            Contribution => list(DataType::Float32),
             SentenceLengths => list(DataType::Int32),
             // The contract checks the width against the graph; no real embedding nears i32::MAX.
             Embedding => DataType::FixedSizeList(
@@ -270,7 +313,7 @@ impl OutputTable {
         let mut builders: Vec<ColumnBuilder> = self
             .columns
             .iter()
-            .map(|&column| ColumnBuilder::new(column, self.embedding_dim, self.attention_top_k))
+            .map(|&column| ColumnBuilder::new(column, self.embedding_dim, self.attention_top_k, self.compact))
             .collect::<Result<_, _>>()?;
         for row in rows {
             let Some(doc) = row else {
@@ -313,13 +356,19 @@ enum ColumnBuilder {
     /// With the weights kept per hop, under `--attention top-k:N`.
     Attention(ListBuilder<ListBuilder<Float32Builder>>, Option<usize>),
     AttentionSummary(ListBuilder<Float32Builder>, Option<usize>),
+    /// `--attention compact`: each hop's weights as bytes ([`quantise_weights`]).
+    CompactAttention(ListBuilder<ListBuilder<UInt8Builder>>),
+    CompactSummary(ListBuilder<UInt8Builder>),
+    AttentionEntropy(ListBuilder<Float32Builder>),
+    Contribution(ListBuilder<Float32Builder>),
+    CompactContribution(ListBuilder<Int8Builder>),
     SentenceLengths(ListBuilder<Int32Builder>),
     SentenceAttention(ListBuilder<Float32Builder>),
     Embedding(FixedSizeListBuilder<Float32Builder>, usize),
 }
 
 impl ColumnBuilder {
-    fn new(column: OutputColumn, embedding_dim: usize, top_k: Option<usize>) -> anyhow::Result<Self> {
+    fn new(column: OutputColumn, embedding_dim: usize, top_k: Option<usize>, compact: bool) -> anyhow::Result<Self> {
         let floats = || ListBuilder::new(Float32Builder::new());
         Ok(match column {
             OutputColumn::Prediction => Self::Prediction(StringBuilder::new()),
@@ -328,8 +377,15 @@ impl ColumnBuilder {
             OutputColumn::Probabilities => Self::Probabilities(floats()),
             OutputColumn::Tokens => Self::Tokens(ListBuilder::new(StringBuilder::new())),
             OutputColumn::Truncated => Self::Truncated(BooleanBuilder::new()),
+            OutputColumn::Attention if compact => {
+                Self::CompactAttention(ListBuilder::new(ListBuilder::new(UInt8Builder::new())))
+            }
             OutputColumn::Attention => Self::Attention(ListBuilder::new(floats()), top_k),
+            OutputColumn::AttentionSummary if compact => Self::CompactSummary(ListBuilder::new(UInt8Builder::new())),
             OutputColumn::AttentionSummary => Self::AttentionSummary(floats(), top_k),
+            OutputColumn::AttentionEntropy => Self::AttentionEntropy(floats()),
+            OutputColumn::Contribution if compact => Self::CompactContribution(ListBuilder::new(Int8Builder::new())),
+            OutputColumn::Contribution => Self::Contribution(floats()),
             OutputColumn::SentenceLengths => Self::SentenceLengths(ListBuilder::new(Int32Builder::new())),
             OutputColumn::SentenceAttention => Self::SentenceAttention(floats()),
             OutputColumn::Embedding => Self::Embedding(
@@ -369,6 +425,34 @@ impl ColumnBuilder {
                 };
                 append_floats(b, summary.as_deref());
             }
+            Self::CompactAttention(b) => {
+                for head in doc.attention.iter().flatten() {
+                    b.values().values().append_slice(&quantise_weights(head));
+                    b.values().append(true);
+                }
+                b.append(doc.attention.is_some());
+            }
+            Self::CompactSummary(b) => match doc.attention_summary() {
+                Some(summary) => {
+                    b.values().append_slice(&quantise_weights(&summary));
+                    b.append(true);
+                }
+                None => b.append_null(),
+            },
+            Self::AttentionEntropy(b) => {
+                for head in doc.attention.iter().flatten() {
+                    b.values().append_option(entropy(head.iter().copied()));
+                }
+                b.append(doc.attention.is_some());
+            }
+            Self::Contribution(b) => append_floats(b, doc.predicted_contribution()),
+            Self::CompactContribution(b) => match doc.predicted_contribution() {
+                Some(values) => {
+                    b.values().append_slice(&quantise_signed(values));
+                    b.append(true);
+                }
+                None => b.append_null(),
+            },
             Self::SentenceLengths(b) => match &doc.sentences {
                 Some(sentences) => {
                     for &length in &sentences.lengths {
@@ -399,7 +483,14 @@ impl ColumnBuilder {
             Self::Prediction(b) => b.append_null(),
             Self::PredictionIndex(b) => b.append_null(),
             Self::Confidence(b) => b.append_null(),
-            Self::Probabilities(b) | Self::AttentionSummary(b, _) | Self::SentenceAttention(b) => b.append_null(),
+            Self::Probabilities(b)
+            | Self::AttentionSummary(b, _)
+            | Self::AttentionEntropy(b)
+            | Self::Contribution(b)
+            | Self::SentenceAttention(b) => b.append_null(),
+            Self::CompactAttention(b) => b.append_null(),
+            Self::CompactSummary(b) => b.append_null(),
+            Self::CompactContribution(b) => b.append_null(),
             Self::Tokens(b) => b.append_null(),
             Self::Truncated(b) => b.append_null(),
             Self::Attention(b, _) => b.append_null(),
@@ -416,9 +507,14 @@ impl ColumnBuilder {
             Self::Prediction(mut b) => Arc::new(b.finish()),
             Self::PredictionIndex(mut b) => Arc::new(b.finish()),
             Self::Confidence(mut b) => Arc::new(b.finish()),
-            Self::Probabilities(mut b) | Self::AttentionSummary(mut b, _) | Self::SentenceAttention(mut b) => {
-                Arc::new(b.finish())
-            }
+            Self::Probabilities(mut b)
+            | Self::AttentionSummary(mut b, _)
+            | Self::AttentionEntropy(mut b)
+            | Self::Contribution(mut b)
+            | Self::SentenceAttention(mut b) => Arc::new(b.finish()),
+            Self::CompactAttention(mut b) => Arc::new(b.finish()),
+            Self::CompactSummary(mut b) => Arc::new(b.finish()),
+            Self::CompactContribution(mut b) => Arc::new(b.finish()),
             Self::Tokens(mut b) => Arc::new(b.finish()),
             Self::Truncated(mut b) => Arc::new(b.finish()),
             Self::Attention(mut b, _) => Arc::new(b.finish()),
@@ -449,6 +545,7 @@ mod tests {
             probabilities: vec![0.3, 0.7],
             token_ids: vec![0, 1],
             attention: Some(vec![vec![1.0, 0.0], vec![0.5, 0.5]]),
+            contribution: None,
             embedding: None,
             sentences: None,
             truncated: false,
@@ -465,23 +562,33 @@ mod tests {
             probabilities: vec![0.3, 0.7],
             token_ids: vec![0, 1, 2],
             attention: Some(vec![vec![0.2, 0.3, 0.5]]),
+            contribution: Some(vec![vec![0.1, -0.2, 0.0], vec![-0.1, 0.2, 0.0]]),
             embedding: Some(vec![1.0, 2.0]),
             sentences: Some(SentenceAttention { lengths: vec![2, 1], weights: vec![0.4, 0.6] }),
             truncated: true,
         };
         let labels = ["neg".to_owned(), "pos".to_owned()];
         let vocabulary = Vocabulary::from_tokens(["a", "b", "c"]);
-        for attention in [false, true] {
+        let outputs = [AttentionOutput::Full, AttentionOutput::Compact, AttentionOutput::None];
+        for (attention, contribution, output) in column_choices(outputs) {
             for sentences in [false, true] {
                 for embedding_dim in [None, Some(2)] {
-                    let table = OutputTable::for_model(OptionalColumns { attention, sentences, embedding_dim });
+                    let optional = OptionalColumns { attention, contribution, sentences, embedding_dim };
+                    let table = OutputTable::for_model(optional).with_attention_output(output);
                     let arrays = table.build(&[Some(doc.clone()), None], &labels, &vocabulary).expect("rows fit");
                     let schema = Arc::new(arrow::datatypes::Schema::new(table.fields()));
                     let batch = arrow::record_batch::RecordBatch::try_new(schema, arrays).expect("schema fits arrays");
                     assert_eq!(batch.num_rows(), 2);
+                    let attention_columns = match output {
+                        AttentionOutput::None => 0,
+                        AttentionOutput::Compact => 3 * usize::from(attention),
+                        _ => 2 * usize::from(attention),
+                    };
+                    let contribution_column = usize::from(contribution && output != AttentionOutput::None);
                     assert_eq!(
                         batch.num_columns(),
-                        6 + 2 * usize::from(attention)
+                        6 + attention_columns
+                            + contribution_column
                             + 2 * usize::from(sentences)
                             + usize::from(embedding_dim.is_some())
                     );
@@ -491,6 +598,53 @@ mod tests {
         }
     }
 
+    /// Every attention/contribution/output combination of [`fields_describe_the_built_arrays`].
+    fn column_choices(outputs: [AttentionOutput; 3]) -> Vec<(bool, bool, AttentionOutput)> {
+        let mut all = Vec::new();
+        for attention in [false, true] {
+            for contribution in [false, true] {
+                all.extend(outputs.iter().map(|&output| (attention, contribution, output)));
+            }
+        }
+        all
+    }
+
+    /// Compact output keeps what a heat map draws: the heaviest token of each hop is 255,
+    /// the strongest push ±127 towards the predicted class, and the exact entropy per hop.
+    #[test]
+    fn compact_output_is_bytes_relative_to_the_heaviest_with_exact_entropies() {
+        use arrow::array::AsArray;
+        use arrow::datatypes::{Float32Type, Int8Type, UInt8Type};
+        let doc = DocumentPrediction {
+            probabilities: vec![0.3, 0.7],
+            token_ids: vec![0, 1, 2],
+            attention: Some(vec![vec![0.2, 0.3, 0.5], vec![1.0, 0.0, 0.0]]),
+            contribution: Some(vec![vec![0.4, -0.2, 0.1], vec![-0.4, 0.2, -0.1]]),
+            embedding: None,
+            sentences: None,
+            truncated: false,
+        };
+        let optional = OptionalColumns { attention: true, contribution: true, sentences: false, embedding_dim: None };
+        let table = OutputTable::for_model(optional).with_attention_output(AttentionOutput::Compact);
+        let names: Vec<String> = table.fields().iter().map(|f| f.name().clone()).collect();
+        assert_eq!(&names[6..], ["attention", "attention_entropy", "attention_summary", "contribution"]);
+        let labels = ["neg".to_owned(), "pos".to_owned()];
+        let arrays = table.build(&[Some(doc)], &labels, &Vocabulary::from_tokens(["a", "b", "c"])).expect("rows fit");
+        let hops = arrays[6].as_list::<i32>().value(0);
+        let hops = hops.as_list::<i32>();
+        assert_eq!(hops.value(0).as_primitive::<UInt8Type>().values().to_vec(), vec![102, 153, 255]);
+        assert_eq!(hops.value(1).as_primitive::<UInt8Type>().values().to_vec(), vec![255, 0, 0]);
+        let entropies = arrays[7].as_list::<i32>().value(0);
+        let entropies = entropies.as_primitive::<Float32Type>().values().to_vec();
+        let expected = -(0.2f32 * 0.2f32.ln() + 0.3 * 0.3f32.ln() + 0.5 * 0.5f32.ln());
+        assert!((entropies[0] - expected).abs() < 1e-6 && entropies[1] == 0.0, "{entropies:?}");
+        // `pos` is predicted: its row of contributions, scaled to the strongest.
+        let summary = arrays[8].as_list::<i32>().value(0);
+        assert_eq!(summary.as_primitive::<UInt8Type>().values().to_vec(), vec![255, 64, 106]);
+        let pushes = arrays[9].as_list::<i32>().value(0);
+        assert_eq!(pushes.as_primitive::<Int8Type>().values().to_vec(), vec![-127, 64, -32]);
+    }
+
     #[test]
     fn tokens_are_spelled_from_the_vocabulary() {
         use arrow::array::AsArray;
@@ -498,6 +652,7 @@ mod tests {
             probabilities: vec![0.3, 0.7],
             token_ids,
             attention: None,
+            contribution: None,
             embedding: None,
             sentences: None,
             truncated: false,
@@ -519,6 +674,7 @@ mod tests {
             probabilities: vec![0.1, 0.2, 0.7],
             token_ids: vec![],
             attention: None,
+            contribution: None,
             embedding: None,
             sentences: None,
             truncated: false,
