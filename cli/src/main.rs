@@ -100,10 +100,12 @@ struct RunArgs {
     max_tokens: Option<usize>,
     #[command(flatten)]
     long_documents: LongDocumentFlags,
-    /// How much attention to write: every hop (full), only the hops summed per token
-    /// (summary), each hop's and the summary's N heaviest weights with the rest 0
-    /// (top-k:N), or none. Per-hop attention is most of the output's size.
-    #[arg(long, value_name = "full|summary|top-k:N|none", default_value = "full")]
+    /// How much attention and explanation to write: every hop as bytes relative to its
+    /// heaviest token, with each hop's entropy and the contributions as signed bytes
+    /// (compact); every hop and their summary as floats (full); only the hops summed per token
+    /// (summary); each hop's and the summary's N heaviest weights with the rest 0 (top-k:N);
+    /// or none of them. Per-hop attention in floats is most of an output's size.
+    #[arg(long, value_name = "compact|full|summary|top-k:N|none", default_value = "compact")]
     attention: runtime::output_table::AttentionOutput,
     /// Also write the sentence embedding fed to the classifier.
     #[arg(long)]

@@ -92,6 +92,53 @@ fn a_report_on_default_predictions_has_every_section() {
     assert!(accuracy(&html).is_some());
 }
 
+/// The default compact output loses nothing the report shows: the same hop entropies, the
+/// same tokens per class and per hop, the same examples, the same contributions.
+#[test]
+fn compact_predictions_give_the_report_of_full_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let compact = default_predictions(dir.path());
+    let full = dir.path().join("full.parquet");
+    let run = pipeline(&["run", "--attention", "full"], &[("--input", &reviews()), ("--output", &full)]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert!(std::fs::metadata(&compact).expect("compact").len() * 3 < std::fs::metadata(&full).expect("full").len());
+    let page = |predictions: &Path, name: &str| {
+        let html_path = dir.path().join(name);
+        let output = report(predictions, &html_path, &["--examples", "3"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        std::fs::read_to_string(&html_path).expect("report")
+    };
+    let (compact, full) = (page(&compact, "compact.html"), page(&full, "full.html"));
+    let table = |html: &str, id: &str| -> String {
+        let start = html.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no {id}"));
+        html[start..].split("</table>").next().unwrap_or_default().to_owned()
+    };
+    for id in ["class-tokens", "hop-tokens", "confusion-matrix"] {
+        assert_eq!(table(&compact, id), table(&full, id), "{id} differs");
+    }
+    // Each example's tokens, in the same order, with the same pushes to two decimals.
+    let tokens = |html: &str| -> Vec<String> {
+        let text =
+            |span: &str| span.split_once('>').map(|(_, rest)| rest.split('<').next().unwrap_or_default().to_owned());
+        html.split("class=\"tok\"").skip(1).filter_map(text).collect()
+    };
+    let (compact_tokens, full_tokens) = (tokens(&compact), tokens(&full));
+    assert!(
+        compact_tokens == full_tokens,
+        "the examples differ ({} vs {} tokens)",
+        compact_tokens.len(),
+        full_tokens.len()
+    );
+    let pushes = |html: &str| -> Vec<f32> {
+        html.split("data-push=\"").skip(1).filter_map(|s| s.split('"').next()?.parse().ok()).collect()
+    };
+    let (compact_pushes, full_pushes) = (pushes(&compact), pushes(&full));
+    assert!(!full_pushes.is_empty(), "the default model explains its predictions");
+    assert_eq!(compact_pushes.len(), full_pushes.len());
+    let largest = compact_pushes.iter().zip(&full_pushes).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    assert!(largest <= 0.005, "pushes differ by up to {largest}");
+}
+
 #[test]
 fn a_han_report_shades_sentences() {
     let dir = tempfile::tempdir().expect("tempdir");

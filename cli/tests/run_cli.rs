@@ -20,7 +20,7 @@ fn writes_predictions_with_attention_in_input_order() {
     let out = dir.path().join("predictions.parquet");
     let metrics = dir.path().join("run.json");
     let output = pipeline(
-        &["run", "--embedding"],
+        &["run", "--embedding", "--attention", "full"],
         &[("--input", &reviews()), ("--model", &tiny_model()), ("--output", &out), ("--metrics-json", &metrics)],
     );
     assert!(output.status.success(), "{}", stderr(&output));
@@ -201,7 +201,7 @@ fn long_documents_are_read_in_windows_or_by_head_and_tail() {
     let texts = StringArray::from(vec![Some(long.as_str()), Some("a fine film")]);
     write_parquet(&input, vec![("id", Arc::new(Int64Array::from(vec![1, 2]))), ("text", Arc::new(texts))]);
     let out = dir.path().join("out.parquet");
-    let output = run(&input, &out, &["--long-document-stride", "100"]);
+    let output = run(&input, &out, &["--long-document-stride", "100", "--attention", "full"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let batch = read(&out);
     assert_eq!(strings_of_list(&batch, "tokens", 0).len(), 600);
@@ -218,7 +218,7 @@ fn long_documents_are_read_in_windows_or_by_head_and_tail() {
     }
 
     let whole = strings_of_list(&batch, "tokens", 0);
-    let output = run(&input, &out, &["--long-documents", "head-tail"]);
+    let output = run(&input, &out, &["--long-documents", "head-tail", "--attention", "full"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let kept = strings_of_list(&read(&out), "tokens", 0);
     assert_eq!(kept.len(), 256);
@@ -419,7 +419,7 @@ fn a_package_without_attention_writes_no_attention_columns() {
 fn a_hierarchical_package_writes_sentence_columns_that_add_up() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("predictions.parquet");
-    let output = run_fixture("tiny-han", &out, &[]);
+    let output = run_fixture("tiny-han", &out, &["--attention", "full"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let batch = read(&out);
     assert_eq!(batch.num_rows(), 300);
@@ -585,8 +585,11 @@ fn tf32_without_cuda_is_refused() {
 fn the_null_model_writes_the_whole_table_with_varied_attention() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("null.parquet");
-    let output =
-        run(&reviews(), &out, &["--null-model", "--metrics-json", &dir.path().join("m.json").display().to_string()]);
+    let output = run(
+        &reviews(),
+        &out,
+        &["--null-model", "--attention", "full", "--metrics-json", &dir.path().join("m.json").display().to_string()],
+    );
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(String::from_utf8_lossy(&output.stdout).contains("[null-model]"));
     let batch = read(&out);
@@ -607,11 +610,12 @@ fn the_null_model_writes_the_whole_table_with_varied_attention() {
 fn attention_output_can_be_summed_sparse_or_left_out_and_every_reader_copes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let full = dir.path().join("full.parquet");
-    assert!(run(&reviews(), &full, &[]).status.success());
+    assert!(run(&reviews(), &full, &["--attention", "full"]).status.success());
     let size = |path: &Path| std::fs::metadata(path).expect("meta").len();
     let names =
         |path: &Path| -> Vec<String> { read(path).schema().fields().iter().map(|f| f.name().clone()).collect() };
-    for (choice, has_hops, has_summary) in [("summary", false, true), ("top-k:5", true, true), ("none", false, false)] {
+    let choices = [("compact", true, true), ("summary", false, true), ("top-k:5", true, true), ("none", false, false)];
+    for (choice, has_hops, has_summary) in choices {
         let out = dir.path().join(format!("{choice}.parquet"));
         let output = run(&reviews(), &out, &["--attention", choice]);
         assert!(output.status.success(), "{choice}: {}", stderr(&output));
@@ -640,6 +644,41 @@ fn attention_output_can_be_summed_sparse_or_left_out_and_every_reader_copes() {
         let heaviest = all.iter().copied().fold(0f32, f32::max);
         assert!(kept.contains(&heaviest), "hop {hop} keeps its heaviest weight");
     }
+    // compact (the default) keeps each hop as bytes relative to its heaviest token, and the
+    // exact entropy of each hop.
+    let default = dir.path().join("default.parquet");
+    assert!(run(&reviews(), &default, &[]).status.success());
+    let compact = read(&default);
+    let entropies = compact.column_by_name("attention_entropy").expect("attention_entropy").as_list::<i32>().value(0);
+    let entropies = entropies.as_primitive::<Float32Type>().values();
+    let compact_hops = hops(&compact);
+    let compact_hops = compact_hops.as_list::<i32>();
+    assert_eq!(compact_hops.len(), dense_hops.len());
+    for hop in 0..dense_hops.len() {
+        let bytes = compact_hops.value(hop);
+        let bytes = bytes.as_primitive::<arrow::datatypes::UInt8Type>().values();
+        let all = dense_hops.value(hop);
+        let all = all.as_primitive::<Float32Type>().values();
+        let heaviest = all.iter().copied().fold(0f32, f32::max);
+        for (&byte, &weight) in bytes.iter().zip(all) {
+            assert!(
+                (f32::from(byte) - 255.0 * weight / heaviest).abs() <= 0.5 + 1e-3,
+                "hop {hop}: {byte} for {weight}"
+            );
+        }
+        let entropy: f32 = all.iter().filter(|&&w| w > 0.0).map(|&w| -w * w.ln()).sum();
+        assert!((entropies[hop] - entropy).abs() < 1e-4, "hop {hop}: entropy {} vs {entropy}", entropies[hop]);
+    }
+    // Every SQL function reads the bytes.
+    let query = format!(
+        "SELECT top_tokens(tokens, attention_summary, 3) AS top, attention_entropy(head_attention(attention, 2)) AS h, \
+         attention_html(tokens, head_attention(attention, 1)) AS a, contribution_html(tokens, contribution) AS c \
+         FROM '{}' WHERE tokens IS NOT NULL",
+        default.display()
+    );
+    let sql = pipeline(&["sql", &query, "--max-rows", "0"], &[]);
+    assert!(sql.status.success(), "{}", stderr(&sql));
+    assert!(String::from_utf8_lossy(&sql.stdout).contains("300 rows"), "{}", String::from_utf8_lossy(&sql.stdout));
     let output = run(&reviews(), &dir.path().join("bad.parquet"), &["--attention", "top-k:0"]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
 }

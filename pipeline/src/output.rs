@@ -20,6 +20,11 @@ use parquet::file::writer::SerializedFileWriter;
 use crate::dataset::{DatasetDir, PART_INPUT_KEY, PART_UNIT_KEY};
 use crate::units::WorkUnit;
 
+/// zstd's level for the columns that are compressed (text, tokens, byte weights): 6 keeps
+/// the passed-through text and the tokens 15 % smaller than level 1 for a few percent of the
+/// write stage (RESULTS.md, #27), which is what brings compact output under 3× its input.
+const ZSTD_LEVEL: i32 = 6;
+
 /// How every output file of a run is laid out: its schema and its Parquet settings.
 #[derive(Debug, Clone)]
 pub struct OutputFormat {
@@ -34,7 +39,7 @@ impl OutputFormat {
         let sorted: BTreeMap<&String, &String> = schema.metadata().iter().collect();
         let key_values: Vec<KeyValue> = sorted.into_iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
         let mut properties = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL)?))
             .set_key_value_metadata(Some(key_values));
         // Float leaves (probabilities, attention, embeddings) almost never repeat a value: a
         // dictionary for them is built only to be thrown away, and page statistics of

@@ -62,7 +62,7 @@ class Classifier:
     downloaded once into a cache) or ``None`` for the default model. The other arguments are
     ``pipeline run``'s flags of the same names: ``backend`` is ``auto`` (ONNX Runtime if found,
     else tract), ``ort`` or ``tract``; ``long_documents`` is ``windows``, ``head-tail`` or
-    ``truncate``; ``attention`` is ``full``, ``summary``, ``top-k:N`` or ``none``. ``threads``
+    ``truncate``; ``attention`` is ``compact`` (the default), ``full``, ``summary``, ``top-k:N`` or ``none``. ``threads``
     sizes the process's worker pool (default: all cores), once per process.
 
     A ``Classifier`` is also a callable that takes a table, so Ray Data's ``map_batches`` can
@@ -82,7 +82,7 @@ class Classifier:
         long_documents: str = "windows",
         long_document_stride: Optional[int] = None,
         long_document_aggregate: str = "mean",
-        attention: str = "full",
+        attention: str = "compact",
         embedding: bool = False,
         threads: Optional[int] = None,
     ) -> None:

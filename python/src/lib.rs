@@ -165,7 +165,7 @@ impl Classifier {
     #[pyo3(signature = (
         model = None, *, backend = "auto", device = "cpu", ort_library = None, ort_search_dirs = Vec::new(),
         text_column = "text".to_owned(), batch_size = 64, max_tokens = None, long_documents = "windows",
-        long_document_stride = None, long_document_aggregate = "mean", attention = "full", embedding = false,
+        long_document_stride = None, long_document_aggregate = "mean", attention = "compact", embedding = false,
         threads = None,
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -330,7 +330,7 @@ fn open_package(model: Option<&Path>) -> anyhow::Result<(Option<Unpacked>, Model
     input, output = "predictions.parquet".to_owned(), *, model = None, text_column = "text".to_owned(),
     pass_through = None, backend = "auto", device = "cpu", ort_library = None, ort_search_dirs = Vec::new(),
     batch_size = 64, max_batch_tokens = None, window = 2048, max_tokens = None, long_documents = "windows",
-    long_document_stride = None, long_document_aggregate = "mean", attention = "full", embedding = false,
+    long_document_stride = None, long_document_aggregate = "mean", attention = "compact", embedding = false,
     shard = None, rows_per_part = 2500, overwrite = false, threads = None,
 ))]
 #[allow(clippy::too_many_arguments)]

@@ -50,9 +50,13 @@ def assert_same_predictions(actual: pa.Table, expected: pa.Table, tolerance: flo
         assert actual.column(column).to_pylist() == expected.column(column).to_pylist(), column
     for got, want in zip(actual.column("probabilities").to_pylist(), expected.column("probabilities").to_pylist()):
         assert got == pytest.approx(want, abs=tolerance)
+    # Compact attention is bytes relative to each hop's heaviest token: a weight on a rounding
+    # boundary may land one step either way.
+    bytes_ = pa.types.is_integer(actual.schema.field("attention").type.value_type.value_type)
+    hop_tolerance = 1 if bytes_ else tolerance
     for got, want in zip(actual.column("attention").to_pylist(), expected.column("attention").to_pylist()):
         for got_hop, want_hop in zip(got, want):
-            assert got_hop == pytest.approx(want_hop, abs=tolerance)
+            assert got_hop == pytest.approx(want_hop, abs=hop_tolerance)
 
 
 def environment_without_onnxruntime(tmp_path: Path) -> dict:

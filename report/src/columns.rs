@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float32Array, Float64Array, Int32Array, ListArray, StringArray,
+    Array, ArrayRef, AsArray, BooleanArray, Float32Array, Float32Builder, Float64Array, Int32Array, ListArray,
+    ListBuilder, StringArray,
 };
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Float32Type, Int32Type, Schema};
@@ -27,6 +28,10 @@ pub struct Layout {
     pub sentences: bool,
     /// The `truncated` column (outputs of versions before it have none).
     pub truncated: bool,
+    /// `attention_entropy`, each hop's exact entropy (written with `--attention compact`).
+    pub entropy: bool,
+    /// `contribution`, each token's signed push towards the predicted class.
+    pub contribution: bool,
 }
 
 impl Layout {
@@ -59,6 +64,8 @@ impl Layout {
             summary: tokens && has("attention_summary"),
             sentences: tokens && has("sentence_lengths") && has("sentence_attention"),
             truncated: has("truncated"),
+            entropy: tokens && has("attention_entropy"),
+            contribution: tokens && has("contribution"),
         })
     }
 
@@ -74,6 +81,8 @@ impl Layout {
             ("sentence_lengths", self.sentences),
             ("sentence_attention", self.sentences),
             ("truncated", self.truncated),
+            ("attention_entropy", self.entropy),
+            ("contribution", self.contribution),
         ];
         columns.extend(optional.iter().filter(|(_, present)| *present).map(|(name, _)| (*name).to_owned()));
         columns
@@ -92,6 +101,9 @@ pub struct Batch {
     pub sentence_lengths: Option<ListArray>,
     pub sentence_attention: Option<ListArray>,
     pub truncated: Option<BooleanArray>,
+    pub entropy: Option<ListArray>,
+    /// Relative to the row's strongest push under `--attention compact` (signed bytes).
+    pub contribution: Option<ListArray>,
 }
 
 fn list_of(item: DataType) -> DataType {
@@ -123,20 +135,64 @@ impl Batch {
             label,
             id: layout.id.then(|| strings("id")).transpose()?,
             tokens: layout.tokens.then(|| list("tokens", DataType::Utf8)).transpose()?,
-            attention: layout.attention.then(|| list("attention", list_of(DataType::Float32))).transpose()?,
-            summary: layout.summary.then(|| list("attention_summary", DataType::Float32)).transpose()?,
+            attention: layout.attention.then(|| weights(batch, "attention", true, file)).transpose()?,
+            summary: layout.summary.then(|| weights(batch, "attention_summary", false, file)).transpose()?,
             sentence_lengths: layout.sentences.then(|| list("sentence_lengths", DataType::Int32)).transpose()?,
             sentence_attention: layout.sentences.then(|| list("sentence_attention", DataType::Float32)).transpose()?,
             truncated: layout
                 .truncated
                 .then(|| anyhow::Ok(column("truncated", &DataType::Boolean)?.as_boolean().clone()))
                 .transpose()?,
+            entropy: layout.entropy.then(|| list("attention_entropy", DataType::Float32)).transpose()?,
+            contribution: layout.contribution.then(|| list("contribution", DataType::Float32)).transpose()?,
         })
     }
 
     pub fn len(&self) -> usize {
         self.prediction.len()
     }
+}
+
+/// A weights column (`attention`: hops × tokens, or `attention_summary`: tokens) as floats.
+/// Compact output's bytes, relative to each list's heaviest token, are renormalised to sum
+/// to one, so that every list weighs the same in the tallies whichever way it was written.
+fn weights(batch: &RecordBatch, name: &str, hops: bool, file: &str) -> anyhow::Result<ListArray> {
+    let array = batch.column_by_name(name).with_context(|| format!("{file}: no column `{name}`"))?;
+    let floats = if hops { list_of(list_of(DataType::Float32)) } else { list_of(DataType::Float32) };
+    let cast_floats = cast(array, &floats).with_context(|| {
+        format!("{file}: column `{name}` is {}, which the report cannot read as {floats}", array.data_type())
+    })?;
+    let list = cast_floats.as_list::<i32>().clone();
+    let item = |t: &DataType| match t {
+        DataType::List(field) => Some(field.data_type().clone()),
+        _ => None,
+    };
+    let leaf = if hops { item(array.data_type()).and_then(|t| item(&t)) } else { item(array.data_type()) };
+    if !leaf.is_some_and(|t| t.is_integer()) {
+        return Ok(list);
+    }
+    if !hops {
+        return Ok(renormalised(&list));
+    }
+    let (field, offsets, values, nulls) = list.into_parts();
+    let hops = renormalised(values.as_list::<i32>());
+    Ok(ListArray::try_new(field, offsets, Arc::new(hops), nulls)?)
+}
+
+/// Each list of a `List<Float32>` divided by its sum (a list summing to 0 is left as it is).
+fn renormalised(lists: &ListArray) -> ListArray {
+    let mut builder = ListBuilder::new(Float32Builder::new());
+    for row in 0..lists.len() {
+        let Some(weights) = floats_at(lists, row) else {
+            builder.append_null();
+            continue;
+        };
+        let total: f32 = weights.iter().flatten().sum();
+        let scale = if total > 0.0 { 1.0 / total } else { 1.0 };
+        builder.values().extend(weights.iter().map(|w| w.map(|w| w * scale)));
+        builder.append(true);
+    }
+    builder.finish()
 }
 
 /// A label column as label names: strings as they are; integers as indices into the

@@ -280,6 +280,12 @@ fn examples(tally: &Tally) -> Markup {
     html! {
         h2 { "Example documents" }
         p.muted { "Each token is shaded by its weight relative to the document's heaviest token; hover for the weight." }
+        @if tally.has_contribution() {
+            p.muted.legend {
+                "Pushed: " span.tok style=(push_shade(0.8)) { "blue" } " tokens pushed the document towards its predicted class, "
+                span.tok style=(push_shade(-0.8)) { "orange" } " ones against it, shaded by strength relative to the document's strongest push (hover for it)."
+            }
+        }
         div.filter {
             label { "Filter: " input #example-filter type="search" placeholder="words, an id, a label"; }
             " " span #filter-count .muted {}
@@ -322,6 +328,9 @@ fn example_card(example: &Example) -> Markup {
                     " of " (example.document_tokens) ", around the most attended one"
                 }
             }
+            @if !example.contribution.is_empty() {
+                div.heatmap.pushed { span.hop-label { "pushed" } (contribution_heatmap(&example.tokens, &example.contribution, &example.prediction)) }
+            }
             @if let Some((lengths, weights)) = &example.sentences {
                 div.heatmap.summed { (sentences_heatmap(&example.tokens, &example.summary, lengths, weights)) }
             } @else if !example.summary.is_empty() {
@@ -348,6 +357,26 @@ fn heatmap(tokens: &[String], weights: &[f32]) -> Markup {
             " "
         }
     }
+}
+
+/// Tokens shaded by their signed push relative to the strongest: blue towards `prediction`,
+/// orange against it; the relative push in `title` and `data-push`.
+fn contribution_heatmap(tokens: &[String], pushes: &[f32], prediction: &str) -> Markup {
+    let strongest = pushes.iter().copied().filter(|c| c.is_finite()).fold(0f32, |m, c| m.max(c.abs()));
+    html! {
+        @for (token, push) in tokens.iter().zip(pushes) {
+            @let relative = if strongest > 0.0 && push.is_finite() { (push / strongest).clamp(-1.0, 1.0) } else { 0.0 };
+            @let direction = if relative < 0.0 { "against" } else { "towards" };
+            span.tok style=(push_shade(relative)) title=(format!("{relative:+.2} of the strongest push, {direction} {prediction}")) data-push=(format!("{relative:.3}")) { (token) }
+            " "
+        }
+    }
+}
+
+/// Blue for a push towards the predicted class, orange against it.
+fn push_shade(relative: f32) -> String {
+    let (r, g, b) = if relative < 0.0 { (235, 130, 30) } else { (40, 110, 220) };
+    format!("background: rgba({r}, {g}, {b}, {:.3})", 0.85 * relative.abs().min(1.0))
 }
 
 /// HAN: each sentence framed and shaded by its weight, its words by theirs (Yang et al.).
@@ -393,5 +422,15 @@ mod tests {
         assert!(html.contains("&lt;script&gt;"), "{html}");
         assert!(!html.contains("<script>"), "{html}");
         assert!(html.contains("rgba(220, 60, 40, 0.425)") && html.contains("rgba(220, 60, 40, 0.850)"), "{html}");
+    }
+
+    #[test]
+    fn pushes_are_two_hues_relative_to_the_strongest() {
+        let tokens = vec!["dull".to_owned(), "fine".to_owned(), "superb".to_owned()];
+        let html = contribution_heatmap(&tokens, &[-0.5, 0.0, 1.0], "pos").into_string();
+        assert!(html.contains("rgba(235, 130, 30, 0.425)"), "against, half as strong: {html}");
+        assert!(html.contains("rgba(40, 110, 220, 0.850)"), "towards, the strongest: {html}");
+        assert!(html.contains("-0.50 of the strongest push, against pos"), "{html}");
+        assert!(html.contains("data-push=\"1.000\""), "{html}");
     }
 }

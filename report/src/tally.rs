@@ -60,6 +60,8 @@ pub struct Example {
     pub hops: Vec<Vec<f32>>,
     /// The hops summed and renormalised.
     pub summary: Vec<f32>,
+    /// Each token's signed push towards the predicted class (empty without the column).
+    pub contribution: Vec<f32>,
     /// Tokens per sentence and each sentence's weight (HAN).
     pub sentences: Option<(Vec<usize>, Vec<f32>)>,
     /// Tokens of the document were left out (the `truncated` column).
@@ -165,6 +167,12 @@ impl Tally {
     }
 
     /// Adds one batch; `first_row` numbers its rows within `file`, for messages.
+    /// Whether some example has contributions to draw.
+    pub fn has_contribution(&self) -> bool {
+        let mut all = self.most_confident.examples().chain(self.least_confident.examples());
+        all.any(|e| !e.contribution.is_empty())
+    }
+
     pub fn add(&mut self, batch: &Batch, file: &str, first_row: usize) -> anyhow::Result<()> {
         for row in 0..batch.len() {
             self.add_row(batch, row, file, first_row + row)?;
@@ -213,6 +221,10 @@ impl Tally {
 
         let Some(tokens) = tokens else { return Ok(()) };
         let (hops, summary) = self.add_attention(batch, row, &tokens, prediction, file, row_number)?;
+        let contribution = batch.contribution.as_ref().and_then(|c| floats_at(c, row));
+        if let Some(contribution) = &contribution {
+            check_length(contribution.len(), tokens.len(), "contribution", file, row_number)?;
+        }
         let capacity = self.most_confident.capacity;
         let mut lists = vec![(confidence, &mut self.most_confident), (-confidence, &mut self.least_confident)];
         if let Some(label) = label.filter(|l| *l != prediction) {
@@ -244,6 +256,7 @@ impl Tally {
                         .collect(),
                     hops: hops.iter().map(|h| cut(h.values())).collect(),
                     summary: summary.as_ref().map(|s| cut(s.values())).unwrap_or_default(),
+                    contribution: contribution.as_ref().map(|c| cut(c.values())).unwrap_or_default(),
                     // Sentences are drawn only whole.
                     sentences: sentences_of(batch, row).filter(|_| whole),
                     truncated,
@@ -268,6 +281,7 @@ impl Tally {
         row_number: usize,
     ) -> anyhow::Result<(Vec<Float32Array>, Option<Float32Array>)> {
         let mut hops = Vec::new();
+        let exact_entropies = batch.entropy.as_ref().and_then(|e| floats_at(e, row));
         if let Some(hop_lists) = batch.attention.as_ref().and_then(|a| hops_at(a, row)) {
             for hop in 0..hop_lists.len() {
                 let Some(weights) = floats_at(&hop_lists, hop) else { continue };
@@ -277,7 +291,10 @@ impl Tally {
                 }
                 if let Some(tally) = self.hops.get_mut(hop) {
                     tally.attention.add_row(tokens, &weights);
-                    if let Some(entropy) = entropy(&weights) {
+                    // Compact output's bytes lose the lightest weights; its entropies are exact.
+                    let written = exact_entropies.as_ref().filter(|e| hop < e.len() && e.is_valid(hop));
+                    let entropy = written.map(|e| f64::from(e.value(hop))).or_else(|| entropy(&weights));
+                    if let Some(entropy) = entropy {
                         tally.entropy_sum += entropy;
                         tally.rows += 1;
                     }
@@ -386,6 +403,7 @@ mod tests {
             tokens: vec![],
             hops: vec![],
             summary: vec![],
+            contribution: vec![],
             sentences: None,
             truncated: false,
             shown_from: 0,

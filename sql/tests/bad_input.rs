@@ -18,11 +18,12 @@ use test_support::repo_root;
 
 /// Each function with arguments that plan; a case replaces some of them, or changes the
 /// arity, so that most cases reach the function's body rather than stop at type checking.
-const CALLS: [(&str, &[&str]); 7] = [
+const CALLS: [(&str, &[&str]); 8] = [
     ("top_tokens", &["tokens", "attention_summary", "3"]),
     ("head_attention", &["attention", "2"]),
     ("attention_entropy", &["attention_summary"]),
     ("attention_html", &["tokens", "attention_summary"]),
+    ("contribution_html", &["tokens", "attention_summary"]),
     ("top_attended", &["tokens", "attention_summary", "5"]),
     ("classify", &["text"]),
     ("top_tokens", &["make_array('a', 'b', 'a')", "make_array(0.5, 0.25, 0.25)", "2"]),

@@ -1,6 +1,8 @@
 //! `attention_html(tokens, weights)`: an HTML snippet that shades each token by its weight
 //! (the heat maps of Lin et al. §2.3). The heaviest token of the document is fully shaded;
 //! token text is HTML-escaped and each token's weight is in its `title`.
+//! `contribution_html(tokens, contribution)` does the same in two hues for a signed push:
+//! blue towards the predicted class, orange against it, relative to the strongest push.
 
 use std::fmt::Write;
 use std::sync::Arc;
@@ -17,8 +19,19 @@ const NAME: &str = "attention_html";
 const PARAMETERS: Parameters =
     Parameters { function: NAME, names: &["tokens", "weights"], roles: &[Role::Tokens, Role::Weights], optional: 0 };
 
+const CONTRIBUTION_NAME: &str = "contribution_html";
+const CONTRIBUTION_PARAMETERS: Parameters = Parameters {
+    function: CONTRIBUTION_NAME,
+    names: &["tokens", "contribution"],
+    roles: &[Role::Tokens, Role::Weights],
+    optional: 0,
+};
+
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct AttentionHtml;
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct ContributionHtml;
 
 pub fn escape_html(text: &str, out: &mut String) {
     for c in text.chars() {
@@ -38,21 +51,46 @@ pub fn escape_html(text: &str, out: &mut String) {
 /// rather than a weight of 0.
 pub fn shade<'a>(tokens: impl Iterator<Item = Option<&'a str>>, weights: &[Option<f32>]) -> String {
     let heaviest = weights.iter().flatten().copied().filter(|w| w.is_finite()).fold(0.0f32, f32::max);
+    spans(tokens, weights, |weight| {
+        let alpha = if heaviest > 0.0 { (weight / heaviest).clamp(0.0, 1.0) } else { 0.0 };
+        ((255, 99, 71), alpha)
+    })
+}
+
+/// Like [`shade`] for signed values: blue for positive, orange for negative, each relative to
+/// the largest magnitude.
+pub fn shade_signed<'a>(tokens: impl Iterator<Item = Option<&'a str>>, values: &[Option<f32>]) -> String {
+    let strongest = values.iter().flatten().copied().filter(|v| v.is_finite()).fold(0.0f32, |m, v| m.max(v.abs()));
+    spans(tokens, values, |value| {
+        let alpha = if strongest > 0.0 { (value.abs() / strongest).clamp(0.0, 1.0) } else { 0.0 };
+        let hue = if value < 0.0 { (235, 130, 30) } else { (40, 110, 220) };
+        (hue, alpha)
+    })
+}
+
+/// One `<span>` per token, coloured by `colour(value)` (a finite value; others get no shade).
+fn spans<'a>(
+    tokens: impl Iterator<Item = Option<&'a str>>,
+    values: &[Option<f32>],
+    colour: impl Fn(f32) -> ((u8, u8, u8), f32),
+) -> String {
     let mut html = String::new();
-    for (token, weight) in tokens.zip(weights) {
+    for (token, value) in tokens.zip(values) {
         let Some(token) = token else { continue };
-        let title = match weight {
-            Some(w) if w.is_finite() => format!("{w:.4}"),
-            Some(w) => w.to_string(),
+        let title = match value {
+            Some(v) if v.is_finite() => format!("{v:.4}"),
+            Some(v) => v.to_string(),
             None => "null".to_owned(),
         };
-        let weight = weight.filter(|w| w.is_finite()).unwrap_or(0.0);
-        let alpha = if heaviest > 0.0 { (weight / heaviest).clamp(0.0, 1.0) } else { 0.0 };
+        let ((r, g, b), alpha) = match value.filter(|v| v.is_finite()) {
+            Some(v) => colour(v),
+            None => (colour(0.0).0, 0.0),
+        };
         if !html.is_empty() {
             html.push(' ');
         }
         // Writing to a String cannot fail.
-        let _ = write!(html, "<span style=\"background-color: rgba(255, 99, 71, {alpha:.2})\" title=\"{title}\">");
+        let _ = write!(html, "<span style=\"background-color: rgba({r}, {g}, {b}, {alpha:.2})\" title=\"{title}\">");
         escape_html(token, &mut html);
         html.push_str("</span>");
     }
@@ -67,19 +105,40 @@ impl RowFunction for AttentionHtml {
     }
 
     fn evaluate(&self, arrays: &[ArrayRef]) -> Result<ArrayRef> {
-        let (tokens, weights) = (list_argument(NAME, arrays, 0)?, list_argument(NAME, arrays, 1)?);
-        let mut out = StringBuilder::new();
-        for row in 0..tokens.len() {
-            match row_pairs(NAME, tokens, weights, row)? {
-                Some((row_tokens, row_weights)) => {
-                    let weights: Vec<Option<f32>> = row_weights.iter().collect();
-                    out.append_value(shade(row_tokens.iter(), &weights));
-                }
-                None => out.append_null(),
-            }
-        }
-        Ok(Arc::new(out.finish()))
+        html_rows(NAME, arrays, |tokens, weights| shade(tokens, weights))
     }
+}
+
+impl RowFunction for ContributionHtml {
+    const PARAMETERS: Parameters = CONTRIBUTION_PARAMETERS;
+
+    fn return_type(&self) -> DataType {
+        DataType::Utf8
+    }
+
+    fn evaluate(&self, arrays: &[ArrayRef]) -> Result<ArrayRef> {
+        html_rows(CONTRIBUTION_NAME, arrays, |tokens, values| shade_signed(tokens, values))
+    }
+}
+
+/// One snippet per row of (tokens, values); null where either is null.
+fn html_rows(
+    function: &str,
+    arrays: &[ArrayRef],
+    draw: impl for<'a> Fn(Box<dyn Iterator<Item = Option<&'a str>> + 'a>, &[Option<f32>]) -> String,
+) -> Result<ArrayRef> {
+    let (tokens, values) = (list_argument(function, arrays, 0)?, list_argument(function, arrays, 1)?);
+    let mut out = StringBuilder::new();
+    for row in 0..tokens.len() {
+        match row_pairs(function, tokens, values, row)? {
+            Some((row_tokens, row_values)) => {
+                let values: Vec<Option<f32>> = row_values.iter().collect();
+                out.append_value(draw(Box::new(row_tokens.iter()), &values));
+            }
+            None => out.append_null(),
+        }
+    }
+    Ok(Arc::new(out.finish()))
 }
 
 #[cfg(test)]
@@ -95,6 +154,13 @@ mod tests {
              <span style=\"background-color: rgba(255, 99, 71, 0.50)\" title=\"0.2500\">ok</span>"
         );
         assert_eq!(shade(std::iter::empty(), &[]), "");
+    }
+
+    #[test]
+    fn signed_values_are_blue_for_and_orange_against() {
+        let html = super::shade_signed([Some("dull"), Some("superb")].into_iter(), &[Some(-0.25), Some(0.5)]);
+        assert!(html.contains("rgba(235, 130, 30, 0.50)\" title=\"-0.2500\">dull<"), "{html}");
+        assert!(html.contains("rgba(40, 110, 220, 1.00)\" title=\"0.5000\">superb<"), "{html}");
     }
 
     #[test]

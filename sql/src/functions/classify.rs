@@ -1,7 +1,7 @@
 //! `classify(text[, model])`: runs a model package on raw text inside a query and returns
 //! `{prediction, confidence, probabilities}`; `classify_explain(text[, model])` adds the
-//! `tokens`, whether the text was `truncated`, and `attention_summary`, ready for
-//! `attention_html` or `top_tokens`. Each incoming Arrow array is classified as one
+//! `tokens`, whether the text was `truncated`, `attention_summary` and `contribution` (null
+//! for a model without one), ready for `attention_html`, `contribution_html` or `top_tokens`. Each incoming Arrow array is classified as one
 //! batch through the same [`Classifier`] as `pipeline run` (length-sorted, all cores).
 //! Packages are loaded once per session, when the query is planned, so a wrong path fails
 //! before any row is read.
@@ -52,9 +52,15 @@ impl Explained {
         use OutputColumn::*;
         match self {
             Explained::No => OutputTable::of(&[Prediction, Confidence, Probabilities]),
-            Explained::Yes => {
-                OutputTable::of(&[Prediction, Confidence, Probabilities, Tokens, Truncated, AttentionSummary])
-            }
+            Explained::Yes => OutputTable::of(&[
+                Prediction,
+                Confidence,
+                Probabilities,
+                Tokens,
+                Truncated,
+                AttentionSummary,
+                Contribution,
+            ]),
         }
     }
 

@@ -26,6 +26,10 @@ pub const FUNCTION_HELP: &[(&str, &str)] = &[
     ("head_attention(attention, i)", "hop i (from 1) of the attention column: one weight per token"),
     ("attention_entropy(weights)", "entropy in nats of a row's attention: 0 = one token, ln n = spread evenly"),
     ("attention_html(tokens, weights)", "HTML snippet shading each token by its weight"),
+    (
+        "contribution_html(tokens, contribution)",
+        "HTML snippet in two hues: blue where a token pushed towards the predicted class, orange against",
+    ),
     ("top_attended(tokens, weights, k)", "aggregate: the k tokens with the most attention mass over a group"),
     (
         "distinctive_attended(tokens, weights, k)",
@@ -34,7 +38,7 @@ pub const FUNCTION_HELP: &[(&str, &str)] = &[
     ("classify(text[, model])", "classify raw text: {prediction, confidence, probabilities}"),
     (
         "classify_explain(text[, model])",
-        "classify(), plus the tokens, whether the text was truncated, and attention_summary",
+        "classify(), plus the tokens, whether the text was truncated, attention_summary and contribution",
     ),
 ];
 
@@ -45,6 +49,7 @@ pub fn register(ctx: &SessionContext, classify: ClassifyOptions, read: ReadLocat
     ctx.register_udf(scalar_udf(head_attention::HeadAttention));
     ctx.register_udf(scalar_udf(attention_entropy::AttentionEntropy));
     ctx.register_udf(scalar_udf(attention_html::AttentionHtml));
+    ctx.register_udf(scalar_udf(attention_html::ContributionHtml));
     let loaded = classify::LoadedModels::default();
     for explained in [classify::Explained::No, classify::Explained::Yes] {
         let function = classify::Classify::new(explained, classify.clone(), loaded.clone(), read.clone());
