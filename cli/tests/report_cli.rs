@@ -288,8 +288,23 @@ fn the_report_renders_in_chromium_without_errors_and_shades_by_weight() {
         "#hop-entropy svg",
         "#class-tokens",
         ".heatmap.summed .tok",
+        ".heatmap.pushed .tok",
     ] {
         assert!(visible(selector), "{selector} is not visible");
+    }
+
+    // Which way each token pushed: two hues, blue for towards the prediction and orange for
+    // against, as the browser paints them, and stronger pushes more opaque.
+    let pushes = value(
+        "JSON.stringify([...document.querySelectorAll('.heatmap.pushed .tok')].map(\
+         t => [parseFloat(t.dataset.push), getComputedStyle(t).backgroundColor]))",
+    );
+    let pushes: Vec<(f64, String)> = serde_json::from_str(pushes.as_str().expect("a JSON string")).expect("pushes");
+    let towards = pushes.iter().filter(|(p, c)| *p > 0.5 && c.starts_with("rgba(40, 110, 220")).count();
+    let against = pushes.iter().filter(|(p, c)| *p < -0.1 && c.starts_with("rgba(235, 130, 30")).count();
+    assert!(towards > 0 && against > 0, "not two hues: {towards} towards, {against} against");
+    for (push, colour) in &pushes {
+        assert!((alpha(colour) - 0.85 * push.abs()).abs() < 0.01, "push {push} painted {colour}");
     }
 
     // A token's shading follows its weight: heavier never lighter, the heaviest darkest.

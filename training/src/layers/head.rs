@@ -56,16 +56,13 @@ impl MlpHead {
 
     /// Emits the head (dropout is the identity at inference); returns `probs`.
     pub fn emit(&self, g: &mut GraphBuilder, x: &Value) -> Value {
-        self.emit_explained(g, x).0
+        g.scoped("head", |g| self.emit_layers(g, x).1)
     }
 
     /// Emits the head; returns `probs` and the graph twin of [`Self::input_gradient`].
     pub fn emit_explained(&self, g: &mut GraphBuilder, x: &Value) -> (Value, Value) {
         g.scoped("head", |g| {
-            let before_relu = emit_dense(g, &self.hidden, x, "hidden");
-            let hidden = g.relu(&before_relu);
-            let logits = emit_dense(g, &self.output, &hidden, "output");
-            let probs = g.softmax(&logits, -1);
+            let (before_relu, probs) = self.emit_layers(g, x);
             let gradient = g.scoped("gradient", |g| {
                 let zero = g.scalar_f32("zero", 0.0);
                 let active = g.less(&zero, &before_relu);
@@ -82,6 +79,15 @@ impl MlpHead {
             });
             (probs, gradient)
         })
+    }
+
+    /// The hidden layer before its ReLU, and `probs`.
+    fn emit_layers(&self, g: &mut GraphBuilder, x: &Value) -> (Value, Value) {
+        let before_relu = emit_dense(g, &self.hidden, x, "hidden");
+        let hidden = g.relu(&before_relu);
+        let logits = emit_dense(g, &self.output, &hidden, "output");
+        let probs = g.softmax(&logits, -1);
+        (before_relu, probs)
     }
 
     pub fn classes(&self) -> usize {
