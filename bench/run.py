@@ -32,10 +32,12 @@ for times in SIZES:
             command = [sys.executable, "bench/python_stack.py", MODEL, corpus, out, metrics]
             command += ["sorted"] if runner == "python-sorted" else []
         else:
-            # The Python stack cuts each review at the token limit; so does this run, for the
-            # same work (windows cost 1.4x on IMDB test: bench/long_documents.sh).
+            # The Python stack cuts each review at the token limit and writes every hop as
+            # floats; so does this run, for the same work (windows cost 1.4x on IMDB test:
+            # bench/long_documents.sh; compact output: bench/output_size.sh).
             command = [PIPELINE, "run", "--input", corpus, "--model", MODEL, "--output", out,
                        "--threads", THREADS, "--batch-size", "64", "--long-documents", "truncate",
+                       "--attention", "full",
                        "--pass-through", "id", "--metrics-json", metrics, "--ort-library", ORT_LIB]
             command += ["--null-model"] if runner == "null" else ["--backend", runner]
         wall, rss = measure(command)
