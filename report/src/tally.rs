@@ -166,13 +166,14 @@ impl Tally {
         }
     }
 
-    /// Adds one batch; `first_row` numbers its rows within `file`, for messages.
     /// Whether some example has contributions to draw.
     pub fn has_contribution(&self) -> bool {
         let mut all = self.most_confident.examples().chain(self.least_confident.examples());
-        all.any(|e| !e.contribution.is_empty())
+        let mut misclassified = self.misclassified.values().flat_map(Ranked::examples);
+        all.any(|e| !e.contribution.is_empty()) || misclassified.any(|e| !e.contribution.is_empty())
     }
 
+    /// Adds one batch; `first_row` numbers its rows within `file`, for messages.
     pub fn add(&mut self, batch: &Batch, file: &str, first_row: usize) -> anyhow::Result<()> {
         for row in 0..batch.len() {
             self.add_row(batch, row, file, first_row + row)?;

@@ -134,6 +134,13 @@ pub fn check_outputs(package: &ModelPackage, backend: &dyn InferenceBackend) -> 
         }
     }
     let has_contribution = has("contribution");
+    if has_contribution && hierarchical {
+        bail!(
+            "{}: a hierarchical model's `contribution` output is not supported (its tokens are words of sentences); \
+             export the graph without it",
+            graph.display()
+        );
+    }
     if has_contribution {
         match shape("contribution")? {
             [1, classes, 1] if *classes == manifest.labels.len() => {}

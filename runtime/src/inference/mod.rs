@@ -93,7 +93,7 @@ impl OutputTensor {
         let seq = self.shape.get(2).copied().unwrap_or(0);
         anyhow::ensure!(
             self.shape.len() == 3 && len <= seq,
-            "the graph returned attention of shape {:?}, expected [batch, heads, at least {len}]",
+            "the graph returned an output of shape {:?} where [batch, rows (hops or classes), at least {len}] was expected",
             self.shape
         );
         Ok(self.row(row)?.chunks(seq.max(1)).filter_map(|head| head.get(..len)).map(<[f32]>::to_vec).collect())

@@ -104,9 +104,12 @@ impl TokenAttention {
             })
         };
         let (count, total) = pairs().fold((0usize, 0.0), |(n, sum), (_, w)| (n + 1, sum + w));
-        let even = if count == 0 { 0.0 } else { total / count as f64 };
+        // Each row is one document's worth of attention: renormalised to sum to 1, so that
+        // compact output's bytes (relative to the heaviest) and top-k rows count like floats.
+        let scale = if total > 0.0 { 1.0 / total } else { 0.0 };
+        let even = if count == 0 { 0.0 } else { total * scale / count as f64 };
         for (token, weight) in pairs() {
-            self.add(token, TokenStats { mass: weight, even_mass: even });
+            self.add(token, TokenStats { mass: weight * scale, even_mass: even });
         }
     }
 

@@ -12,16 +12,22 @@ pub fn dense(d_input: usize, d_output: usize, bias: bool, device: &Device) -> Li
 
 /// Emits `x·W (+ b)` for an input whose last dimension is `W`'s first, in the scope `name`.
 pub fn emit_dense(g: &mut GraphBuilder, layer: &Linear, x: &Value, name: &str) -> Value {
+    emit_dense_keeping_weight(g, layer, x, name).0
+}
+
+/// [`emit_dense`], also returning `W`, for a graph that uses it again (not a second copy).
+pub fn emit_dense_keeping_weight(g: &mut GraphBuilder, layer: &Linear, x: &Value, name: &str) -> (Value, Value) {
     g.scoped(name, |g| {
         let [d_input, d_output] = layer.weight.dims();
         let weight = g.weight("weight", &[d_input, d_output], &values(layer.weight.val()));
         let product = g.matmul(x, &weight);
-        match &layer.bias {
+        let output = match &layer.bias {
             Some(bias) => {
                 let bias = g.weight("bias", &[d_output], &values(bias.val()));
                 g.add(&product, &bias)
             }
             None => product,
-        }
+        };
+        (output, weight)
     })
 }

@@ -9,7 +9,7 @@ use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
 
-use super::dense::{dense, emit_dense};
+use super::dense::{dense, emit_dense, emit_dense_keeping_weight};
 use super::values;
 use crate::onnx::{ElemType, GraphBuilder, Value};
 
@@ -56,13 +56,13 @@ impl MlpHead {
 
     /// Emits the head (dropout is the identity at inference); returns `probs`.
     pub fn emit(&self, g: &mut GraphBuilder, x: &Value) -> Value {
-        g.scoped("head", |g| self.emit_layers(g, x).1)
+        g.scoped("head", |g| self.emit_layers(g, x).2)
     }
 
     /// Emits the head; returns `probs` and the graph twin of [`Self::input_gradient`].
     pub fn emit_explained(&self, g: &mut GraphBuilder, x: &Value) -> (Value, Value) {
         g.scoped("head", |g| {
-            let (before_relu, probs) = self.emit_layers(g, x);
+            let (before_relu, input_weight, probs) = self.emit_layers(g, x);
             let gradient = g.scoped("gradient", |g| {
                 let zero = g.scalar_f32("zero", 0.0);
                 let active = g.less(&zero, &before_relu);
@@ -73,21 +73,19 @@ impl MlpHead {
                 let centred =
                     g.weight("centred_output_weight", &[d_hidden, classes], &values(self.centred_output_weight()));
                 let slopes = g.mul(&active, &centred);
-                let [d_input, _] = self.hidden.weight.dims();
-                let input_weight = g.weight("input_weight", &[d_input, d_hidden], &values(self.hidden.weight.val()));
                 g.matmul(&input_weight, &slopes)
             });
             (probs, gradient)
         })
     }
 
-    /// The hidden layer before its ReLU, and `probs`.
-    fn emit_layers(&self, g: &mut GraphBuilder, x: &Value) -> (Value, Value) {
-        let before_relu = emit_dense(g, &self.hidden, x, "hidden");
+    /// The hidden layer before its ReLU, its weight, and `probs`.
+    fn emit_layers(&self, g: &mut GraphBuilder, x: &Value) -> (Value, Value, Value) {
+        let (before_relu, input_weight) = emit_dense_keeping_weight(g, &self.hidden, x, "hidden");
         let hidden = g.relu(&before_relu);
         let logits = emit_dense(g, &self.output, &hidden, "output");
         let probs = g.softmax(&logits, -1);
-        (before_relu, probs)
+        (before_relu, input_weight, probs)
     }
 
     pub fn classes(&self) -> usize {

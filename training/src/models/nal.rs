@@ -132,7 +132,7 @@ impl Network for Nal {
         let words = emit_embedding(g, &self.embedding, &batch.ids);
         let words = emit_add_positions(g, &words, self.embedding_dim());
         let attention = self.attention.emit(g, &batch, &words);
-        let averaged = g.scoped("averaging", |g| {
+        let (averaged, per_head) = g.scoped("averaging", |g| {
             let rows = g.matmul(&attention, &words);
             let head_major = g.transpose(&rows, &[1, 0, 2]);
             let [hops, dim, width] = self.per_head.dims();
@@ -140,14 +140,13 @@ impl Network for Nal {
             let projected = g.matmul(&head_major, &per_head);
             let projected = g.transpose(&projected, &[1, 0, 2]);
             let flat = g.ints("flatten_shape", &[2], &[0, -1]);
-            g.reshape(&projected, &flat)
+            (g.reshape(&projected, &flat), per_head)
         });
         let (probs, gradient) = self.head.emit_explained(g, &averaged);
         let contribution = g.scoped("averaging", |g| {
             // Back through each head's W_ni: [r, E, d_n] · [B, r, d_n, C] → [B, r, E, C].
-            let [hops, dim, width] = self.per_head.dims();
+            let [hops, _, width] = self.per_head.dims();
             let gradient = emit_per_hop(g, &gradient, hops, width);
-            let per_head = g.weight("per_head", &[hops, dim, width], &values(self.per_head.val()));
             let gradient = g.matmul(&per_head, &gradient);
             emit_token_contribution(g, &attention, &words, &gradient)
         });
