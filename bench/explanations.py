@@ -1,6 +1,6 @@
 """Do the explanations say what moved the model? A deletion test on IMDB test.
 
-For each of the first ROWS reviews (cut at the token limit, so each is one window), take the
+For ROWS reviews spread evenly over the file (cut at the token limit, so each is one window), take the
 K tokens that `contribution` says pushed hardest towards the predicted class, the K with the
 most summed attention, and K at random; write each review without them (each removed token
 replaced by a word the model has never seen, so positions and length stay); classify again;
@@ -33,7 +33,9 @@ def run(source: str, out: str) -> pa.Table:
 
 
 subset = f"{work}/subset.parquet"
-pq.write_table(pq.read_table(data, columns=["text"]).slice(0, rows), subset)
+table = pq.read_table(data, columns=["text"])
+# Evenly spaced, so that a file sorted by label gives both classes.
+pq.write_table(table.take([i * table.num_rows // rows for i in range(rows)]), subset)
 original = run(subset, f"{work}/original.parquet")
 tokens = original.column("tokens").to_pylist()
 pushes = original.column("contribution").to_pylist()
