@@ -66,8 +66,7 @@ fn writes_predictions_with_attention_in_input_order() {
     // (Parquet does not record the level).
     for column in parquet_metadata.row_group(0).columns() {
         let path = column.column_path().string();
-        let floats =
-            ["probabilities", "attention", "contribution", "embedding"].iter().any(|c| path.starts_with(c));
+        let floats = ["probabilities", "attention", "contribution", "embedding"].iter().any(|c| path.starts_with(c));
         let expected = if floats { Compression::UNCOMPRESSED } else { Compression::ZSTD(ZstdLevel::default()) };
         assert_eq!(column.compression(), expected, "{path}");
     }
