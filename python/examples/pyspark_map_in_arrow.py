@@ -4,7 +4,8 @@ Classifier of its Python worker (`Classifier.shared`: opened once per worker, no
     python pyspark_map_in_arrow.py --input reviews.parquet --output predictions/ [--model DIR] [--master local[2]]
 
 Spark needs the output schema before it runs: it is the Classifier's output for an empty
-table of the input's schema. Output: a directory of Parquet files with the input's columns and
+table of the input's schema. Spark has no unsigned bytes, so the compact attention columns
+(uint8 weights relative to the heaviest) travel as int16, the same values. Output: a directory of Parquet files with the input's columns and
 those of `pipeline run`.
 """
 
@@ -16,21 +17,31 @@ import time
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
+import pyarrow as pa
+
 import attention_classifier as ac
+
+
+def spark_type(arrow_type: pa.DataType) -> pa.DataType:
+    """`arrow_type` with unsigned bytes widened to int16, which Spark can hold."""
+    if pa.types.is_list(arrow_type):
+        return pa.list_(spark_type(arrow_type.value_type))
+    return pa.int16() if pa.types.is_uint8(arrow_type) else arrow_type
 
 
 def classify(spark: SparkSession, input: str, output: str, model: str | None = None) -> int:
     """Writes the predictions of every row of `input` under `output`; returns the row count."""
     frame = spark.read.parquet(input)
     empty = to_arrow_schema(frame.schema).empty_table()
-    output_schema = ac.Classifier.shared(model, threads=1).classify(empty).schema
+    classified = ac.Classifier.shared(model, threads=1).classify(empty).schema
+    output_schema = pa.schema([field.with_type(spark_type(field.type)) for field in classified])
 
     def classify_batches(batches):
         # Opened once per Python worker (Spark reuses them between tasks); one thread each,
         # since Spark runs a task per core.
         classifier = ac.Classifier.shared(model, threads=1)
         for batch in batches:
-            yield from classifier.classify(batch).to_batches()
+            yield from classifier.classify(batch).cast(output_schema).to_batches()
 
     frame.mapInArrow(classify_batches, from_arrow_schema(output_schema)).write.parquet(output)
     return spark.read.parquet(output).count()
