@@ -190,6 +190,35 @@ fn bad_inputs_are_refused_with_what_to_do_and_no_report() {
     assert_eq!(leftovers.len(), 2, "only the two inputs: {leftovers:?}");
 }
 
+/// A file's entropies that `pipeline run` cannot have written (infinite, negative) are
+/// computed again from the weights: the report finishes (an infinite one made it loop) and
+/// shows finite entropies.
+#[test]
+fn entropies_that_are_not_entropies_are_recomputed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let compact = read(&default_predictions(dir.path()));
+    let rows = compact.num_rows();
+    let mut entropies = ListBuilder::new(arrow::array::Float32Builder::new());
+    for row in 0..rows {
+        entropies.append_value((0..8).map(|hop| Some(if (row + hop) % 2 == 0 { f32::INFINITY } else { -5.0 })));
+    }
+    let mut columns: Vec<(&str, arrow::array::ArrayRef)> = Vec::new();
+    let schema = compact.schema();
+    for (field, column) in schema.fields().iter().zip(compact.columns()) {
+        let column = if field.name() == "attention_entropy" { Arc::new(entropies.finish()) } else { column.clone() };
+        columns.push((field.name().as_str(), column));
+    }
+    let edited = dir.path().join("edited.parquet");
+    write_parquet(&edited, columns);
+    let html_path = dir.path().join("edited.html");
+    let output = report(&edited, &html_path, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let html = std::fs::read_to_string(&html_path).expect("report");
+    let hop_table = html.split("id=\"hop-tokens\"").nth(1).expect("hop table");
+    let hop_table = hop_table.split("</table>").next().unwrap_or_default();
+    assert!(!hop_table.contains("inf") && !hop_table.contains("-5.00"), "{hop_table}");
+}
+
 fn write_mismatched_predictions(path: &Path) {
     let mut tokens = ListBuilder::new(StringBuilder::new());
     tokens.append_value([Some("a"), Some("b")]);

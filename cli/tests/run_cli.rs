@@ -682,3 +682,23 @@ fn attention_output_can_be_summed_sparse_or_left_out_and_every_reader_copes() {
     let output = run(&reviews(), &dir.path().join("bad.parquet"), &["--attention", "top-k:0"]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
 }
+
+/// An input column named like any output column is refused, whatever `--attention` writes:
+/// a report would take a passed-through `attention_entropy` for the model's.
+#[test]
+fn input_columns_named_like_output_columns_are_refused_in_every_mode() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("input.parquet");
+    let entropies = arrow::array::ListArray::from_iter_primitive::<Float32Type, _, _>(vec![Some(vec![Some(42.0)])]);
+    write_parquet(
+        &input,
+        vec![("text", Arc::new(StringArray::from(vec!["a fine film"]))), ("attention_entropy", Arc::new(entropies))],
+    );
+    for mode in ["full", "none"] {
+        let out = dir.path().join(format!("{mode}.parquet"));
+        let output = run(&input, &out, &["--attention", mode]);
+        assert_eq!(output.status.code(), Some(1), "{mode}: {}", stderr(&output));
+        assert!(stderr(&output).contains("`attention_entropy` collides with an output column"), "{}", stderr(&output));
+        assert!(!out.exists(), "{mode}: no output is left behind");
+    }
+}

@@ -526,12 +526,12 @@ fn plan_schema(
     // Every kept column was found in every file above, the first included.
     let mut fields: Vec<FieldRef> =
         kept.iter().map(|name| first.field_with_name(name).map(|f| Arc::new(f.clone()))).collect::<Result<_, _>>()?;
-    for field in table.fields() {
-        if kept.contains(field.name()) {
-            bail!("input column `{}` collides with an output column; leave it out with --pass-through", field.name());
-        }
-        fields.push(field);
+    // Every output name is refused, not only this run's: a reader would take a passed-through
+    // `attention_entropy` or `contribution` for the model's.
+    if let Some(name) = kept.iter().find(|name| runtime::output_table::RESERVED_NAMES.contains(&name.as_str())) {
+        bail!("input column `{name}` collides with an output column; leave it out with --pass-through");
     }
+    fields.extend(table.fields());
     Ok((kept, Schema::new(fields)))
 }
 

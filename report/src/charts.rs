@@ -102,7 +102,7 @@ pub fn hop_entropy(entropies: &[f64], even: f64) -> anyhow::Result<String> {
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(failed)?;
-        let top = entropies.iter().copied().fold(even, f64::max).max(0.1) * 1.1;
+        let top = entropies.iter().copied().filter(|e| e.is_finite()).fold(even, f64::max).max(0.1) * 1.1;
         let hops = entropies.len().max(1);
         let mut chart = ChartBuilder::on(&root)
             .margin(12)

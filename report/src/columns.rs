@@ -64,7 +64,8 @@ impl Layout {
             summary: tokens && has("attention_summary"),
             sentences: tokens && has("sentence_lengths") && has("sentence_attention"),
             truncated: has("truncated"),
-            entropy: tokens && has("attention_entropy"),
+            // Only beside compact (integer) attention, which it was written for.
+            entropy: tokens && has("attention_entropy") && compact_attention(schema),
             contribution: tokens && has("contribution"),
         })
     }
@@ -151,6 +152,16 @@ impl Batch {
     pub fn len(&self) -> usize {
         self.prediction.len()
     }
+}
+
+/// Whether `attention` holds bytes (`--attention compact`) rather than floats.
+fn compact_attention(schema: &Schema) -> bool {
+    let item = |t: &DataType| match t {
+        DataType::List(field) | DataType::LargeList(field) => Some(field.data_type().clone()),
+        _ => None,
+    };
+    let attention = schema.field_with_name("attention").ok().map(|f| f.data_type().clone());
+    attention.as_ref().and_then(item).as_ref().and_then(item).is_some_and(|t| t.is_integer())
 }
 
 /// A weights column (`attention`: hops × tokens, or `attention_summary`: tokens) as floats.

@@ -294,7 +294,10 @@ impl Tally {
                     tally.attention.add_row(tokens, &weights);
                     // Compact output's bytes lose the lightest weights; its entropies are exact.
                     let written = exact_entropies.as_ref().filter(|e| hop < e.len() && e.is_valid(hop));
-                    let entropy = written.map(|e| f64::from(e.value(hop))).or_else(|| entropy(&weights));
+                    // An entropy is finite and not negative; anything else was not written by
+                    // `pipeline run` and is computed again from the weights.
+                    let written = written.map(|e| f64::from(e.value(hop))).filter(|e| e.is_finite() && *e >= 0.0);
+                    let entropy = written.or_else(|| entropy(&weights));
                     if let Some(entropy) = entropy {
                         tally.entropy_sum += entropy;
                         tally.rows += 1;

@@ -27,6 +27,24 @@ pub const EMBEDDING: &str = "embedding";
 pub const SENTENCE_LENGTHS: &str = "sentence_lengths";
 pub const SENTENCE_ATTENTION: &str = "sentence_attention";
 
+/// Every column an output table may have, whatever the model and `--attention`: an input
+/// column of one of these names would be mistaken for the model's by a reader.
+pub const RESERVED_NAMES: [&str; 13] = [
+    PREDICTION,
+    PREDICTION_INDEX,
+    CONFIDENCE,
+    PROBABILITIES,
+    TOKENS,
+    TRUNCATED,
+    ATTENTION,
+    ATTENTION_SUMMARY,
+    ATTENTION_ENTROPY,
+    CONTRIBUTION,
+    EMBEDDING,
+    SENTENCE_LENGTHS,
+    SENTENCE_ATTENTION,
+];
+
 /// Which optional columns a model's output table has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OptionalColumns {
