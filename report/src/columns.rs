@@ -156,12 +156,15 @@ impl Batch {
 
 /// Whether `attention` holds bytes (`--attention compact`) rather than floats.
 fn compact_attention(schema: &Schema) -> bool {
-    let item = |t: &DataType| match t {
-        DataType::List(field) | DataType::LargeList(field) => Some(field.data_type().clone()),
-        _ => None,
-    };
-    let attention = schema.field_with_name("attention").ok().map(|f| f.data_type().clone());
-    attention.as_ref().and_then(item).as_ref().and_then(item).is_some_and(|t| t.is_integer())
+    schema.field_with_name("attention").is_ok_and(|f| integer_leaf(f.data_type(), 2))
+}
+
+/// Whether `data_type` is `depth` lists deep around integers (the compact encoding).
+fn integer_leaf(data_type: &DataType, depth: usize) -> bool {
+    match data_type {
+        DataType::List(field) | DataType::LargeList(field) if depth > 0 => integer_leaf(field.data_type(), depth - 1),
+        leaf => depth == 0 && leaf.is_integer(),
+    }
 }
 
 /// A weights column (`attention`: hops × tokens, or `attention_summary`: tokens) as floats.
@@ -174,12 +177,7 @@ fn weights(batch: &RecordBatch, name: &str, hops: bool, file: &str) -> anyhow::R
         format!("{file}: column `{name}` is {}, which the report cannot read as {floats}", array.data_type())
     })?;
     let list = cast_floats.as_list::<i32>().clone();
-    let item = |t: &DataType| match t {
-        DataType::List(field) => Some(field.data_type().clone()),
-        _ => None,
-    };
-    let leaf = if hops { item(array.data_type()).and_then(|t| item(&t)) } else { item(array.data_type()) };
-    if !leaf.is_some_and(|t| t.is_integer()) {
+    if !integer_leaf(array.data_type(), if hops { 2 } else { 1 }) {
         return Ok(list);
     }
     if !hops {

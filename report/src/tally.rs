@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use anyhow::bail;
 use arrow::array::{Array, Float32Array, StringArray};
+use runtime::compact_weights::entropy;
 use sql::functions::token_weights::TokenAttention;
 
 use crate::columns::{Batch, floats_at, hops_at, ints_at, strings_at};
@@ -297,7 +298,7 @@ impl Tally {
                     // An entropy is finite and not negative; anything else was not written by
                     // `pipeline run` and is computed again from the weights.
                     let written = written.map(|e| f64::from(e.value(hop))).filter(|e| e.is_finite() && *e >= 0.0);
-                    let entropy = written.or_else(|| entropy(&weights));
+                    let entropy = written.or_else(|| entropy(weights.values().iter().copied()));
                     if let Some(entropy) = entropy {
                         tally.entropy_sum += entropy;
                         tally.rows += 1;
@@ -357,23 +358,6 @@ fn bin_of(confidence: f64, bins: usize) -> Option<usize> {
     Some(((confidence * bins as f64) as usize).min(bins - 1))
 }
 
-/// Shannon entropy in nats of the renormalised weights; `None` when they sum to nothing.
-fn entropy(weights: &Float32Array) -> Option<f64> {
-    let total: f64 = weights.values().iter().map(|w| f64::from(*w)).filter(|w| w.is_finite() && *w > 0.0).sum();
-    if total <= 0.0 {
-        return None;
-    }
-    Some(
-        -weights
-            .values()
-            .iter()
-            .map(|w| f64::from(*w) / total)
-            .filter(|p| p.is_finite() && *p > 0.0)
-            .map(|p| p * p.ln())
-            .sum::<f64>(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,14 +369,6 @@ mod tests {
         assert_eq!(bin_of(1.0, 10), Some(9));
         assert_eq!(bin_of(f64::NAN, 10), None);
         assert_eq!(bin_of(1.5, 10), None);
-    }
-
-    #[test]
-    fn entropy_is_zero_for_one_token_and_ln_n_for_an_even_spread() {
-        assert_eq!(entropy(&Float32Array::from(vec![0.0, 1.0, 0.0])), Some(0.0));
-        let even = entropy(&Float32Array::from(vec![0.25; 4])).expect("entropy");
-        assert!((even - 4f64.ln()).abs() < 1e-6);
-        assert_eq!(entropy(&Float32Array::from(vec![0.0, 0.0])), None);
     }
 
     #[test]

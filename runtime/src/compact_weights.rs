@@ -26,15 +26,21 @@ pub fn quantise_signed(values: &[f32]) -> Vec<i8> {
 }
 
 /// Shannon entropy in nats of the weights renormalised to sum to one; `None` when they sum
-/// to nothing.
-pub fn entropy(weights: impl Iterator<Item = f32> + Clone) -> Option<f32> {
-    let total: f64 = weights.clone().filter(|w| w.is_finite() && *w > 0.0).map(f64::from).sum();
-    if total <= 0.0 {
-        return None;
-    }
-    let entropy =
-        weights.filter(|w| w.is_finite() && *w > 0.0).map(|w| f64::from(w) / total).map(|p| -p * p.ln()).sum::<f64>();
-    Some(entropy as f32)
+/// to nothing. Negative and non-finite weights are left out. The one definition behind the
+/// `attention_entropy` column, SQL's `attention_entropy()` and the report's hop entropies.
+pub fn entropy(weights: impl IntoIterator<Item = f32>) -> Option<f64> {
+    let weights: Vec<f64> = weights.into_iter().map(f64::from).filter(|w| w.is_finite() && *w > 0.0).collect();
+    let total: f64 = weights.iter().sum();
+    (total > 0.0).then(|| {
+        weights
+            .iter()
+            .map(|w| {
+                let p = w / total;
+                -p * p.ln()
+            })
+            .sum::<f64>()
+            .max(0.0)
+    })
 }
 
 #[cfg(test)]
@@ -53,10 +59,12 @@ mod tests {
 
     #[test]
     fn entropy_is_zero_for_one_token_and_ln_n_for_an_even_spread() {
-        assert_eq!(entropy([0.0, 1.0, 0.0].into_iter()), Some(0.0));
-        let even = entropy([0.25f32; 4].into_iter()).expect("entropy");
-        assert!((even - 4f32.ln()).abs() < 1e-6);
-        assert_eq!(entropy([0.0f32, 0.0].into_iter()), None);
+        assert_eq!(entropy([0.0, 1.0, 0.0]), Some(0.0));
+        let even = entropy([0.25f32; 4]).expect("entropy");
+        assert!((even - 4f64.ln()).abs() < 1e-9);
+        assert_eq!(entropy([0.0f32, 0.0]), None);
+        assert_eq!(entropy([0.0f32, 2.0, f32::NAN, -1.0]), Some(0.0));
+        assert_eq!(entropy([]), None);
     }
 
     proptest! {

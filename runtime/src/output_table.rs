@@ -459,7 +459,7 @@ impl ColumnBuilder {
             },
             Self::AttentionEntropy(b) => {
                 for head in doc.attention.iter().flatten() {
-                    b.values().append_option(entropy(head.iter().copied()));
+                    b.values().append_option(entropy(head.iter().copied()).map(|e| e as f32));
                 }
                 b.append(doc.attention.is_some());
             }

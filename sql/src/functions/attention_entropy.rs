@@ -17,21 +17,10 @@ const PARAMETERS: Parameters = Parameters { function: NAME, names: &["weights"],
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct AttentionEntropy;
 
-/// Entropy of `weights` after renormalising; `None` when there is no positive mass.
-/// Null, negative and non-finite weights are left out.
+/// Entropy of `weights` after renormalising ([`runtime::compact_weights::entropy`]); `None`
+/// when there is no positive mass. Null, negative and non-finite weights are left out.
 pub fn entropy(weights: impl Iterator<Item = Option<f32>>) -> Option<f64> {
-    let weights: Vec<f64> = weights.flatten().map(f64::from).filter(|w| w.is_finite() && *w > 0.0).collect();
-    let total: f64 = weights.iter().sum();
-    (total > 0.0).then(|| {
-        weights
-            .iter()
-            .map(|w| {
-                let p = w / total;
-                -p * p.ln()
-            })
-            .sum::<f64>()
-            .max(0.0)
-    })
+    runtime::compact_weights::entropy(weights.flatten())
 }
 
 impl RowFunction for AttentionEntropy {
