@@ -132,6 +132,11 @@ impl Classifier {
         &self.package.manifest.labels
     }
 
+    /// The package this classifier runs.
+    pub fn package(&self) -> &ModelPackage {
+        &self.package
+    }
+
     pub fn max_tokens(&self) -> usize {
         self.encoder.max_tokens()
     }
@@ -230,12 +235,10 @@ impl Classifier {
             .collect();
         let mut rows: Vec<Option<DocumentPrediction>> = vec![None; window.rows];
         let mut windows: HashMap<usize, Vec<(usize, DocumentPrediction)>> = HashMap::new();
-        let mut not_finite = Vec::new();
+        let mut not_finite = NonFiniteOutput::default();
         for batch in batches {
             for (row, start, doc) in batch? {
-                if doc.probabilities.iter().any(|p| !p.is_finite()) {
-                    not_finite.push(row);
-                }
+                not_finite.check(row, &doc);
                 if window.windowed.contains_key(&row) {
                     windows.entry(row).or_default().push((start, doc));
                 } else if let Some(slot) = rows.get_mut(row) {
@@ -244,10 +247,10 @@ impl Classifier {
                 }
             }
         }
-        if !not_finite.is_empty() {
-            not_finite.sort_unstable();
-            not_finite.dedup();
-            return Err(NonFiniteProbabilities { rows: not_finite }.into());
+        if !not_finite.rows.is_empty() {
+            not_finite.rows.sort_unstable();
+            not_finite.rows.dedup();
+            return Err(not_finite.into());
         }
         let aggregate = match self.long_documents {
             LongDocuments::Windows { aggregate, .. } => aggregate,
@@ -310,34 +313,69 @@ impl Classifier {
     }
 }
 
-/// The model gave probabilities that are not finite (NaN or infinity) for these documents,
-/// numbered from 0 in the texts given: a broken model would otherwise label them all with
-/// the first class and a NaN confidence.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NonFiniteProbabilities {
+/// The model gave values that are not finite (NaN or infinity) for these documents, numbered
+/// from 0 in the texts given. Probabilities would label them all with the first class and a
+/// NaN confidence; attention or contributions would be written as NaN, or as bytes of 0 in
+/// compact output, which reads as "no push".
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NonFiniteOutput {
+    /// The first output found not finite (`probs`, `attention`, `contribution`, …).
+    pub output: &'static str,
     pub rows: Vec<usize>,
 }
 
-impl NonFiniteProbabilities {
+impl NonFiniteOutput {
+    /// Records `row` if any of `doc`'s values is not finite.
+    fn check(&mut self, row: usize, doc: &DocumentPrediction) {
+        let all_finite = |values: &[f32]| values.iter().all(|v| v.is_finite());
+        let rows_finite = |rows: &Option<Vec<Vec<f32>>>| rows.iter().flatten().all(|r| all_finite(r));
+        let bad = if !all_finite(&doc.probabilities) {
+            Some("probs")
+        } else if !rows_finite(&doc.attention) {
+            Some("attention")
+        } else if !rows_finite(&doc.contribution) {
+            Some("contribution")
+        } else if !doc.embedding.as_deref().is_none_or(all_finite) {
+            Some("embedding")
+        } else if !doc.sentences.as_ref().is_none_or(|s| all_finite(&s.weights)) {
+            Some("sentence_attention")
+        } else {
+            None
+        };
+        if let Some(output) = bad {
+            if self.rows.is_empty() {
+                self.output = output;
+            }
+            self.rows.push(row);
+        }
+    }
+
     /// What went wrong, the rows numbered from `first_row` (the first ten, then a count).
     pub fn message(&self, first_row: usize) -> String {
         let shown: Vec<String> = self.rows.iter().take(10).map(|row| (row + first_row).to_string()).collect();
         let more = self.rows.len().saturating_sub(10);
         let rows = if more > 0 { format!("{} and {more} more", shown.join(", ")) } else { shown.join(", ") };
+        let what = match self.output {
+            "probs" => "probabilities",
+            "attention" => "attention weights",
+            "contribution" => "contributions",
+            "sentence_attention" => "sentence attention weights",
+            _ => "embedding values",
+        };
         format!(
-            "the model gave probabilities that are not finite (NaN or infinity) for row(s) {rows}; the graph is \
+            "the model gave {what} that are not finite (NaN or infinity) for row(s) {rows}; the graph is \
              broken on these documents: check the model (retrain it, or export it again)"
         )
     }
 }
 
-impl std::fmt::Display for NonFiniteProbabilities {
+impl std::fmt::Display for NonFiniteOutput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message(0))
     }
 }
 
-impl std::error::Error for NonFiniteProbabilities {}
+impl std::error::Error for NonFiniteOutput {}
 
 /// Texts tokenized by [`Classifier::encode`], waiting for [`Classifier::infer`].
 pub struct EncodedWindow {

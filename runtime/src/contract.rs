@@ -6,7 +6,8 @@
 //!   be symbolic, so they are read from a one-token probe run;
 //! - the tokenizer against the graph: every id it can produce (and the padding id) must be a
 //!   row of the graph's embedding table;
-//! - the manifest's labels against those `export` recorded in the graph's metadata.
+//! - the manifest's labels, and the tokenizer's vocabulary digest, against those `export`
+//!   recorded in the graph's metadata.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -17,6 +18,7 @@ use tract_onnx::prelude::Framework;
 
 use crate::inference::{InferenceBackend, ModelInputs, ModelOutputs};
 use crate::package::{InputLayout, MANIFEST_FILE, ModelPackage};
+use crate::text::{VOCABULARY_DIGEST_KEY, Vocabulary};
 
 /// The optional columns a graph's outputs fill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,7 +174,17 @@ pub fn check_labels_and_vocabulary(package: &ModelPackage, tokenizer: &Tokenizer
         .proto_model_for_path(&graph)
         .with_context(|| format!("{} is not a readable ONNX graph", graph.display()))?;
     check_labels(package, &model)?;
-    let Some(rows) = embedding_rows(&model) else { return Ok(()) };
+    // The table check first: a tokenizer of another size is named as such.
+    if let Some(rows) = embedding_rows(&model) {
+        check_ids_index_the_table(package, tokenizer, rows)?;
+    }
+    check_vocabulary_digest(package, &model, tokenizer)
+}
+
+/// Every id `tokenizer` can produce, and the manifest's padding id, must be one of the
+/// embedding table's `rows`.
+fn check_ids_index_the_table(package: &ModelPackage, tokenizer: &Tokenizer, rows: usize) -> anyhow::Result<()> {
+    let graph = package.graph_path();
     let largest_id = tokenizer.get_vocab(true).into_values().max().unwrap_or(0);
     if !usize::try_from(largest_id).is_ok_and(|id| id < rows) {
         bail!(
@@ -221,6 +233,31 @@ fn check_labels(package: &ModelPackage, model: &tract_onnx::pb::ModelProto) -> a
             manifest.labels.join(", "),
             package.graph_path().display(),
             graph_labels.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The tokenizer's vocabulary must be the one `export` recorded in the graph's metadata
+/// ([`VOCABULARY_DIGEST_KEY`]): another package's tokenizer of the same size passes the
+/// embedding-table check, yet maps most words to other rows and classifies garbage. Graphs
+/// exported before the digest existed are not checked.
+fn check_vocabulary_digest(
+    package: &ModelPackage,
+    model: &tract_onnx::pb::ModelProto,
+    tokenizer: &Tokenizer,
+) -> anyhow::Result<()> {
+    let Some(recorded) = model.metadata_props.iter().find(|p| p.key == VOCABULARY_DIGEST_KEY) else { return Ok(()) };
+    let found = Vocabulary::of(tokenizer).digest();
+    if found != recorded.value {
+        bail!(
+            "{} is not the tokenizer {} was exported with: its vocabulary (sha256 {found}) differs from the one \
+             recorded in the graph ({}), so words would be looked up in the wrong rows. Use the {} exported with \
+             this graph",
+            package.tokenizer_path().display(),
+            package.graph_path().display(),
+            recorded.value,
+            crate::package::TOKENIZER_FILE
         );
     }
     Ok(())

@@ -126,7 +126,10 @@ impl ModelPackage {
         if manifest.max_sentence_words == Some(0) {
             bail!("{} has max_sentence_words 0; a sentence needs at least one word", manifest_path.display());
         }
-        Ok(Self { dir: dir.to_path_buf(), manifest })
+        // Absolute, so that a later change of the working directory (Python's `os.chdir`)
+        // cannot make the package's files unreadable or name other files.
+        let dir = std::path::absolute(dir).with_context(|| format!("cannot make {} absolute", dir.display()))?;
+        Ok(Self { dir, manifest })
     }
 
     pub fn graph_path(&self) -> PathBuf {

@@ -10,7 +10,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use runtime::inference::{InferenceBackend, ModelInputs, TractBackend};
 use runtime::package::{FORMAT_VERSION, GRAPH_FILE, InputLayout, Manifest, TrainingSummary};
-use runtime::text::{TextEncoder, sentence_lengths};
+use runtime::text::{TextEncoder, VOCABULARY_DIGEST_KEY, Vocabulary, sentence_lengths};
 use tokenizers::Tokenizer;
 
 use crate::data::corpus::{Columns, LabelledCorpus};
@@ -303,6 +303,7 @@ fn finish<C: ModelConfig>(
         ("variant", manifest.variant.clone()),
         ("labels", serde_json::to_string(&manifest.labels)?),
         ("package_version", manifest.package_version.clone()),
+        (VOCABULARY_DIGEST_KEY, Vocabulary::of(&data.tokenizer).digest()),
     ]);
     let sample = padded(&data.valid, &(0..data.valid.len().min(32)).collect::<Vec<_>>());
     let package = write_package(

@@ -3,7 +3,7 @@
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::Duration;
 
-use runtime::classifier::NonFiniteProbabilities;
+use runtime::classifier::NonFiniteOutput;
 
 use super::{Inferred, Line, Tokenized, next, pass_on, timed};
 
@@ -13,7 +13,7 @@ pub fn run(line: &Line<'_>, windows: Receiver<Tokenized>, out: &SyncSender<Infer
         let counts = encoded.counts;
         let predictions = timed(&mut busy, || {
             line.classifier.infer(encoded, line.batch_limit).map_err(|error| {
-                match error.downcast::<NonFiniteProbabilities>() {
+                match error.downcast::<NonFiniteOutput>() {
                     // Rows named in the file, not in the window.
                     Ok(bad) => {
                         let file = line.files.get(window.file).map(ToString::to_string).unwrap_or_default();

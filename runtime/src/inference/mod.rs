@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 pub use null::NullBackend;
-pub use onnxruntime::{FROM_PYTHON, INSTALL_DIR, LIBRARY_FILE, OrtBackend, OrtLibrary};
+pub use onnxruntime::{FROM_PYTHON, INSTALL_DIR, LIBRARY_FILE, ORT_GPU_VERSION, ORT_VERSION, OrtBackend, OrtLibrary};
 pub use tract::TractBackend;
 
 /// A batch of right-padded token ids with its mask, both `[batch, seq]` (or

@@ -53,8 +53,11 @@ impl OrtLibrary {
     /// 4. the `onnxruntime` package of the Python environment the running executable was
     ///    installed into (`<prefix>/bin/pipeline` → `<prefix>/lib/python3*/site-packages`), as
     ///    `pip install attention-classifier[ort]` lays it out;
-    /// 5. `target/onnxruntime/libonnxruntime.so.1.32.0` under the current directory, then under the
-    ///    target directory holding the running executable (what `scripts/install-onnxruntime.sh` installs).
+    /// 5. `onnxruntime/libonnxruntime.so.1.32.0` in the target directory holding the running
+    ///    executable (`target/onnxruntime/`, where `scripts/install-onnxruntime.sh` installs it).
+    ///
+    /// Never the current directory: a library planted where a user happens to run `pipeline`
+    /// would be executed.
     ///
     /// An explicit or `ORT_DYLIB_PATH` path that does not exist is an error rather than a reason to
     /// look further. Returns an absolute path.
@@ -74,7 +77,7 @@ impl OrtLibrary {
         if let Some(found) = search_dirs.iter().chain(&python_packages).find_map(|dir| library_in_dir(dir)) {
             return Ok(found);
         }
-        let mut candidates = vec![PathBuf::from(INSTALL_DIR).join(LIBRARY_FILE)];
+        let mut candidates = Vec::new();
         if let Some(exe) = exe {
             // target/release/<bin> and target/release/deps/<test binary>
             candidates.extend(exe.ancestors().skip(1).take(3).map(|dir| dir.join("onnxruntime").join(LIBRARY_FILE)));
@@ -90,7 +93,7 @@ impl OrtLibrary {
              \x20 - `pip install onnxruntime=={ORT_VERSION}` (or `onnxruntime-gpu=={ORT_GPU_VERSION}` for CUDA) \
              for the python3 on PATH, and pass `--ort-library {FROM_PYTHON}` (or set ORT_DYLIB_PATH={FROM_PYTHON});\n\
              \x20 - run `scripts/install-onnxruntime.sh` (CPU only; installs {INSTALL_DIR}/{LIBRARY_FILE}, \
-             found when running from the repository root or a binary under target/)."
+             found by the binaries built into that target directory)."
         )
     }
 }
@@ -98,6 +101,13 @@ impl OrtLibrary {
 /// `onnxruntime/capi` in each `site-packages` of the Python environment `exe` lives in, if it
 /// is `<prefix>/bin/<exe>` (a virtual environment, or a Python installation's prefix).
 fn python_packages_beside(exe: &Path) -> Vec<PathBuf> {
+    // In a Python interpreter (the `attention_classifier` module), `current_exe` is the base
+    // interpreter even inside a virtual environment (the venv's `python` is a link to it):
+    // its site-packages is not this environment's, and may hold any ONNX Runtime. The module
+    // passes its own environment's directory as a search directory instead.
+    if exe.file_name().and_then(OsStr::to_str).is_some_and(|name| name.starts_with("python")) {
+        return Vec::new();
+    }
     let Some(prefix) = exe.parent().filter(|bin| bin.ends_with("bin")).and_then(Path::parent) else {
         return Vec::new();
     };
@@ -486,7 +496,19 @@ fn output_tensor(value: &DynValue) -> anyhow::Result<OutputTensor> {
 
 #[cfg(test)]
 mod tests {
-    use super::is_library_name;
+    use super::{is_library_name, python_packages_beside};
+
+    #[test]
+    fn a_program_installed_into_an_environment_finds_its_onnxruntime_but_an_interpreter_does_not() {
+        let prefix = tempfile::tempdir().unwrap();
+        let capi = prefix.path().join("lib/python3.11/site-packages/onnxruntime/capi");
+        std::fs::create_dir_all(&capi).unwrap();
+        std::fs::create_dir_all(prefix.path().join("bin")).unwrap();
+        assert_eq!(python_packages_beside(&prefix.path().join("bin/pipeline")), vec![capi]);
+        // The module runs in a venv's python, which `current_exe` resolves to the base
+        // interpreter: its site-packages may hold any release, and is not the venv's.
+        assert!(python_packages_beside(&prefix.path().join("bin/python3.11")).is_empty());
+    }
 
     #[test]
     fn only_library_names_count_as_the_library() {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokenizers::Tokenizer;
 
-pub use vocabulary::Vocabulary;
+pub use vocabulary::{VOCABULARY_DIGEST_KEY, Vocabulary};
 pub use word_level::WordLevelFast;
 
 /// One document after tokenization and truncation: its token ids (their strings are in the

@@ -4,6 +4,9 @@
 
 use tokenizers::Tokenizer;
 
+/// The graph metadata key under which `export` records [`Vocabulary::digest`].
+pub const VOCABULARY_DIGEST_KEY: &str = "vocabulary_sha256";
+
 /// Every token string of a tokenizer, by id (added tokens included).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Vocabulary {
@@ -21,6 +24,26 @@ impl Vocabulary {
             }
         }
         Self { by_id }
+    }
+
+    /// A digest of the id → token table (sha256, hex): `export` records it in the graph's
+    /// metadata as [`VOCABULARY_DIGEST_KEY`], so that a tokenizer of another package (even
+    /// of the same size, where the embedding-table check passes) is refused at open. Each
+    /// id in order contributes its token's byte length (u64, little-endian) and bytes, or
+    /// `u64::MAX` for an id without a token: `fixtures/make_fixtures.py` computes the same.
+    pub fn digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut digest = Sha256::new();
+        for token in &self.by_id {
+            match token {
+                Some(token) => {
+                    digest.update((token.len() as u64).to_le_bytes());
+                    digest.update(token.as_bytes());
+                }
+                None => digest.update(u64::MAX.to_le_bytes()),
+            }
+        }
+        format!("{:x}", digest.finalize())
     }
 
     /// A vocabulary whose ids are the positions in `tokens` (for tests and tools).
@@ -56,6 +79,9 @@ mod tests {
         assert_eq!(vocabulary.tokens(&[2, 1, 0]).expect("known ids"), ["film", "[UNK]", "[PAD]"]);
         assert_eq!(vocabulary.token(3), None);
         assert_eq!(vocabulary.token(-1), None);
+        assert_eq!(vocabulary.digest(), Vocabulary::from_tokens(["[PAD]", "[UNK]", "film"]).digest());
+        assert_ne!(vocabulary.digest(), Vocabulary::from_tokens(["[PAD]", "film", "[UNK]"]).digest());
+        assert_ne!(vocabulary.digest(), Vocabulary::from_tokens(["[PAD]", "[UNK]film"]).digest());
         let error = vocabulary.tokens(&[2, 7]).expect_err("7 is not an id");
         assert!(error.to_string().contains("token id 7"), "{error}");
     }
