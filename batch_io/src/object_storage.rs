@@ -21,15 +21,17 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use bytes::Bytes;
+use futures::FutureExt;
 use futures::future::BoxFuture;
-use futures::{FutureExt, TryFutureExt};
 use glob::{MatchOptions, Pattern};
 use object_store::aws::AmazonS3Builder;
 use object_store::azure::MicrosoftAzureBuilder;
 use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::http::HttpBuilder;
 use object_store::path::Path as ObjectPath;
-use object_store::{BackoffConfig, ObjectMeta, ObjectStore, ObjectStoreExt, ObjectStoreScheme, RetryConfig};
+use object_store::{
+    BackoffConfig, GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt, ObjectStoreScheme, RetryConfig,
+};
 use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::errors::ParquetError;
@@ -87,6 +89,10 @@ pub fn request_failed(what: &str, error: object_store::Error) -> anyhow::Error {
         E::Generic { .. } if is_refused_credentials(&error) => anyhow::anyhow!(
             "{what}: credentials missing or refused ({error}); set the cloud's credential variables \
              (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, GOOGLE_SERVICE_ACCOUNT, AZURE_STORAGE_ACCOUNT_KEY)"
+        ),
+        E::Precondition { .. } => anyhow::anyhow!(
+            "{what}: it was replaced while this run read it (its ETag is no longer the one listed when the run \
+             started), so rows of two versions would mix; rerun once its producer has finished writing it"
         ),
         E::InvalidPath { .. } | E::NotSupported { .. } | E::NotImplemented { .. } => {
             anyhow::anyhow!("{what}: {error}")
@@ -268,7 +274,9 @@ impl RemoteObject {
 }
 
 /// A Parquet object read by range requests: the footer first, then only the column chunks
-/// a read asks for, never the whole object.
+/// a read asks for, never the whole object. Every request carries `If-Match` with the ETag
+/// listed when the run started, so that an object replaced during the run is an error, never
+/// a part holding rows of both versions.
 #[derive(Clone, Debug)]
 pub struct ObjectReader {
     object: RemoteObject,
@@ -287,16 +295,35 @@ fn parquet_error(error: object_store::Error) -> ParquetError {
 /// The footer and the metadata before it usually fit here: one request instead of two.
 const FOOTER_PREFETCH: usize = 64 << 10;
 
+impl ObjectReader {
+    /// `range` of the object as it was listed.
+    async fn listed_range(&self, range: Range<u64>) -> object_store::Result<Bytes> {
+        let RemoteObject { store, meta, .. } = &self.object;
+        let options = GetOptions {
+            range: Some(object_store::GetRange::Bounded(range)),
+            if_match: meta.e_tag.clone(),
+            ..GetOptions::default()
+        };
+        store.get_opts(&meta.location, options).await?.bytes().await
+    }
+}
+
 impl AsyncFileReader for ObjectReader {
     fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
-        let RemoteObject { store, meta, .. } = &self.object;
-        store.get_range(&meta.location, range).map_err(parquet_error).boxed()
+        async move { self.listed_range(range).await.map_err(parquet_error) }.boxed()
     }
 
     fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
         async move {
-            let RemoteObject { store, meta, .. } = &self.object;
-            store.get_ranges(&meta.location, &ranges).await.map_err(parquet_error)
+            // Nearby ranges in one request, as `ObjectStore::get_ranges` does.
+            let this = &*self;
+            object_store::coalesce_ranges(
+                &ranges,
+                |range| this.listed_range(range),
+                object_store::OBJECT_STORE_COALESCE_DEFAULT,
+            )
+            .await
+            .map_err(parquet_error)
         }
         .boxed()
     }
@@ -431,6 +458,30 @@ fn list_all(prefix: &RemotePrefix) -> anyhow::Result<Vec<RemoteObject>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_object_replaced_during_a_run_is_never_read_as_the_listed_version() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let key = ObjectPath::from("corpus/a.parquet");
+        block_on(store.put(&key, b"version one: 0123456789".to_vec().into())).unwrap();
+        let meta = block_on(store.head(&key)).unwrap();
+        let mut reader =
+            ObjectReader::new(&RemoteObject { store: store.clone(), meta, url: "s3://corpus/a.parquet".into() });
+        assert_eq!(&block_on(reader.get_bytes(0..7)).unwrap()[..], b"version");
+        let ranges = block_on(reader.get_byte_ranges(vec![0..3, 13..16])).unwrap();
+        assert_eq!((&ranges[0][..], &ranges[1][..]), (&b"ver"[..], &b"012"[..]));
+
+        // Re-exported by its producer mid-run, the same size.
+        block_on(store.put(&key, b"version two: 9876543210".to_vec().into())).unwrap();
+        for result in
+            [block_on(reader.get_bytes(0..7)).map(|_| ()), block_on(reader.get_byte_ranges(vec![0..3])).map(|_| ())]
+        {
+            let ParquetError::External(error) = result.unwrap_err() else { panic!("a store error") };
+            let error = *error.downcast::<object_store::Error>().unwrap();
+            let message = format!("{:#}", request_failed("cannot read s3://corpus/a.parquet", error));
+            assert!(message.contains("it was replaced while this run read it"), "{message}");
+        }
+    }
 
     #[test]
     fn storage_urls_are_told_from_local_paths() {

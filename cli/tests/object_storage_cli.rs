@@ -553,6 +553,21 @@ fn a_model_in_object_storage_is_downloaded_once_and_cached() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stderr(&output).contains("using the cached copy"), "{}", stderr(&output));
 
+    // Damaged in place (same size, bytes zeroed), then a file lost: downloaded again into the
+    // same entry, never read as the package nor stuck on "Directory not empty".
+    let entry = cache.join(&files_in(&cache)[0]);
+    let size = std::fs::metadata(entry.join("model.onnx")).expect("cached graph").len();
+    std::fs::write(entry.join("model.onnx"), vec![0u8; usize::try_from(size).expect("size")]).expect("damage");
+    let output = remote_run(&dir.path().join("damaged.parquet"), "s3://corpus/models/tiny/");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("model package downloaded"), "{}", stderr(&output));
+    assert_same_rows(&read(&local), &read(&dir.path().join("damaged.parquet")));
+    std::fs::remove_file(entry.join("tokenizer.json")).expect("lose a file");
+    let output = remote_run(&dir.path().join("lost.parquet"), "s3://corpus/models/tiny/");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("model package downloaded"), "{}", stderr(&output));
+    assert_eq!(files_in(&cache).len(), 1, "the same entry, repaired");
+
     // A file replaced in the bucket: fetched again, into a new entry.
     s3.put("models/tiny/tokenizer.json", &tiny_model().join("tokenizer.json"));
     let manifest = std::fs::read_to_string(tiny_model().join("manifest.json")).expect("manifest");
@@ -564,11 +579,26 @@ fn a_model_in_object_storage_is_downloaded_once_and_cached() {
     assert!(stderr(&output).contains("model package downloaded"), "{}", stderr(&output));
     assert_eq!(files_in(&cache).len(), 2, "a new entry for the new version");
 
+    // SQL's classify() takes the same URL (it said "is not a directory"), from the cache.
+    let query = "SELECT classify('A wonderful, moving film.', 's3://corpus/models/tiny/').prediction AS p";
+    let output = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["sql", query, "--format", "csv"])
+        .envs(s3.env())
+        .env("PIPELINE_MODEL_CACHE", &cache)
+        .output()
+        .expect("run sql");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(printed == "p\npos\n" || printed == "p\nneg\n", "{printed}");
+    // Beside the downloaded entries, `pipeline sql` unpacks its default model into the cache.
+    let downloaded = || files_in(&cache).into_iter().filter(|name| !name.starts_with("embedded-")).count();
+    assert_eq!(downloaded(), 2, "the cached entry was used");
+
     // No package there: the missing file is named, exit 1, nothing cached.
     let missing = dir.path().join("missing.parquet");
     let output = remote_run(&missing, "s3://corpus/models/none/");
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("s3://corpus/models/none/manifest.json"), "{}", stderr(&output));
     assert!(!missing.exists());
-    assert_eq!(files_in(&cache).len(), 2);
+    assert_eq!(downloaded(), 2);
 }

@@ -36,8 +36,7 @@ pub fn unpack() -> anyhow::Result<(Unpacked, ModelPackage)> {
 }
 
 /// The embedded package written once into the model cache (see [`super::remote::cache_dir`]) and
-/// reused: for long-lived processes (the Python module in Ray actors and Spark workers) that
-/// should not each leave a 14 MB temporary copy behind. The entry is named by a digest of the
+/// reused: no process, killed or not, leaves a 14 MB temporary copy behind. The entry is named by a digest of the
 /// files, so a new build's model never reads an old one's, and is compared with them before
 /// use: a damaged entry is written again. Where the cache cannot be written (a read-only home
 /// directory, as in many containers), the package is unpacked into a temporary directory as
@@ -61,10 +60,7 @@ fn write_cache_entry() -> anyhow::Result<ModelPackage> {
     if intact {
         return ModelPackage::open(&entry);
     }
-    if entry.exists() {
-        std::fs::remove_dir_all(&entry)
-            .with_context(|| format!("cannot remove the damaged cache entry {}", entry.display()))?;
-    }
+    super::remove_damaged_entry(&entry)?;
     let staging = temp_dir_beside(&entry)
         .with_context(|| format!("cannot make a directory for the embedded model in {}", entry.display()))?;
     for (name, bytes) in FILES {

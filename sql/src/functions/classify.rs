@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use batch_io::source::string_values;
@@ -116,7 +116,7 @@ impl Classify {
         if let Some(classifier) = loaded.get(&dir) {
             return Ok(classifier.clone());
         }
-        let classifier = ModelPackage::open(&dir)
+        let classifier = open_package(&dir)
             .inspect(|package| self.read.lock().unwrap_or_else(PoisonError::into_inner).push(package.as_input()))
             .and_then(|package| {
                 Classifier::open(package, &self.options.backend, None)?.with_long_documents(self.options.long_documents)
@@ -129,6 +129,19 @@ impl Classify {
         loaded.insert(dir, classifier.clone());
         Ok(classifier)
     }
+}
+
+/// A package directory, or a prefix in object storage (downloaded once into the model cache),
+/// as `pipeline run --model` takes it. The download waits on the object-storage runtime,
+/// which a query thread cannot do, so it runs on a plain thread of its own.
+fn open_package(location: &Path) -> anyhow::Result<ModelPackage> {
+    let open = || pipeline::model_source::open(Some(location)).map(|(_, package)| package);
+    if !location.to_str().is_some_and(batch_io::object_storage::is_url) {
+        return open();
+    }
+    std::thread::scope(|scope| {
+        scope.spawn(open).join().unwrap_or_else(|_| Err(anyhow::anyhow!("downloading the model panicked")))
+    })
 }
 
 /// The model argument, which must be a constant: one model per call site.
