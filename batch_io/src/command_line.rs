@@ -238,3 +238,26 @@ pub fn print_report(text: &str) -> anyhow::Result<()> {
         result => Ok(result?),
     }
 }
+
+/// A count that must be at least 1, for a flag's value parser: 0 is a usage error (exit code
+/// 2) that says "at least 1", not "not in 1..18446744073709551615".
+pub fn at_least_one(value: &str) -> Result<usize, String> {
+    match value.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(count) => Ok(count),
+        Err(_) => Err(format!("`{value}` is not a whole number (it must be at least 1)")),
+    }
+}
+
+/// The most worker threads a run may ask for (`--threads`, Python's `threads=`): more is a
+/// typo, and each thread costs a stack.
+pub const MAX_THREADS: usize = 1024;
+
+/// A thread count in `1..=MAX_THREADS`, for a flag's value parser.
+pub fn thread_count(value: &str) -> Result<usize, String> {
+    let count = at_least_one(value)?;
+    if count > MAX_THREADS {
+        return Err(format!("must be at most {MAX_THREADS}"));
+    }
+    Ok(count)
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use arrow::array::{Array, ArrayRef, AsArray};
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchReader};
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::ProjectionMask;
@@ -69,6 +69,20 @@ fn guard_batches(display: String, mut batches: Batches) -> Batches {
         let what = || display.clone();
         guarded(what, || batches.next().transpose()).transpose()
     }))
+}
+
+/// ` (did you mean `NAME`?)` for the column of `schema` closest to the mistyped `name`, when
+/// one is close (a typo or another case); empty otherwise.
+pub fn did_you_mean(name: &str, schema: &Schema) -> String {
+    let lower = name.to_lowercase();
+    schema
+        .fields()
+        .iter()
+        .map(|field| (strsim::damerau_levenshtein(&lower, &field.name().to_lowercase()), field.name()))
+        .filter(|(distance, candidate)| *distance <= (candidate.chars().count() / 3).max(1))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| format!(" (did you mean `{candidate}`?)"))
+        .unwrap_or_default()
 }
 
 pub fn column_list(schema: &SchemaRef) -> String {

@@ -12,7 +12,7 @@ pub struct LongDocumentFlags {
     long_documents: Mode,
     /// --long-documents windows: tokens from one window's start to the next (default: half
     /// the token limit). A document gets at most 1,000 windows: past that the stride widens.
-    #[arg(long, value_name = "TOKENS", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, value_name = "TOKENS", value_parser = batch_io::command_line::at_least_one)]
     long_document_stride: Option<usize>,
     /// --long-documents windows: how the windows' probabilities combine.
     #[arg(long, value_enum, default_value_t = Aggregate::Mean)]

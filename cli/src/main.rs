@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use backend_flags::BackendFlags;
-use batch_io::command_line::{logs_are_json, print_report, say};
+use batch_io::command_line::{at_least_one, logs_are_json, print_report, say, thread_count};
 use clap::{Args, Parser, Subcommand};
 use long_document_flags::LongDocumentFlags;
 use pipeline::job::{JobOptions, run_job};
@@ -47,6 +47,36 @@ enum Command {
     },
 }
 
+/// Every flag of `run` that `--finalize` does not use: given with it, it would be ignored.
+const FINALIZE_CONFLICTS: [&str; 26] = [
+    "input",
+    "model",
+    "output",
+    "shard",
+    "shards",
+    "rows_per_part",
+    "overwrite",
+    "text_column",
+    "pass_through",
+    "backend",
+    "device",
+    "tf32",
+    "ort_library",
+    "batch_size",
+    "max_batch_tokens",
+    "window",
+    "max_tokens",
+    "long_documents",
+    "long_document_stride",
+    "long_document_aggregate",
+    "attention",
+    "embedding",
+    "profile",
+    "metrics_json",
+    "panic_after_first_window",
+    "null_model",
+];
+
 #[derive(Args)]
 struct RunArgs {
     /// A Parquet or Arrow IPC file, a directory of them, or a glob.
@@ -67,16 +97,17 @@ struct RunArgs {
     shard: Option<Shard>,
     /// Dataset outputs: N shards, this one numbered by JOB_COMPLETION_INDEX (set by a
     /// Kubernetes Indexed Job).
-    #[arg(long, value_name = "N", value_parser = at_least_one())]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     shards: Option<usize>,
     /// Dataset outputs: the most rows in one part (parts never cross a row group).
-    #[arg(long, default_value_t = 2500, value_parser = at_least_one())]
+    #[arg(long, default_value_t = 2500, value_parser = at_least_one)]
     rows_per_part: usize,
     /// Dataset outputs: delete another run's parts (and its _SUCCESS) instead of refusing.
     #[arg(long)]
     overwrite: bool,
-    /// Write _SUCCESS into this dataset output once every shard's parts are committed.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["input", "shard", "shards", "overwrite"])]
+    /// Write _SUCCESS into this dataset output once every shard's parts are committed. Takes
+    /// no other flag of `run` but --threads: the run's options are read from its parts.
+    #[arg(long, value_name = "DIR", conflicts_with_all = FINALIZE_CONFLICTS)]
     finalize: Option<String>,
     #[arg(long, default_value = "text")]
     text_column: String,
@@ -86,17 +117,17 @@ struct RunArgs {
     #[command(flatten)]
     backend: BackendFlags,
     /// Documents per inference batch.
-    #[arg(long, default_value_t = 64, value_parser = at_least_one())]
+    #[arg(long, default_value_t = 64, value_parser = at_least_one)]
     batch_size: usize,
     /// Also cap each inference batch at this many padded tokens (documents × the longest
     /// document); a document longer than that runs alone. Default: no cap.
-    #[arg(long, value_parser = at_least_one())]
+    #[arg(long, value_parser = at_least_one)]
     max_batch_tokens: Option<usize>,
     /// Documents read, length-sorted and written together (bounds memory).
-    #[arg(long, default_value_t = 2048, value_parser = at_least_one())]
+    #[arg(long, default_value_t = 2048, value_parser = at_least_one)]
     window: usize,
     /// Token limit per document (default: the model's).
-    #[arg(long, value_parser = at_least_one())]
+    #[arg(long, value_parser = at_least_one)]
     max_tokens: Option<usize>,
     #[command(flatten)]
     long_documents: LongDocumentFlags,
@@ -111,7 +142,7 @@ struct RunArgs {
     #[arg(long)]
     embedding: bool,
     /// Worker threads (default: all cores; at most 1024).
-    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    #[arg(long, value_parser = thread_count)]
     threads: Option<usize>,
     /// Print each stage's busy time at the end (on stderr), so the bottleneck shows.
     #[arg(long)]
@@ -136,11 +167,6 @@ fn job_completion_index() -> anyhow::Result<usize> {
         )
     })?;
     value.trim().parse().map_err(|_| anyhow::anyhow!("JOB_COMPLETION_INDEX is `{value}`, not a shard number"))
-}
-
-/// A count that must be at least 1 (0 is a usage error, exit code 2).
-fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
-    clap::builder::RangedU64ValueParser::new().range(1..)
 }
 
 fn main() -> ExitCode {
@@ -189,6 +215,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 metrics_json: args.metrics_json,
                 panic_after_first_window: args.panic_after_first_window,
                 null_model: args.null_model,
+                // A signal ends the process (batch_io::command_line), removing its temporaries.
+                cancel: None,
                 shard,
                 rows_per_part: args.rows_per_part,
                 overwrite: args.overwrite,
@@ -205,19 +233,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Sql(args) => {
-            let (_guard, default_model) = pipeline::model_source::embedded::unpack()?;
+            let (_guard, default_model) = pipeline::model_source::embedded::cached()?;
             sql_command::run(args, default_model.dir)
         }
         Command::Report(args) => report_command::run(args),
         Command::Inspect { dir } => {
-            let (guard, package) = pipeline::model_source::open(dir.as_deref())?;
+            let (_guard, package) = pipeline::model_source::open(dir.as_deref())?;
             // The checks `pipeline run` makes, so that a package it would refuse is not shown as fine.
             let classifier = Classifier::open(package.clone(), &BackendOptions::default(), None)?;
             let backend = classifier.backend();
             let m = &package.manifest;
-            let location = match guard {
-                Some(_) => "(embedded default: fixtures/default-model)".to_owned(),
-                None => package.dir.display().to_string(),
+            let location = match &dir {
+                None => "(embedded default: fixtures/default-model)".to_owned(),
+                Some(_) => package.dir.display().to_string(),
             };
             let mut report = String::new();
             let mut line = |text: String| {

@@ -42,7 +42,7 @@ pub struct SqlArgs {
     #[command(flatten)]
     long_documents: LongDocumentFlags,
     /// Documents per inference batch in classify().
-    #[arg(long, default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, default_value_t = 64, value_parser = batch_io::command_line::at_least_one)]
     batch_size: usize,
 }
 

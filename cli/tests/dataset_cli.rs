@@ -49,6 +49,7 @@ fn a_dataset_holds_the_rows_of_a_single_file_run_and_a_manifest() {
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("_SUCCESS")).expect("_SUCCESS")).expect("json");
     assert_eq!(manifest["rows"], 300);
+    assert_timestamps(&manifest, "started_at", "finished_at");
     assert_eq!(manifest["parts"].as_array().expect("parts").len(), 5);
     assert_eq!(manifest["inputs"][0]["size"], std::fs::metadata(reviews()).expect("meta").len());
     assert_eq!(manifest["run"]["input_count"], 1);
@@ -237,6 +238,57 @@ fn a_part_lost_after_success_is_noticed_by_finalize_and_written_again_by_a_rerun
     let finalize = pipeline(&["run"], &[("--finalize", &out)]);
     assert!(finalize.status.success(), "{}", stderr(&finalize));
     assert!(page.is_file(), "the report is left alone");
+}
+
+#[test]
+fn a_part_damaged_in_place_or_an_edited_success_is_not_believed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let single = dir.path().join("single.parquet");
+    assert!(run(&reviews(), &single, &[]).status.success());
+    let out = dir.path().join("out");
+    assert!(run(&reviews(), &out, &["--rows-per-part", "100"]).status.success());
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("_SUCCESS")).expect("_SUCCESS")).expect("json");
+    let digest = manifest["parts"][1]["digest"].as_str().expect("a digest per part").to_owned();
+    assert!(digest.starts_with("sha256:") && digest.len() == 7 + 64, "{digest}");
+
+    // Same size, a run of bytes zeroed in the middle: reported complete before.
+    let part = out.join("part-00001.parquet");
+    let mut bytes = std::fs::read(&part).expect("read");
+    let middle = bytes.len() / 2;
+    bytes[middle..middle + 64].fill(0);
+    std::fs::write(&part, &bytes).expect("damage");
+    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
+    assert_eq!(finalize.status.code(), Some(1), "{}", stderr(&finalize));
+    let err = stderr(&finalize);
+    assert!(err.contains("part-00001.parquet was changed after it was committed"), "{err}");
+    assert!(err.contains("missing 1 part(s): part-00001.parquet"), "{err}");
+    assert!(!out.join("_SUCCESS").exists(), "a _SUCCESS that lies is withdrawn");
+    let output = run(&reviews(), &out, &["--rows-per-part", "100"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("1 part written, 2 already committed"));
+    assert_same_rows(&read(&single), &read_dataset(&out));
+
+    // The rerun notices it by itself too.
+    let mut bytes = std::fs::read(&part).expect("read");
+    let middle = bytes.len() / 2;
+    bytes[middle..middle + 64].fill(0);
+    std::fs::write(&part, &bytes).expect("damage");
+    let output = run(&reviews(), &out, &["--rows-per-part", "100"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("changed after it was committed"), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("1 part written, 2 already committed"));
+    assert_same_rows(&read(&single), &read_dataset(&out));
+
+    // A hand-edited total is not believed either: --finalize writes the true one.
+    let text = std::fs::read_to_string(out.join("_SUCCESS")).expect("_SUCCESS");
+    std::fs::write(out.join("_SUCCESS"), text.replacen("\"rows\": 300", "\"rows\": 3000", 1)).expect("edit");
+    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
+    assert!(finalize.status.success(), "{}", stderr(&finalize));
+    assert!(stderr(&finalize).contains("it counts 3000 rows where its parts hold 300"), "{}", stderr(&finalize));
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("_SUCCESS")).expect("_SUCCESS")).expect("json");
+    assert_eq!(manifest["rows"], 300);
 }
 
 #[test]

@@ -78,6 +78,7 @@ fn writes_predictions_with_attention_in_input_order() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&metrics).expect("metrics")).expect("json");
     assert_eq!(json["rows"], 300);
+    assert_timestamps(&json, "started_at", "finished_at");
     assert_eq!(files_in(dir.path()), ["predictions.parquet", "run.json"], "no temporary file is left");
     #[cfg(unix)]
     {

@@ -187,6 +187,12 @@ fn short(sha: &str) -> &str {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunManifest {
     pub pipeline_version: String,
+    /// When the process that completed the dataset (the last shard, or `--finalize`) started,
+    /// and when it wrote this file (RFC 3339, UTC); absent in files of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
     pub rows: u64,
     pub parts: Vec<PartRecord>,
     pub run: RunFingerprint,
@@ -196,12 +202,16 @@ pub struct RunManifest {
 
 impl RunManifest {
     /// Why this manifest no longer tells the truth about the parts found: a part it lists is
-    /// missing, or holds another row count. Empty while it is true.
+    /// missing, holds another row count or other bytes than were committed, or the totals
+    /// or the run contradict the parts. Empty while it is true.
     fn untrue(&self, parts: &BTreeMap<usize, CommittedPart>) -> Vec<String> {
         let mut found = Vec::new();
         for record in &self.parts {
             match part_index(&record.name).and_then(|index| parts.get(&index)) {
                 None => found.push(format!("{} ({} rows) is missing", record.name, record.rows)),
+                Some(part) if record.digest.as_ref().is_some_and(|digest| *digest != part.digest) => {
+                    found.push(format!("{} was changed after it was committed (its digest differs)", record.name));
+                }
                 Some(part) if part.rows != record.rows || part.run != self.run => found.push(format!(
                     "{} holds {} rows of {}, where {} rows of this run were committed",
                     record.name,
@@ -215,7 +225,24 @@ impl RunManifest {
         if self.parts.len() != self.run.parts {
             found.push(format!("it lists {} parts of {}", self.parts.len(), self.run.parts));
         }
+        let listed: u64 = self.parts.iter().map(|record| record.rows).sum();
+        if self.rows != listed {
+            found.push(format!("it counts {} rows where its parts hold {listed}", self.rows));
+        }
         found
+    }
+
+    /// The parts whose bytes differ from those committed: they cannot be trusted, and are
+    /// to be written again.
+    fn changed_parts(&self, parts: &BTreeMap<usize, CommittedPart>) -> Vec<usize> {
+        self.parts
+            .iter()
+            .filter_map(|record| {
+                let index = part_index(&record.name)?;
+                let part = parts.get(&index)?;
+                record.digest.as_ref().is_some_and(|digest| *digest != part.digest).then_some(index)
+            })
+            .collect()
     }
 }
 
@@ -223,6 +250,11 @@ impl RunManifest {
 pub struct PartRecord {
     pub name: String,
     pub rows: u64,
+    /// What the part's bytes were when it was committed: `sha256:…` of a local file, or
+    /// `etag:…` of an object (a store gives each new version a new ETag). Absent in
+    /// manifests of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// A committed part, as read from its footer.
@@ -234,6 +266,8 @@ struct CommittedPart {
     input: Option<InputIdentity>,
     /// The unit whose rows it holds (absent in parts of older versions).
     unit: Option<usize>,
+    /// Its bytes as they are now; see [`PartRecord::digest`].
+    digest: String,
 }
 
 /// What [`DatasetDir::finalize`] found.
@@ -422,7 +456,8 @@ impl DatasetDir {
         };
         let input = value(PART_INPUT_KEY).and_then(|text| serde_json::from_str(text).ok());
         let unit = value(PART_UNIT_KEY).and_then(|text| text.parse().ok());
-        Ok(CommittedPart { rows: u64::try_from(metadata.num_rows()).unwrap_or(0), run, input, unit })
+        let digest = part_digest(&file)?;
+        Ok(CommittedPart { rows: u64::try_from(metadata.num_rows()).unwrap_or(0), run, input, unit, digest })
     }
 
     fn read_manifest(&self) -> anyhow::Result<RunManifest> {
@@ -492,12 +527,14 @@ impl DatasetDir {
             self.clear(parts.keys().copied())?;
             return Ok(Progress::Partial { committed: Vec::new() });
         }
+        let mut parts = parts;
         if let Some(manifest) = &success {
             let untrue = manifest.untrue(&parts);
             if untrue.is_empty() {
                 return Ok(Progress::Complete);
             }
             self.withdraw_success(&untrue)?;
+            self.remove_changed_parts(manifest, &mut parts)?;
         }
         Ok(Progress::Partial { committed: parts.keys().copied().filter(|&i| i < run.fingerprint.parts).collect() })
     }
@@ -513,6 +550,21 @@ impl DatasetDir {
         self.delete(SUCCESS)
     }
 
+    /// Deletes the parts changed since `manifest` committed them (and forgets them), so that
+    /// they count as missing: written again by a rerun, never listed as complete.
+    fn remove_changed_parts(
+        &self,
+        manifest: &RunManifest,
+        parts: &mut BTreeMap<usize, CommittedPart>,
+    ) -> anyhow::Result<()> {
+        for index in manifest.changed_parts(parts) {
+            tracing::warn!("{} changed after it was committed; deleted it, to be written again", self.part(index));
+            self.delete(&part_name(index))?;
+            parts.remove(&index);
+        }
+        Ok(())
+    }
+
     /// Deletes `_SUCCESS` first (the output is no longer complete), then the parts.
     fn clear(&self, parts: impl Iterator<Item = usize>) -> anyhow::Result<()> {
         self.delete(SUCCESS)?;
@@ -525,7 +577,7 @@ impl DatasetDir {
     /// Writes `_SUCCESS` if every part of the run is committed, or says which are missing.
     /// With `run`, the parts must belong to it; without (`--finalize`), to the run their
     /// footers name. A `_SUCCESS` already there is checked against the parts first.
-    pub fn finalize(&self, run: Option<&Run>) -> anyhow::Result<Finalized> {
+    pub fn finalize(&self, run: Option<&Run>, started_at: chrono::DateTime<chrono::Utc>) -> anyhow::Result<Finalized> {
         let (parts, success) = self.scan()?;
         let fingerprint = match (run, parts.values().next(), &success) {
             (Some(run), _, _) => run.fingerprint.clone(),
@@ -535,12 +587,14 @@ impl DatasetDir {
                 bail!("output {} holds no parts; run `pipeline run` into it first", self.location())
             }
         };
+        let mut parts = parts;
         if let Some(manifest) = success.filter(|m| m.run == fingerprint) {
             let untrue = manifest.untrue(&parts);
             if untrue.is_empty() {
                 return Ok(Finalized::Complete(Box::new(manifest)));
             }
             self.withdraw_success(&untrue)?;
+            self.remove_changed_parts(&manifest, &mut parts)?;
         }
         if let Some((index, _)) = parts.iter().find(|(_, p)| p.run != fingerprint) {
             bail!(
@@ -568,10 +622,16 @@ impl DatasetDir {
         let records: Vec<PartRecord> = parts
             .iter()
             .filter(|(index, _)| **index < fingerprint.parts)
-            .map(|(index, part)| PartRecord { name: part_name(*index), rows: part.rows })
+            .map(|(index, part)| PartRecord {
+                name: part_name(*index),
+                rows: part.rows,
+                digest: Some(part.digest.clone()),
+            })
             .collect();
         let manifest = RunManifest {
             pipeline_version: env!("CARGO_PKG_VERSION").to_owned(),
+            started_at: Some(crate::job::rfc3339(started_at)),
+            finished_at: Some(crate::job::rfc3339(chrono::Utc::now())),
             rows: records.iter().map(|p| p.rows).sum(),
             parts: records,
             run: fingerprint,
@@ -583,6 +643,24 @@ impl DatasetDir {
             .map_err(|e| write_failed(Path::new(&destination.to_string()), &e))?;
         sink.publish()?;
         Ok(Finalized::Complete(Box::new(manifest)))
+    }
+}
+
+/// A part's bytes as they are now: the sha256 of a local file (read whole: a part damaged
+/// in place keeps its size), or an object's ETag, which a store changes with every write.
+fn part_digest(file: &InputFile) -> anyhow::Result<String> {
+    use sha2::{Digest, Sha256};
+    match file {
+        InputFile::Local(path) => {
+            let mut reader = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let mut digest = Sha256::new();
+            std::io::copy(&mut reader, &mut digest).with_context(|| format!("cannot read {}", path.display()))?;
+            Ok(format!("sha256:{:x}", digest.finalize()))
+        }
+        InputFile::Remote(object) => Ok(match &object.meta.e_tag {
+            Some(e_tag) => format!("etag:{e_tag}"),
+            None => format!("size:{}:modified:{}", object.meta.size, object.meta.last_modified.to_rfc3339()),
+        }),
     }
 }
 

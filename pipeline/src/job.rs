@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
@@ -26,10 +27,13 @@ use batch_io::locations::{
 };
 use batch_io::object_storage::is_url;
 use batch_io::publish::Destination;
-use batch_io::source::{BatchStream, DATA_EXTENSIONS, InputFile, RowSpan, column_list, is_text_type, open_span};
+use batch_io::source::{
+    BatchStream, DATA_EXTENSIONS, InputFile, RowSpan, column_list, did_you_mean, is_text_type, open_span,
+};
 use runtime::classifier::{BatchLimit, Classifier, TextCounts};
 use runtime::inference::{BackendOptions, NullBackend};
 use runtime::long_documents::LongDocuments;
+use runtime::output_origin::{ATTENTION_ENCODING, MODEL_LABELS, MODEL_SHA256};
 use runtime::output_table::{AttentionOutput, OutputTable};
 use runtime::package::ModelPackage;
 
@@ -70,6 +74,9 @@ pub struct JobOptions {
     /// Bench hook: a stand-in for the model that costs nothing (see [`NullBackend`]), to
     /// measure the pipeline's own ceiling.
     pub null_model: bool,
+    /// Set from another thread to stop the run (Ctrl-C in the Python module): no window is
+    /// read after it, and the run ends with [`Interrupted`], publishing nothing.
+    pub cancel: Option<Arc<AtomicBool>>,
     /// Dataset outputs only: the units this process takes.
     pub shard: Shard,
     /// Dataset outputs only: the most rows in one part.
@@ -113,6 +120,9 @@ pub struct JobSummary {
     /// Predicted, null, empty and truncated texts, and tokens (flat in the JSON).
     #[serde(flatten)]
     pub counts: TextCounts,
+    /// When the run started and finished (RFC 3339, UTC).
+    pub started_at: String,
+    pub finished_at: String,
     pub seconds: f64,
     pub docs_per_second: f64,
     pub tokens_per_second: f64,
@@ -279,6 +289,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
     anyhow::ensure!(options.window > 0, "--window must be at least 1");
     anyhow::ensure!(options.rows_per_part > 0, "--rows-per-part must be at least 1");
     let started = Instant::now();
+    let started_at = chrono::Utc::now();
     let input = resolve_input_files(&options.input, DATA_EXTENSIONS)?;
     let dataset = is_dataset(&options.output);
     check_outputs(options, &input, package, dataset)?;
@@ -302,8 +313,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
         read_columns.push(options.text_column.clone());
     }
     let model_sha256 = model_sha256(package)?;
-    let mut metadata = table_metadata(package, &model_sha256, &classifier)?;
-    metadata.insert("pipeline.attention".to_owned(), options.attention.to_string());
+    let mut metadata = table_metadata(package, &model_sha256, &classifier, options.attention)?;
 
     // A single file is one unit per input; a dataset splits them into parts.
     let layouts: Vec<FileLayout> = streams.iter().map(|s| if dataset { s.row_groups.clone() } else { None }).collect();
@@ -379,6 +389,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
         text_column: &options.text_column,
         batch_limit: BatchLimit { documents: options.batch_size, tokens: options.max_batch_tokens },
         window: options.window,
+        cancel: options.cancel.as_deref(),
     };
     let (written, stage_seconds) = run_line(&line, writer)?;
     let parts = match (&run, &dataset_dir, &written.output) {
@@ -387,7 +398,7 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
             written: *committed,
             skipped,
             total: run.fingerprint.parts,
-            complete: matches!(dir.finalize(Some(run))?, Finalized::Complete(_)),
+            complete: matches!(dir.finalize(Some(run), started_at)?, Finalized::Complete(_)),
         }),
         _ => None,
     };
@@ -398,6 +409,8 @@ pub fn run_job(package: &ModelPackage, options: &JobOptions) -> anyhow::Result<J
         files: files.len(),
         rows: written.rows,
         counts,
+        started_at: rfc3339(started_at),
+        finished_at: rfc3339(chrono::Utc::now()),
         seconds,
         docs_per_second: written.rows as f64 / seconds,
         tokens_per_second: counts.tokens as f64 / seconds,
@@ -452,8 +465,9 @@ pub fn finalize(dir: &str) -> anyhow::Result<RunManifest> {
     if !is_url(dir) && !Path::new(dir).is_dir() {
         bail!("--finalize {dir}: no such directory; give the --output of the sharded run");
     }
+    let started_at = chrono::Utc::now();
     let dataset = DatasetDir::prepare(dir)?;
-    match dataset.finalize(None)? {
+    match dataset.finalize(None, started_at)? {
         Finalized::Complete(manifest) => Ok(*manifest),
         Finalized::Missing(missing) => {
             let names: Vec<String> = missing.iter().take(10).map(|&i| part_name(i)).collect();
@@ -491,9 +505,10 @@ fn plan_schema(
         refuse_ambiguous_columns(file, schema, &kept, &options.text_column)?;
         match schema.field_with_name(&options.text_column) {
             Err(_) => bail!(
-                "{} has no text column `{}`; its columns are: {} (choose one with --text-column)",
+                "{} has no text column `{}`{}; its columns are: {} (choose one with --text-column)",
                 file,
                 options.text_column,
+                did_you_mean(&options.text_column, schema),
                 column_list(schema)
             ),
             Ok(field) if !is_text_type(field.data_type()) => bail!(
@@ -509,9 +524,12 @@ fn plan_schema(
             let there = first.field_with_name(name).ok();
             match (here, there) {
                 (Some(a), Some(b)) if a.data_type() == b.data_type() => {}
-                (None, _) => {
-                    bail!("{} has no column `{name}` to pass through; its columns are: {}", file, column_list(schema))
-                }
+                (None, _) => bail!(
+                    "{} has no column `{name}` to pass through{}; its columns are: {}",
+                    file,
+                    did_you_mean(name, schema),
+                    column_list(schema)
+                ),
                 (Some(a), Some(b)) => bail!(
                     "{}: column `{name}` is {} there but {} in the first input file; convert one of them, \
                      or leave the column out with --pass-through",
@@ -550,24 +568,47 @@ fn refuse_ambiguous_columns(file: &InputFile, schema: &Schema, kept: &[String], 
     Ok(())
 }
 
-fn model_sha256(package: &ModelPackage) -> anyhow::Result<String> {
+pub fn model_sha256(package: &ModelPackage) -> anyhow::Result<String> {
     let graph = std::fs::read(package.graph_path())
         .with_context(|| format!("cannot read {}", package.graph_path().display()))?;
     Ok(format!("{:x}", Sha256::digest(&graph)))
 }
 
-fn table_metadata(
+/// The schema metadata of every output (`pipeline run`'s files and the Python module's
+/// tables): which model, labels and options made it, so that the report and SQL can tell
+/// runs apart.
+pub fn table_metadata(
     package: &ModelPackage,
     model_sha256: &str,
     classifier: &Classifier,
+    attention: AttentionOutput,
 ) -> anyhow::Result<std::collections::HashMap<String, String>> {
     let mut metadata = std::collections::HashMap::new();
     metadata.insert("model.variant".to_owned(), package.manifest.variant.clone());
-    metadata.insert("model.sha256".to_owned(), model_sha256.to_owned());
-    metadata.insert("model.labels".to_owned(), serde_json::to_string(&package.manifest.labels)?);
+    metadata.insert(MODEL_SHA256.to_owned(), model_sha256.to_owned());
+    metadata.insert(MODEL_LABELS.to_owned(), serde_json::to_string(&package.manifest.labels)?);
     metadata.insert("pipeline.max_tokens".to_owned(), classifier.max_tokens().to_string());
     metadata.insert("pipeline.long_documents".to_owned(), classifier.long_documents().to_string());
     metadata.insert("pipeline.version".to_owned(), env!("CARGO_PKG_VERSION").to_owned());
     metadata.insert("pipeline.backend".to_owned(), classifier.backend().describe());
+    metadata.insert(ATTENTION_ENCODING.to_owned(), attention.to_string());
     Ok(metadata)
+}
+
+/// The run was stopped through [`JobOptions::cancel`]; its output was not published (a
+/// dataset keeps the parts it committed, for a rerun to resume from).
+#[derive(Debug, Clone, Copy)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the run was interrupted; its output was not published")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// A timestamp as `_SUCCESS` and the run summary write it: RFC 3339 in UTC, to the millisecond.
+pub fn rfc3339(time: chrono::DateTime<chrono::Utc>) -> String {
+    time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

@@ -136,7 +136,7 @@ struct EvalArgs {
     backend: BackendKind,
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     device: Device,
-    #[arg(long, default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, default_value_t = 64, value_parser = batch_io::command_line::at_least_one)]
     batch_size: usize,
     /// ONNX Runtime shared library: a file, a directory holding it, or `python` for the onnxruntime
     /// package of the python3 on PATH (default: $ORT_DYLIB_PATH, then target/onnxruntime/).

@@ -148,3 +148,15 @@ pub fn assert_same_rows(a: &RecordBatch, b: &RecordBatch) {
         assert!(worst <= 1e-5, "{}: probabilities differ by {worst}", x.0);
     }
 }
+
+/// `value[start]` and `value[end]` are RFC 3339 UTC timestamps (`2026-11-25T14:20:00.123Z`),
+/// the start no later than the end.
+pub fn assert_timestamps(value: &serde_json::Value, start: &str, end: &str) {
+    let stamp = |key: &str| {
+        let text = value[key].as_str().unwrap_or_else(|| panic!("`{key}` is a string: {value}")).to_owned();
+        let shape: String = text.chars().map(|c| if c.is_ascii_digit() { '9' } else { c }).collect();
+        assert_eq!(shape, "9999-99-99T99:99:99.999Z", "`{key}` = {text}");
+        text
+    };
+    assert!(stamp(start) <= stamp(end), "{value}");
+}

@@ -94,6 +94,8 @@ pub struct Line<'a> {
     pub batch_limit: BatchLimit,
     /// Rows per window (record batch).
     pub window: usize,
+    /// Set to stop the run: the read stage stops with [`crate::job::Interrupted`].
+    pub cancel: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 /// Runs the whole line and returns what the write stage wrote, with each stage's busy time.

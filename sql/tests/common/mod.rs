@@ -28,6 +28,7 @@ pub fn make_predictions(dir: &Path, with_embedding: bool) -> anyhow::Result<Path
         metrics_json: None,
         panic_after_first_window: false,
         null_model: false,
+        cancel: None,
         shard: pipeline::units::Shard::WHOLE,
         rows_per_part: 2500,
         overwrite: false,
