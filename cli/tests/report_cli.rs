@@ -219,6 +219,64 @@ fn entropies_that_are_not_entropies_are_recomputed() {
     assert!(!hop_table.contains("inf") && !hop_table.contains("-5.00"), "{hop_table}");
 }
 
+/// `batch` written to `path` with the column `name` replaced by `column`.
+fn write_with_column(path: &Path, batch: &arrow::array::RecordBatch, name: &str, column: arrow::array::ArrayRef) {
+    let schema = batch.schema();
+    let columns: Vec<(&str, arrow::array::ArrayRef)> = schema
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .map(|(field, old)| (field.name().as_str(), if field.name() == name { column.clone() } else { old.clone() }))
+        .collect();
+    write_parquet(path, columns);
+}
+
+#[test]
+fn columns_of_the_wrong_type_or_not_finite_are_refused_by_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let full = dir.path().join("full.parquet");
+    assert!(
+        pipeline(&["run", "--attention", "full"], &[("--input", &reviews()), ("--output", &full)]).status.success()
+    );
+    let batch = read(&full);
+    let rows = batch.num_rows();
+    let html_path = dir.path().join("report.html");
+    let refused = |edited: &Path, needles: &[&str]| {
+        let output = report(edited, &html_path, &[]);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        for needle in needles {
+            assert!(stderr(&output).contains(needle), "expected `{needle}` in: {}", stderr(&output));
+        }
+        assert!(!html_path.exists(), "no report written");
+    };
+
+    // A string confidence became all-NULL and empty charts, exit 0.
+    let text = dir.path().join("text-confidence.parquet");
+    let confidences: Vec<String> = (0..rows).map(|row| format!("{row}%")).collect();
+    write_with_column(&text, &batch, "confidence", Arc::new(StringArray::from(confidences)));
+    refused(&text, &["text-confidence.parquet", "column `confidence` is Utf8", "floating-point numbers"]);
+
+    // A NaN confidence vanished from the charts.
+    let nan = dir.path().join("nan-confidence.parquet");
+    let confidences: Vec<f32> = (0..rows).map(|row| if row == 3 { f32::NAN } else { 0.9 }).collect();
+    write_with_column(&nan, &batch, "confidence", Arc::new(Float32Array::from(confidences)));
+    refused(&nan, &["nan-confidence.parquet", "row 3", "`confidence` is NaN"]);
+
+    // A NaN weight was written into a title.
+    let summary = batch.column_by_name("attention_summary").expect("summary").as_any().downcast_ref::<ListArray>();
+    let summary = summary.expect("list");
+    let mut weights = ListBuilder::new(arrow::array::Float32Builder::new());
+    for row in 0..rows {
+        let values = summary.value(row);
+        let values = values.as_any().downcast_ref::<Float32Array>().expect("floats");
+        weights
+            .append_value(values.iter().enumerate().map(|(i, w)| if row == 7 && i == 0 { Some(f32::NAN) } else { w }));
+    }
+    let nan_weight = dir.path().join("nan-weight.parquet");
+    write_with_column(&nan_weight, &batch, "attention_summary", Arc::new(weights.finish()));
+    refused(&nan_weight, &["nan-weight.parquet", "row 7", "`attention_summary`", "not finite"]);
+}
+
 fn write_mismatched_predictions(path: &Path) {
     let mut tokens = ListBuilder::new(StringBuilder::new());
     tokens.append_value([Some("a"), Some("b")]);
@@ -408,7 +466,7 @@ fn reviews_labelled(path: &Path, labels: Arc<dyn arrow::array::Array>) {
 }
 
 #[test]
-fn float_labels_are_read_as_label_indices_and_labels_that_never_match_are_warned_about() {
+fn float_labels_are_read_as_label_indices_and_label_columns_that_mostly_miss_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let accuracy =
         |page: &str| page.split("id=\"accuracy\">").nth(1).and_then(|s| s.split('<').next()).map(str::to_owned);
@@ -434,14 +492,31 @@ fn float_labels_are_read_as_label_indices_and_labels_that_never_match_are_warned
     assert_eq!(accuracy(&by_float), accuracy(&by_name), "0.0/1.0 are the labels neg/pos");
     assert!(!stderr(&output).contains("no true label matches"), "{}", stderr(&output));
 
-    // Labels in other words than the model's: every row would count as wrong; say so.
+    // Labels in other words than the model's: every row would count as wrong; stop (this
+    // was a warning beside an accuracy of 0).
     let other: Vec<Option<String>> = names
         .iter()
         .map(|l| l.as_deref().map(|l| if l == "pos" { "positive" } else { "negative" }.to_owned()))
         .collect();
-    let (output, _) = page_for(Arc::new(StringArray::from(other)), "other-words");
-    assert!(output.status.success(), "{}", stderr(&output));
-    assert!(stderr(&output).contains("no true label matches a model label"), "{}", stderr(&output));
+    let (output, page) = page_for(Arc::new(StringArray::from(other)), "other-words");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("300 of 300 labelled rows have a true label that is none of the model's"));
+    assert!(stderr(&output).contains("`negative`, `positive`"), "{}", stderr(&output));
+    assert!(page.is_empty(), "no report written");
+
+    // A rating (1..=10): its 1 and 0 read as the indices of pos and neg, the rest as nothing
+    // (accuracy 0.0068 with a warning, before).
+    let ratings: Vec<i64> = (0..names.len()).map(|row| i64::try_from(row % 10).expect("small") + 1).collect();
+    let (output, _) = page_for(Arc::new(arrow::array::Int64Array::from(ratings)), "ratings");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("270 of 300 labelled rows have a true label that is none"), "{}", stderr(&output));
+
+    // An id column: stopped as soon as it shows itself (3,000 rows made a 1.7 GB page).
+    let ids: Vec<String> = (0..names.len()).map(|row| format!("doc-{row}")).collect();
+    let (output, _) = page_for(Arc::new(StringArray::from(ids)), "ids");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("more than 50 distinct values that are not the model's labels"));
+    assert!(stderr(&output).contains("it is not a column of true labels"), "{}", stderr(&output));
 
     // A float that is no label index is refused.
     let halves: Vec<Option<f64>> = names.iter().map(|_| Some(0.5)).collect();

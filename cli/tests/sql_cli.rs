@@ -157,6 +157,16 @@ fn bad_tables_and_outputs_are_named() {
 }
 
 #[test]
+fn a_syntax_error_is_said_in_words() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = pipeline_in(dir.path(), &["sql", "SELEC 1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("the query is not valid SQL: Expected"), "{err}");
+    assert!(!err.contains("ParserError(") && !err.contains("\\\""), "{err}");
+}
+
+#[test]
 fn a_reader_that_stops_early_is_not_an_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut child = Command::new(env!("CARGO_BIN_EXE_pipeline"))

@@ -47,6 +47,7 @@ impl Layout {
                 column_list(&Arc::new(schema.clone()))
             );
         }
+        refuse_wrong_types(schema, file)?;
         let label = match label_column {
             Some(name) if has(name) => Some(name.to_owned()),
             Some(name) => bail!(
@@ -113,7 +114,14 @@ fn list_of(item: DataType) -> DataType {
 
 impl Batch {
     /// `labels`: the model's label names in index order, to read an integer label column.
-    pub fn read(batch: &RecordBatch, layout: &Layout, labels: &[String], file: &str) -> anyhow::Result<Self> {
+    /// `first_row` numbers the batch's rows within `file`, for messages.
+    pub fn read(
+        batch: &RecordBatch,
+        layout: &Layout,
+        labels: &[String],
+        file: &str,
+        first_row: usize,
+    ) -> anyhow::Result<Self> {
         let column = |name: &str, to: &DataType| -> anyhow::Result<ArrayRef> {
             let array = batch.column_by_name(name).with_context(|| format!("{file}: no column `{name}`"))?;
             cast(array, to).with_context(|| {
@@ -130,9 +138,19 @@ impl Batch {
             Some(name) => Some(label_names(batch, name, labels, file)?),
             None => None,
         };
-        Ok(Self {
+        let confidence: Float64Array = column("confidence", &DataType::Float64)?.as_primitive().clone();
+        if let Some(row) =
+            (0..confidence.len()).find(|&row| confidence.is_valid(row) && !confidence.value(row).is_finite())
+        {
+            bail!(
+                "{file}: row {}: `confidence` is {}; a `pipeline run` output holds a probability there (or null)",
+                first_row + row,
+                confidence.value(row)
+            );
+        }
+        let batch_read = Self {
             prediction: strings("prediction")?,
-            confidence: column("confidence", &DataType::Float64)?.as_primitive().clone(),
+            confidence,
             label,
             id: layout.id.then(|| strings("id")).transpose()?,
             tokens: layout.tokens.then(|| list("tokens", DataType::Utf8)).transpose()?,
@@ -146,12 +164,110 @@ impl Batch {
                 .transpose()?,
             entropy: layout.entropy.then(|| list("attention_entropy", DataType::Float32)).transpose()?,
             contribution: layout.contribution.then(|| list("contribution", DataType::Float32)).transpose()?,
-        })
+        };
+        // Weights that are not finite would vanish from the tallies and be written into titles.
+        let weight_columns = [
+            ("attention", batch_read.attention.as_ref().map(|hops| hops.values().as_list::<i32>().clone())),
+            ("attention_summary", batch_read.summary.clone()),
+            ("sentence_attention", batch_read.sentence_attention.clone()),
+            ("contribution", batch_read.contribution.clone()),
+        ];
+        for (name, lists) in weight_columns {
+            if let Some(lists) = lists {
+                refuse_non_finite(
+                    &lists,
+                    batch_read.attention.as_ref().filter(|_| name == "attention"),
+                    name,
+                    file,
+                    first_row,
+                )?;
+            }
+        }
+        Ok(batch_read)
     }
 
     pub fn len(&self) -> usize {
         self.prediction.len()
     }
+}
+
+/// What each column the report reads must be (the encodings `pipeline run` writes, and the
+/// types other writers give them). A cast would otherwise turn a string `confidence` into
+/// all-NULL and an empty chart, silently.
+#[derive(Clone, Copy)]
+enum Kind {
+    Text,
+    Float,
+    /// A float or an integer (compact bytes).
+    Number,
+    Integer,
+    Boolean,
+    /// An id: text or an integer.
+    Key,
+}
+
+const COLUMN_KINDS: &[(&str, usize, Kind)] = &[
+    ("prediction", 0, Kind::Text),
+    ("confidence", 0, Kind::Float),
+    ("id", 0, Kind::Key),
+    ("tokens", 1, Kind::Text),
+    ("attention", 2, Kind::Number),
+    ("attention_summary", 1, Kind::Number),
+    ("sentence_lengths", 1, Kind::Integer),
+    ("sentence_attention", 1, Kind::Float),
+    ("truncated", 0, Kind::Boolean),
+    ("attention_entropy", 1, Kind::Float),
+    ("contribution", 1, Kind::Number),
+];
+
+fn is_kind(data_type: &DataType, depth: usize, kind: Kind) -> bool {
+    match data_type {
+        DataType::List(field) | DataType::LargeList(field) | DataType::ListView(field) if depth > 0 => {
+            is_kind(field.data_type(), depth - 1, kind)
+        }
+        _ if depth > 0 => false,
+        DataType::Dictionary(_, values) => is_kind(values, 0, kind),
+        leaf => {
+            let text = matches!(leaf, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+            match kind {
+                Kind::Text => text,
+                Kind::Float => leaf.is_floating(),
+                Kind::Number => leaf.is_floating() || leaf.is_integer(),
+                Kind::Integer => leaf.is_integer(),
+                Kind::Boolean => matches!(leaf, DataType::Boolean),
+                Kind::Key => text || leaf.is_integer(),
+            }
+        }
+    }
+}
+
+/// Refuses a column the report reads whose type is not what `pipeline run` writes there,
+/// naming it.
+fn refuse_wrong_types(schema: &Schema, file: &str) -> anyhow::Result<()> {
+    for (name, depth, kind) in COLUMN_KINDS {
+        let Ok(field) = schema.field_with_name(name) else { continue };
+        if !is_kind(field.data_type(), *depth, *kind) {
+            let what = match kind {
+                Kind::Text => "text",
+                Kind::Float => "floating-point numbers",
+                Kind::Number => "numbers",
+                Kind::Integer => "integers",
+                Kind::Boolean => "booleans",
+                Kind::Key => "text or integers",
+            };
+            let shape = match depth {
+                0 => what.to_owned(),
+                1 => format!("a list of {what}"),
+                _ => format!("a list of lists of {what}"),
+            };
+            bail!(
+                "{file}: column `{name}` is {}, but a `pipeline run` output holds {shape} there; this file is not \
+                 one, or the column was rewritten (rename it, or write it back as {shape})",
+                field.data_type()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Whether `attention` holds bytes (`--attention compact`) rather than floats.
@@ -186,6 +302,34 @@ fn weights(batch: &RecordBatch, name: &str, hops: bool, file: &str) -> anyhow::R
     let (field, offsets, values, nulls) = list.into_parts();
     let hops = renormalised(values.as_list::<i32>());
     Ok(ListArray::try_new(field, offsets, Arc::new(hops), nulls)?)
+}
+
+/// Refuses a NaN or infinite weight in `lists` (a `List<Float32>`), naming the row. For
+/// `attention`, `lists` holds every hop of every row and `hops` maps them back to rows.
+fn refuse_non_finite(
+    lists: &ListArray,
+    hops: Option<&ListArray>,
+    name: &str,
+    file: &str,
+    first_row: usize,
+) -> anyhow::Result<()> {
+    let Some(list) =
+        (0..lists.len()).find(|&i| floats_at(lists, i).is_some_and(|w| w.iter().flatten().any(|w| !w.is_finite())))
+    else {
+        return Ok(());
+    };
+    let row = match hops {
+        // The row whose hops span `list`.
+        Some(hops) => hops.value_offsets().windows(2).position(|span| {
+            span.first().zip(span.get(1)).is_some_and(|(start, end)| (*start as usize..*end as usize).contains(&list))
+        }),
+        None => Some(list),
+    };
+    bail!(
+        "{file}: row {}: `{name}` holds a weight that is not finite (NaN or infinity); the file was damaged or written \
+         by a broken model, so it cannot be drawn",
+        row.map_or_else(|| "?".to_owned(), |row| (first_row + row).to_string())
+    )
 }
 
 /// Each list of a `List<Float32>` divided by its sum (a list summing to 0 is left as it is).

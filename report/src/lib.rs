@@ -24,6 +24,8 @@ use batch_io::object_storage::{canonical_url, is_url};
 use batch_io::publish::{Destination, Sink};
 use batch_io::source::{RowSpan, open_span};
 
+use runtime::output_origin::{SameRun, refuse_mixed_runs};
+
 use crate::columns::{Batch, Layout};
 use crate::page::RunInfo;
 use crate::tally::Tally;
@@ -69,26 +71,49 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     // An empty projection reads only the footer: the schema and metadata decide the layout.
     let probe = open_span(first, BATCH_ROWS, Some(&[]), RowSpan::Whole)?;
     let layout = Layout::of(&probe.schema, &first.to_string(), options.label_column.as_deref())?;
+    let layout_schema = probe.schema.clone();
     let run = run_info(options, inputs.files.len(), &layout, probe.schema.metadata());
     drop(probe);
+    refuse_other_runs(&inputs.files, first, &layout_schema)?;
 
-    let mut tally = Tally::new(options.examples, run.max_tokens);
+    let mut tally = Tally::new(options.examples, run.max_tokens, &run.labels);
     let columns = layout.columns();
     for file in &inputs.files {
         let name = file.to_string();
         let stream = open_span(file, BATCH_ROWS, Some(&columns), RowSpan::Whole)?;
         let mut row = 0usize;
         for batch in stream.batches {
-            let batch = Batch::read(&batch?, &layout, &run.labels, &name)?;
+            let batch = Batch::read(&batch?, &layout, &run.labels, &name, row)?;
             tally.add(&batch, &name, row)?;
             row += batch.len();
         }
     }
 
-    warn_if_labels_never_match(&tally, &run.labels);
+    refuse_labels_that_mostly_miss(&tally, &run.labels, layout.label.as_deref())?;
     let html = page::render(&run, &tally)?;
     write_whole(&destination, html.as_bytes())?;
     Ok(ReportSummary { rows: tally.rows, files: inputs.files.len(), seconds: started.elapsed().as_secs_f64() })
+}
+
+/// Tallies over several models, label sets or encodings would mean nothing: every file after
+/// `first` must have its model, labels, encoding and column types (`first_schema`). Footers
+/// only, before any row is read.
+fn refuse_other_runs(
+    files: &[batch_io::source::InputFile],
+    first: &batch_io::source::InputFile,
+    first_schema: &arrow::datatypes::Schema,
+) -> anyhow::Result<()> {
+    let first_name = first.to_string();
+    for file in files.iter().skip(1) {
+        let probe = open_span(file, BATCH_ROWS, Some(&[]), RowSpan::Whole)?;
+        refuse_mixed_runs(
+            (&first_name, first_schema),
+            (&file.to_string(), &probe.schema),
+            SameRun::ModelAndEncoding,
+            "report on each run's output separately",
+        )?;
+    }
+    Ok(())
 }
 
 /// The page is HTML: a `.parquet` name or `_SUCCESS` would take the place of predictions or
@@ -106,22 +131,28 @@ fn refuse_output_name(output: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Labels that share no value with the model's (`positive` against `pos`, or indices past the
-/// last label) make every row wrong: say so instead of showing accuracy 0 as if it were one.
-fn warn_if_labels_never_match(tally: &Tally, model_labels: &[String]) {
-    if tally.labelled == 0 {
-        return;
+/// Labels that are mostly none of the model's (`positive` against `pos`, a rating, indices
+/// past the last label) make accuracy meaningless: stop instead of showing it as if it were one.
+fn refuse_labels_that_mostly_miss(tally: &Tally, model_labels: &[String], column: Option<&str>) -> anyhow::Result<()> {
+    if tally.labelled == 0 || model_labels.is_empty() || tally.unknown_labelled * 2 <= tally.labelled {
+        return Ok(());
     }
-    let matched = tally.confusion.keys().any(|(label, _)| model_labels.contains(label));
-    if !matched && !model_labels.is_empty() {
-        let seen: std::collections::BTreeSet<&str> = tally.confusion.keys().map(|(l, _)| l.as_str()).take(5).collect();
-        tracing::warn!(
-            "no true label matches a model label: the label column holds {} but the model predicts {}; \
-             accuracy would be 0. Give --label-column a column of the model's labels or of their indices",
-            seen.into_iter().collect::<Vec<_>>().join(", "),
-            model_labels.join(", ")
-        );
-    }
+    let seen: Vec<String> = tally.unknown_labels.iter().take(5).map(|l| format!("`{l}`")).collect();
+    let matched = tally.labelled - tally.unknown_labelled;
+    anyhow::bail!(
+        "{} of {} labelled rows have a true label that is none of the model's: the label column `{}` holds {} but \
+         the model predicts {}, so accuracy would mean nothing. Give --label-column a column of the model's labels or of \
+         their indices, or leave it out for a report without accuracy",
+        tally.unknown_labelled,
+        tally.labelled,
+        column.unwrap_or("label"),
+        if matched == 0 {
+            seen.join(", ")
+        } else {
+            format!("{} (and {matched} rows of the model's labels)", seen.join(", "))
+        },
+        model_labels.join(", ")
+    )
 }
 
 fn run_info(

@@ -2,7 +2,7 @@
 //! hop, and the example documents to draw. Memory is bounded by the vocabulary, the number of
 //! classes and hops, and the examples kept, not by the number of rows.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::bail;
 use arrow::array::{Array, Float32Array, StringArray};
@@ -143,10 +143,21 @@ pub struct Tally {
     /// Misclassified rows by their true label, most confident first.
     pub misclassified: BTreeMap<String, Ranked>,
     max_tokens: Option<usize>,
+    /// The model's labels; empty when the output does not record them.
+    model_labels: Vec<String>,
+    /// Labelled rows whose true label is none of the model's.
+    pub unknown_labelled: u64,
+    /// The distinct true labels that are none of the model's (at most [`MAX_UNKNOWN_LABELS`] + 1).
+    pub unknown_labels: BTreeSet<String>,
 }
 
+/// Distinct true labels outside the model's that a label column may hold: past that, it is
+/// not a label column (an id, a rating, free text), and a confusion row and example cards for
+/// each value would make a page of gigabytes.
+pub const MAX_UNKNOWN_LABELS: usize = 50;
+
 impl Tally {
-    pub fn new(examples: usize, max_tokens: Option<usize>) -> Self {
+    pub fn new(examples: usize, max_tokens: Option<usize>, model_labels: &[String]) -> Self {
         Self {
             rows: 0,
             no_prediction: 0,
@@ -164,6 +175,9 @@ impl Tally {
             least_confident: Ranked::new(examples),
             misclassified: BTreeMap::new(),
             max_tokens,
+            model_labels: model_labels.to_vec(),
+            unknown_labelled: 0,
+            unknown_labels: BTreeSet::new(),
         }
     }
 
@@ -172,6 +186,26 @@ impl Tally {
         let mut all = self.most_confident.examples().chain(self.least_confident.examples());
         let mut misclassified = self.misclassified.values().flat_map(Ranked::examples);
         all.any(|e| !e.contribution.is_empty()) || misclassified.any(|e| !e.contribution.is_empty())
+    }
+
+    /// Counts a true label that is none of the model's; too many distinct ones stop the report.
+    fn count_unknown_label(&mut self, label: &str, file: &str) -> anyhow::Result<()> {
+        if self.model_labels.is_empty() || self.model_labels.iter().any(|l| l == label) {
+            return Ok(());
+        }
+        self.unknown_labelled += 1;
+        if self.unknown_labels.len() <= MAX_UNKNOWN_LABELS && !self.unknown_labels.contains(label) {
+            self.unknown_labels.insert(label.to_owned());
+        }
+        anyhow::ensure!(
+            self.unknown_labels.len() <= MAX_UNKNOWN_LABELS,
+            "{file}: the label column holds more than {MAX_UNKNOWN_LABELS} distinct values that are not the \
+             model's labels ({}), such as {}: it is not a column of true labels. Give --label-column a column of \
+             the model's labels or of their indices, or leave it out for a report without accuracy",
+            self.model_labels.join(", "),
+            self.unknown_labels.iter().take(5).map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", ")
+        );
+        Ok(())
     }
 
     /// Adds one batch; `first_row` numbers its rows within `file`, for messages.
@@ -210,6 +244,7 @@ impl Tally {
             *bin += 1;
         }
         if let Some(label) = label {
+            self.count_unknown_label(label, file)?;
             self.labelled += 1;
             let correct = label == prediction;
             self.correct += u64::from(correct);

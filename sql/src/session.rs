@@ -155,6 +155,18 @@ impl SqlSession {
 
     /// Adds what a user needs to fix the query to DataFusion's message.
     pub fn explain(&self, error: DataFusionError) -> anyhow::Error {
+        // The parser's own words, not `SQL error: ParserError("…")`.
+        if let DataFusionError::SQL(parse_error, _) = error.find_root() {
+            use datafusion::sql::sqlparser::parser::ParserError;
+            return match parse_error.as_ref() {
+                ParserError::TokenizerError(text) | ParserError::ParserError(text) => {
+                    anyhow::anyhow!("the query is not valid SQL: {text}")
+                }
+                ParserError::RecursionLimitExceeded => {
+                    anyhow::anyhow!("the query nests too deeply for the SQL parser; flatten it, e.g. with a CTE")
+                }
+            };
+        }
         let message = error.strip_backtrace();
         // An unreachable object store stays transient (exit 75): a scheduler should retry.
         if let Some(transient) = error_chain(&error).find_map(|cause| cause.downcast_ref::<TransientIo>()) {

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context;
+use arrow::datatypes::Schema;
 use async_trait::async_trait;
 use batch_io::inputs::{InputFiles, resolve_input_files};
 use batch_io::locations::InputLocation;
@@ -20,7 +21,9 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::SessionState;
 use datafusion::execution::options::ReadOptions;
 use datafusion::prelude::ParquetReadOptions;
-use parquet::file::reader::SerializedFileReader;
+use parquet::arrow::parquet_to_arrow_schema;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use runtime::output_origin::{SameRun, refuse_mixed_runs};
 
 /// The URLs DataFusion reads `files` by.
 fn table_urls(files: &[InputFile]) -> Result<Vec<ListingTableUrl>> {
@@ -34,21 +37,37 @@ fn table_urls(files: &[InputFile]) -> Result<Vec<ListingTableUrl>> {
 }
 
 /// The Parquet files behind `location` (a file, a directory's or prefix's `*.parquet` files
-/// or a glob, locally or in object storage), sorted, each checked to have a readable footer.
+/// or a glob, locally or in object storage), sorted, each checked to have a readable footer,
+/// and to be of the same `--attention` encoding and column types as the first (a table takes
+/// the first file's schema and would cast the others' weights silently).
 /// This blocks: from async code call [`find_parquet_files`].
 pub fn resolve_parquet_files(location: &str) -> anyhow::Result<InputFiles> {
     let input = resolve_input_files(location, &["parquet"])?;
+    let mut first: Option<(String, Schema)> = None;
     for file in &input.files {
-        match file {
+        let footer = match file {
             InputFile::Local(path) => {
                 let opened = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-                SerializedFileReader::new(opened).map_err(|e| anyhow::anyhow!("{e}")).with_context(|| {
-                    format!("{} is not a Parquet file; `pipeline sql` reads Parquet only", path.display())
-                })?;
+                let reader =
+                    SerializedFileReader::new(opened).map_err(|e| anyhow::anyhow!("{e}")).with_context(|| {
+                        format!("{} is not a Parquet file; `pipeline sql` reads Parquet only", path.display())
+                    })?;
+                Arc::new(reader.metadata().clone())
             }
-            InputFile::Remote(_) => {
-                parquet_footer(file)?;
-            }
+            InputFile::Remote(_) => parquet_footer(file)?,
+        };
+        let name = file.to_string();
+        let meta = footer.file_metadata();
+        let schema = parquet_to_arrow_schema(meta.schema_descr(), meta.key_value_metadata())
+            .with_context(|| format!("{name}: its Parquet schema has no Arrow equivalent"))?;
+        match &first {
+            None => first = Some((name, schema)),
+            Some((first_name, first_schema)) => refuse_mixed_runs(
+                (first_name, first_schema),
+                (&name, &schema),
+                SameRun::Encoding,
+                &format!("query them as separate tables (one location each) instead of one {location}"),
+            )?,
         }
     }
     Ok(input)
