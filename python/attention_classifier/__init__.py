@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import threading
+import warnings
 from typing import Any, Optional, Union
 
 import pyarrow as pa
@@ -33,11 +34,38 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 def onnxruntime_dirs() -> list[str]:
     """The ``onnxruntime/capi`` directory of this environment's ``onnxruntime`` or
-    ``onnxruntime-gpu`` package, where its shared library is; empty when neither is installed.
+    ``onnxruntime-gpu`` package, where its shared library is; empty when neither is installed,
+    or when the installed release is not one this build runs (a warning says which to install).
     Found without importing the package (which would load numpy and the library twice)."""
     spec = importlib.util.find_spec("onnxruntime")
     locations = list(spec.submodule_search_locations or []) if spec else []
-    return [os.path.join(location, "capi") for location in locations if os.path.isdir(os.path.join(location, "capi"))]
+    dirs = [os.path.join(location, "capi") for location in locations if os.path.isdir(os.path.join(location, "capi"))]
+    if not dirs:
+        return []
+    installed = _installed_onnxruntime()
+    if installed not in _native.SUPPORTED_ONNXRUNTIME:
+        cpu, gpu = _native.SUPPORTED_ONNXRUNTIME
+        warnings.warn(
+            f"onnxruntime {installed or '(unknown version)'} is installed in {dirs[0]}, but this build runs "
+            f"onnxruntime=={cpu} (or onnxruntime-gpu=={gpu}); it is not used, so classifying falls back to "
+            f"tract. Install a supported release: pip install onnxruntime=={cpu}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return []
+    return dirs
+
+
+def _installed_onnxruntime() -> Optional[str]:
+    """The version of the onnxruntime (or onnxruntime-gpu) distribution this environment imports."""
+    import importlib.metadata
+
+    for name in ("onnxruntime", "onnxruntime-gpu"):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def _location(path: Optional[PathLike]) -> Optional[str]:
@@ -132,8 +160,10 @@ class Classifier:
 
     def classify(self, data: Union[pa.Table, pa.RecordBatch]) -> pa.Table:
         """``data``'s columns followed by the prediction columns, row for row. Rows whose text
-        is null or has no tokens get nulls. The whole table is classified together (batches
-        sorted by length), so pass batches of thousands of rows rather than one at a time."""
+        is null or has no tokens get nulls. Rows are classified a few thousand at a time
+        (batches sorted by length within them), so memory holds the output and one such window;
+        pass batches of thousands of rows rather than one at a time. The output's schema
+        metadata names the model, its labels and the options, as ``pipeline run`` writes it."""
         if isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
         elif not isinstance(data, pa.Table):

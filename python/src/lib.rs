@@ -9,33 +9,37 @@
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use anyhow::Context;
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::RecordBatch;
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow_pyarrow::{PyArrowType, Table};
+use batch_io::command_line::MAX_THREADS;
 use batch_io::object_storage::TransientIo;
 use batch_io::source::{is_text_type, string_values, text_array};
 use clap::ValueEnum;
-use pipeline::job::{JobOptions, run_job};
+use pipeline::job::{JobOptions, model_sha256, run_job, table_metadata};
 use pipeline::model_source::Unpacked;
 use pipeline::units::Shard;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use runtime::inference::{BackendKind, BackendOptions, Device};
 use runtime::long_documents::{Aggregate, LongDocuments, Mode};
-use runtime::output_table::{AttentionOutput, OutputTable};
+use runtime::output_table::{AttentionOutput, OutputTable, RESERVED_NAMES};
 use runtime::package::ModelPackage;
 
+// Under `attention_classifier`, where the package exports them: pickle finds a class by its
+// module and name, so an error raised in a worker process reaches the driver whole.
 pyo3::create_exception!(
-    _native,
+    attention_classifier,
     PipelineError,
     PyRuntimeError,
     "The input, the model or the options were refused; the message says which and what to do."
 );
 pyo3::create_exception!(
-    _native,
+    attention_classifier,
     TransientError,
     PipelineError,
     "Object storage could not be reached; the same call may succeed later (exit code 75 of `pipeline`)."
@@ -45,12 +49,64 @@ pyo3::create_exception!(
 /// scheduler's retry can tell them apart; everything else as [`PipelineError`]. The message
 /// is the whole chain of causes, as `pipeline` prints it.
 fn python_error(error: anyhow::Error) -> PyErr {
-    let message = format!("{error:#}");
+    let message = in_python_words(&format!("{error:#}"));
     if error.chain().any(|cause| cause.is::<TransientIo>()) {
         TransientError::new_err(message)
     } else {
         PipelineError::new_err(message)
     }
+}
+
+/// The parameters of `Classifier` and `run` that are spelt as flags of `pipeline run` in the
+/// messages they share with it; booleans are said as `name=True`.
+const PARAMETERS: [&str; 21] = [
+    "input",
+    "output",
+    "model",
+    "text-column",
+    "pass-through",
+    "backend",
+    "device",
+    "ort-library",
+    "batch-size",
+    "max-batch-tokens",
+    "window",
+    "max-tokens",
+    "long-documents",
+    "long-document-stride",
+    "long-document-aggregate",
+    "attention",
+    "embedding",
+    "shard",
+    "rows-per-part",
+    "overwrite",
+    "threads",
+];
+
+/// `message` with the flags of `pipeline run` it names (`--long-document-stride`) said as the
+/// Python parameters the caller used (`long_document_stride=`).
+fn in_python_words(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some((before, after)) = rest.split_once("--") {
+        out.push_str(before);
+        let name_end = after.find(|c: char| !(c.is_ascii_lowercase() || c == '-')).unwrap_or(after.len());
+        let name = after.get(..name_end).unwrap_or_default().trim_end_matches('-');
+        match PARAMETERS.iter().find(|parameter| **parameter == name) {
+            Some(parameter) => {
+                let python = parameter.replace('-', "_");
+                let value = if matches!(python.as_str(), "overwrite" | "embedding") { "True" } else { "" };
+                out.push_str(&format!("{python}={value}"));
+                rest = after.get(name.len()..).unwrap_or_default();
+            }
+            None => {
+                out.push_str("--");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Parses one of a flag's choices the way `pipeline` does (`head-tail`, `ort`, ...).
@@ -99,7 +155,7 @@ fn set_global_threads(threads: Option<usize>) -> anyhow::Result<()> {
          exist in a forked child; start worker processes with multiprocessing's 'spawn' or 'forkserver' method"
     );
     let Some(threads) = threads else { return Ok(()) };
-    anyhow::ensure!(threads >= 1, "threads must be at least 1");
+    check_threads(threads)?;
     if rayon::ThreadPoolBuilder::new().num_threads(threads).build_global().is_err() {
         let current = rayon::current_num_threads();
         anyhow::ensure!(
@@ -108,6 +164,16 @@ fn set_global_threads(threads: Option<usize>) -> anyhow::Result<()> {
              pass the same threads= to every run() in one process, or set RAYON_NUM_THREADS before the first"
         );
     }
+    Ok(())
+}
+
+/// `threads=` within `pipeline run --threads`'s bounds (more never returned: each thread
+/// costs a stack).
+fn check_threads(threads: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        (1..=MAX_THREADS).contains(&threads),
+        "threads={threads}: must be between 1 and {MAX_THREADS} (default: all cores)"
+    );
     Ok(())
 }
 
@@ -120,6 +186,7 @@ struct WorkerPool {
 }
 
 fn worker_pool(threads: Option<usize>) -> anyhow::Result<Arc<rayon::ThreadPool>> {
+    threads.map(check_threads).transpose()?;
     static POOL: Mutex<Option<WorkerPool>> = Mutex::new(None);
     let mut slot = POOL.lock().unwrap_or_else(PoisonError::into_inner);
     let pid = std::process::id();
@@ -137,7 +204,6 @@ fn worker_pool(threads: Option<usize>) -> anyhow::Result<Arc<rayon::ThreadPool>>
     if let Some(parent) = slot.take() {
         std::mem::forget(parent);
     }
-    anyhow::ensure!(threads != Some(0), "threads must be at least 1");
     let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(threads.unwrap_or(0)).build()?);
     *slot = Some(WorkerPool { pid, pool: pool.clone() });
     Ok(pool)
@@ -155,6 +221,8 @@ struct Classifier {
     batch_size: usize,
     threads: Option<usize>,
     model: PathBuf,
+    /// The schema metadata `pipeline run` writes (model, labels, options).
+    metadata: std::collections::HashMap<String, String>,
     /// The default model's temporary copy, where the model cache could not be written.
     _unpacked: Option<Unpacked>,
 }
@@ -199,7 +267,9 @@ impl Classifier {
             let classifier =
                 runtime::classifier::Classifier::open(package, &backend, max_tokens)?.with_long_documents(mode)?;
             let table = OutputTable::for_model(classifier.optional_columns(embedding)).with_attention_output(attention);
-            Ok(Self { classifier, table, text_column, batch_size, threads, model, _unpacked: unpacked })
+            let package = classifier.package();
+            let metadata = table_metadata(package, &model_sha256(package)?, &classifier, attention)?;
+            Ok(Self { classifier, table, text_column, batch_size, threads, model, metadata, _unpacked: unpacked })
         };
         py.detach(open).map_err(python_error)
     }
@@ -223,59 +293,39 @@ impl Classifier {
     }
 
     /// The input's columns followed by the prediction columns of `pipeline run`, row for row.
-    /// Rows are classified a few thousand at a time (batches sorted by length within them),
-    /// with a look for Ctrl-C in between.
+    /// Rows are classified and their columns built a few thousand at a time (batches sorted by
+    /// length within them), with a look for Ctrl-C in between: memory holds the output table
+    /// and one such window of predictions, not a prediction per row of the table.
     fn classify(&self, py: Python<'_>, table: PyArrowType<Table>) -> PyResult<PyArrowType<Table>> {
         let (batches, schema) = table.0.into_inner();
         let output_schema = self.output_schema(&schema).map_err(python_error)?;
-        let texts = self.text_arrays(&batches).map_err(python_error)?;
-        let mut values: Vec<Option<&str>> = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
-        for text in &texts {
-            values.extend(
-                string_values(text).ok_or_else(|| PipelineError::new_err("the text column is not a string column"))?,
-            );
-        }
         let pool = worker_pool(self.threads).map_err(python_error)?;
-        let mut predictions = Vec::with_capacity(values.len());
-        for rows in values.chunks(ROWS_BETWEEN_SIGNAL_CHECKS) {
-            let classified = py.detach(|| pool.install(|| self.classifier.predict(rows, self.batch_size)));
-            predictions.extend(classified.map_err(python_error)?.0);
-            py.check_signals()?;
+        let mut classified = Vec::with_capacity(batches.len());
+        for batch in &batches {
+            let mut start = 0;
+            while start < batch.num_rows() {
+                let rows = batch.slice(start, ROWS_BETWEEN_SIGNAL_CHECKS.min(batch.num_rows() - start));
+                start += rows.num_rows();
+                let window = py.detach(|| pool.install(|| self.classify_window(&rows, output_schema.clone())));
+                classified.push(window.map_err(python_error)?);
+                py.check_signals()?;
+            }
         }
-        let classified = py.detach(|| self.assemble(&batches, &predictions, output_schema)).map_err(python_error)?;
-        Ok(PyArrowType(classified))
+        let table = Table::try_new(classified, output_schema).map_err(|e| python_error(e.into()))?;
+        Ok(PyArrowType(table))
     }
 }
 
 impl Classifier {
-    /// Each batch's text column, dictionaries expanded.
-    fn text_arrays(&self, batches: &[RecordBatch]) -> anyhow::Result<Vec<ArrayRef>> {
-        batches
-            .iter()
-            .map(|batch| {
-                text_array(batch.column_by_name(&self.text_column).context("a record batch lost the text column")?)
-            })
-            .collect()
-    }
-
-    /// The input's record batches with the prediction columns beside them.
-    fn assemble(
-        &self,
-        batches: &[RecordBatch],
-        predictions: &[Option<runtime::output_table::DocumentPrediction>],
-        output_schema: SchemaRef,
-    ) -> anyhow::Result<Table> {
-        let (labels, vocabulary) = (self.classifier.labels(), self.classifier.vocabulary());
-        let mut rest = predictions;
-        let mut classified = Vec::with_capacity(batches.len());
-        for batch in batches {
-            let (these, after) = rest.split_at_checked(batch.num_rows()).context("fewer predictions than rows")?;
-            rest = after;
-            let mut columns = batch.columns().to_vec();
-            columns.extend(self.table.build(these, labels, vocabulary)?);
-            classified.push(RecordBatch::try_new(output_schema.clone(), columns)?);
-        }
-        Ok(Table::try_new(classified, output_schema)?)
+    /// One window of rows with the prediction columns beside them.
+    fn classify_window(&self, rows: &RecordBatch, output_schema: SchemaRef) -> anyhow::Result<RecordBatch> {
+        let text = rows.column_by_name(&self.text_column).context("a record batch lost the text column")?;
+        let text = text_array(text)?;
+        let values = string_values(&text).context("the text column is not a string column")?;
+        let (predictions, _) = self.classifier.predict(&values, self.batch_size)?;
+        let mut columns = rows.columns().to_vec();
+        columns.extend(self.table.build(&predictions, self.classifier.labels(), self.classifier.vocabulary())?);
+        Ok(RecordBatch::try_new(output_schema, columns)?)
     }
 
     /// The input schema with the output columns after it; refuses a missing or non-text
@@ -301,16 +351,27 @@ impl Classifier {
             self.text_column,
             field.data_type()
         );
-        let mut fields = schema.fields().to_vec();
-        for field in self.table.fields() {
-            anyhow::ensure!(
-                schema.field_with_name(field.name()).is_err(),
-                "input column `{}` collides with an output column; drop or rename it before classifying",
-                field.name()
+        // Every output name, whatever this classifier writes, as `pipeline run` refuses them: a
+        // reader would take an input `attention` for the model's.
+        if let Some(field) = schema.fields().iter().find(|f| RESERVED_NAMES.contains(&f.name().as_str())) {
+            anyhow::bail!(
+                "input column `{}` collides with an output column of `pipeline run` ({}); drop or rename it before \
+                 classifying",
+                field.name(),
+                RESERVED_NAMES.join(", ")
             );
-            fields.push(field);
         }
-        Ok(std::sync::Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone())))
+        let mut fields = schema.fields().to_vec();
+        fields.extend(self.table.fields());
+        // The input's metadata (pandas', say) kept, but never another run's model and options.
+        let mut metadata: std::collections::HashMap<String, String> = schema
+            .metadata()
+            .iter()
+            .filter(|(key, _)| !key.starts_with("model.") && !key.starts_with("pipeline."))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        metadata.extend(self.metadata.clone());
+        Ok(std::sync::Arc::new(Schema::new_with_metadata(fields, metadata)))
     }
 }
 
@@ -359,7 +420,12 @@ fn run(
     overwrite: bool,
     threads: Option<usize>,
 ) -> PyResult<String> {
-    let job = || -> anyhow::Result<String> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let stop = cancel.clone();
+    // Owned, for the job's thread.
+    let [backend, device, long_documents, long_document_aggregate, attention] =
+        [backend, device, long_documents, long_document_aggregate, attention].map(str::to_owned);
+    let job = move || -> anyhow::Result<String> {
         for (name, value) in [("batch_size", batch_size), ("window", window), ("rows_per_part", rows_per_part)] {
             anyhow::ensure!(value >= 1, "{name} must be at least 1");
         }
@@ -373,17 +439,18 @@ fn run(
             output,
             text_column,
             pass_through,
-            backend: backend_options(backend, device, ort_library, ort_search_dirs)?,
+            backend: backend_options(&backend, &device, ort_library, ort_search_dirs)?,
             batch_size,
             max_batch_tokens,
             window,
             max_tokens,
-            long_documents: self::long_documents(long_documents, long_document_stride, long_document_aggregate)?,
+            long_documents: self::long_documents(&long_documents, long_document_stride, &long_document_aggregate)?,
             attention: attention.parse().map_err(|e: String| anyhow::anyhow!("attention={attention:?}: {e}"))?,
             with_embedding: embedding,
             metrics_json: None,
             panic_after_first_window: false,
             null_model: false,
+            cancel: Some(stop),
             shard,
             rows_per_part,
             overwrite,
@@ -392,8 +459,40 @@ fn run(
         let summary = run_job(&package, &options)?;
         Ok(serde_json::to_string(&summary)?)
     };
-    py.detach(job).map_err(python_error)
+    // The job runs on a thread of its own while this one looks for Ctrl-C: on it the job is
+    // told to stop, its temporaries are removed as it unwinds, and KeyboardInterrupt is raised.
+    let (done, finished) = std::sync::mpsc::channel();
+    let worker = std::thread::Builder::new()
+        .name("pipeline-run".to_owned())
+        .spawn(move || {
+            let _ = done.send(job());
+        })
+        .map_err(|e| python_error(anyhow::anyhow!("cannot start the run's thread: {e}")))?;
+    // A receiver is not shared between threads, so each wait takes it and hands it back.
+    let mut finished = finished;
+    let result = loop {
+        let (received, receiver) = py.detach(move || (finished.recv_timeout(SIGNAL_CHECK_INTERVAL), finished));
+        finished = receiver;
+        match received {
+            Ok(result) => break result.map_err(python_error),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(interrupt) = py.check_signals() {
+                    cancel.store(true, Ordering::Relaxed);
+                    let _ = py.detach(move || finished.recv());
+                    break Err(interrupt);
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                break Err(python_error(anyhow::anyhow!("internal error: the run's thread ended without a result")));
+            }
+        }
+    };
+    let _ = py.detach(|| worker.join());
+    result
 }
+
+/// How often `run` looks for Ctrl-C while the job works.
+const SIGNAL_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
 #[pymodule]
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -402,5 +501,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("PipelineError", module.py().get_type::<PipelineError>())?;
     module.add("TransientError", module.py().get_type::<TransientError>())?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The ONNX Runtime releases this build runs: the CPU one, and the CUDA one.
+    module.add("SUPPORTED_ONNXRUNTIME", vec![runtime::inference::ORT_VERSION, runtime::inference::ORT_GPU_VERSION])?;
     Ok(())
 }

@@ -160,31 +160,36 @@ def _classify_in_child(path):
     return ac.Classifier().classify(pq.read_table(path)).column("prediction").to_pylist()
 
 
-def test_ctrl_c_stops_classify_between_chunks(tmp_path):
-    """SIGINT during a long classify raises KeyboardInterrupt within seconds, not at the end."""
+def _seconds_to_stop_on_ctrl_c(setup: str, work: str, wait: float) -> float:
+    """Runs `setup`, then `work` in a child Python, sends SIGINT `wait` seconds into the work,
+    and returns how long the work took to raise KeyboardInterrupt (it must raise it)."""
     import signal
     import time
 
     script = (
-        "import time, pyarrow as pa, pyarrow.parquet as pq, attention_classifier as ac\n"
-        "c = ac.Classifier()\n"
-        f"t = pa.concat_tables([pq.read_table({str(REVIEWS)!r})] * 100)\n"
+        f"import time, pyarrow as pa, pyarrow.parquet as pq, attention_classifier as ac\n{setup}\n"
         "print('ready', flush=True)\n"
         "start = time.perf_counter()\n"
         "try:\n"
-        "    c.classify(t)\n"
+        f"    {work}\n"
         "    print('finished', flush=True)\n"
         "except KeyboardInterrupt:\n"
         "    print(f'interrupted after {time.perf_counter() - start:.1f} s', flush=True)\n"
     )
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert child.stdout.readline().strip() == "ready"
-    time.sleep(1.0)
+    time.sleep(wait)
     child.send_signal(signal.SIGINT)
-    printed = child.communicate(timeout=60)[0]
+    printed = child.communicate(timeout=120)[0]
     assert printed.startswith("interrupted after"), printed
+    return float(printed.split()[2])
+
+
+def test_ctrl_c_stops_classify_between_chunks():
+    """SIGINT during a long classify raises KeyboardInterrupt within seconds, not at the end."""
+    setup = f"c = ac.Classifier()\nt = pa.concat_tables([pq.read_table({str(REVIEWS)!r})] * 100)"
     # 30,000 rows take about 30 s on 2 cores; a look every 4,096 rows stops within a few.
-    assert float(printed.split()[2]) < 15, printed
+    assert _seconds_to_stop_on_ctrl_c(setup, "c.classify(t)", 1.0) < 15
 
 
 def test_the_default_model_cache_is_repaired_or_done_without(tmp_path):
@@ -203,3 +208,136 @@ def test_the_default_model_cache_is_repaired_or_done_without(tmp_path):
     assert graph.stat().st_size > 1000
     unwritable = run({"PIPELINE_MODEL_CACHE": "/proc/no-cache-here"})
     assert unwritable.returncode == 0, unwritable.stderr
+
+
+def test_every_output_name_is_refused_whatever_this_classifier_writes():
+    """`pipeline run` refuses every output column name; Python refused only this run's, so an
+    input `attention` passed beside attention="none" and a reader took it for the model's."""
+    plain = ac.Classifier(attention="none")
+    for name in ["attention", "contribution", "attention_entropy", "embedding", "sentence_attention"]:
+        with pytest.raises(ac.PipelineError, match=rf"input column `{name}` collides with an output column"):
+            plain.classify(pa.table({"text": ["fine"], name: ["x"]}))
+
+
+def test_threads_beyond_the_cli_bound_are_refused_at_once():
+    with pytest.raises(ac.PipelineError, match=r"threads=100000: must be between 1 and 1024"):
+        ac.Classifier(threads=100000)
+    with pytest.raises(ac.PipelineError, match=r"threads=5000: must be between 1 and 1024"):
+        ac.run(str(REVIEWS), "unused.parquet", threads=5000)
+    assert not os.path.exists("unused.parquet")
+
+
+def test_errors_survive_pickling_into_another_process(tmp_path):
+    """A worker's error reaches the driver with its message and class (it was a PicklingError)."""
+    import pickle
+    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing
+
+    error = ac.TransientError("s3://models/san/: unreachable")
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is ac.TransientError and str(again) == str(error)
+    assert ac.PipelineError.__module__ == "attention_classifier"
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with pytest.raises(ac.PipelineError, match="no text column `text`"):
+            pool.submit(_classify_without_text).result(timeout=120)
+
+
+def _classify_without_text():
+    return ac.Classifier().classify(pa.table({"review": ["fine"]}))
+
+
+def test_output_tables_carry_this_run_s_metadata_not_the_input_s(classifier, expected):
+    """Python output named no model (the report said "model unknown"), and re-classifying an
+    earlier output kept that output's model and labels."""
+    out = classifier.classify(pq.read_table(REVIEWS))
+    metadata = {k.decode(): v.decode() for k, v in out.schema.metadata.items()}
+    wanted = {k.decode(): v.decode() for k, v in expected.schema.metadata.items()}
+    for key in ["model.variant", "model.sha256", "model.labels", "pipeline.attention", "pipeline.long_documents"]:
+        assert metadata[key] == wanted[key], key
+    stale = pa.table({"text": ["A fine film."]}).replace_schema_metadata(
+        {"model.sha256": "0" * 64, "model.labels": '["x","y"]', "pandas": "{}"}
+    )
+    again = {k.decode(): v.decode() for k, v in classifier.classify(stale).schema.metadata.items()}
+    assert again["model.sha256"] == wanted["model.sha256"]
+    assert again["model.labels"] == '["neg","pos"]'
+    assert again["pandas"] == "{}", "other metadata is kept"
+
+
+def test_a_relative_model_path_survives_a_change_of_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(os.path.dirname(TINY_HAN))
+    opened = ac.Classifier(os.path.basename(TINY_HAN))
+    monkeypatch.chdir(tmp_path)
+    out = opened.classify(pa.concat_tables([pq.read_table(REVIEWS)] * 20))
+    assert out.num_rows == 6000
+    assert os.path.isabs(opened.model)
+
+
+def test_a_large_table_is_classified_in_bounded_windows():
+    """Each window's predictions are built into columns before the next: memory held a
+    prediction per row (1,000,000 one-word rows peaked at 5.1 GB)."""
+    script = (
+        "import resource, pyarrow as pa, attention_classifier as ac\n"
+        "out = ac.Classifier().classify(pa.table({'text': pa.array(['good'] * 300_000)}))\n"
+        "assert out.num_rows == 300_000 and out.column('prediction').null_count == 0\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    peak_mb = int(result.stdout.split()[-1])
+    # The process with its model and the 300,000-row output stays within a few hundred MB.
+    assert peak_mb < 800, f"peak RSS {peak_mb} MB"
+
+
+def test_an_unsupported_onnxruntime_release_is_named_and_not_used(tmp_path):
+    """onnxruntime 1.20.1 was accepted silently; only the releases this build runs are used."""
+    shadow = tmp_path / "shadow"
+    capi = shadow / "onnxruntime" / "capi"
+    capi.mkdir(parents=True)
+    (shadow / "onnxruntime" / "__init__.py").write_text("")
+    (capi / "libonnxruntime.so.1.20.1").write_bytes(b"not the supported release")
+    dist = shadow / "onnxruntime-1.20.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: onnxruntime\nVersion: 1.20.1\n")
+    script = (
+        "import warnings, attention_classifier as ac\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    c = ac.Classifier()\n"
+        "print(c.backend)\n"
+        "print(' | '.join(str(w.message) for w in caught))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(shadow)}
+    env.pop("ORT_DYLIB_PATH", None)
+    result = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    backend, warned = result.stdout.splitlines()[:2]
+    assert backend == "tract"
+    assert "onnxruntime 1.20.1 is installed" in warned and "pip install onnxruntime==1.32.0" in warned, warned
+
+
+def test_ctrl_c_stops_run_and_publishes_nothing(tmp_path):
+    """SIGINT during run() raised KeyboardInterrupt only after the run had finished and
+    published its output."""
+    big = tmp_path / "big.parquet"
+    pq.write_table(pa.concat_tables([pq.read_table(REVIEWS)] * 100), big)
+    out = tmp_path / "out" / "predictions.parquet"
+    out.parent.mkdir()
+    work = f"ac.run({str(big)!r}, {str(out)!r}, window=256)"
+    assert _seconds_to_stop_on_ctrl_c("", work, 2.0) < 15
+    assert os.listdir(out.parent) == [], "no output and no temporary left"
+
+
+
+def test_errors_name_the_python_parameters_not_the_cli_flags():
+    with pytest.raises(ac.PipelineError) as raised:
+        ac.Classifier(long_documents="truncate", long_document_stride=10)
+    assert "long_document_stride=" in str(raised.value) and "long_documents=" in str(raised.value)
+    assert "--" not in str(raised.value), raised.value
+
+
+def test_run_errors_name_the_python_parameters_too(tmp_path):
+    out = tmp_path / "dataset"
+    assert ac.run(str(REVIEWS), str(out) + "/", rows_per_part=100)["rows"] == 300
+    with pytest.raises(ac.PipelineError) as raised:
+        ac.run(str(REVIEWS), str(out) + "/", rows_per_part=100, attention="full")
+    assert "overwrite=True" in str(raised.value) and "--overwrite" not in str(raised.value), raised.value
