@@ -473,9 +473,10 @@ mod tests {
 
         // Re-exported by its producer mid-run, the same size.
         block_on(store.put(&key, b"version two: 9876543210".to_vec().into())).unwrap();
-        for result in
-            [block_on(reader.get_bytes(0..7)).map(|_| ()), block_on(reader.get_byte_ranges(vec![0..3])).map(|_| ())]
-        {
+        for result in [
+            block_on(reader.get_bytes(0..7)).map(|_| ()),
+            block_on(reader.get_byte_ranges(vec![0..3, 13..16])).map(|_| ()),
+        ] {
             let ParquetError::External(error) = result.unwrap_err() else { panic!("a store error") };
             let error = *error.downcast::<object_store::Error>().unwrap();
             let message = format!("{:#}", request_failed("cannot read s3://corpus/a.parquet", error));
