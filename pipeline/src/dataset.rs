@@ -204,12 +204,13 @@ impl RunManifest {
     /// Why this manifest no longer tells the truth about the parts found: a part it lists is
     /// missing, holds another row count or other bytes than were committed, or the totals
     /// or the run contradict the parts. Empty while it is true.
-    fn untrue(&self, parts: &BTreeMap<usize, CommittedPart>) -> Vec<String> {
+    /// `digests` are the parts' digests as they are now ([`part_digests`]).
+    fn untrue(&self, parts: &BTreeMap<usize, CommittedPart>, digests: &BTreeMap<usize, String>) -> Vec<String> {
         let mut found = Vec::new();
         for record in &self.parts {
             match part_index(&record.name).and_then(|index| parts.get(&index)) {
                 None => found.push(format!("{} ({} rows) is missing", record.name, record.rows)),
-                Some(part) if record.digest.as_ref().is_some_and(|digest| *digest != part.digest) => {
+                Some(_) if self.changed(record, digests) => {
                     found.push(format!("{} was changed after it was committed (its digest differs)", record.name));
                 }
                 Some(part) if part.rows != record.rows || part.run != self.run => found.push(format!(
@@ -234,15 +235,14 @@ impl RunManifest {
 
     /// The parts whose bytes differ from those committed: they cannot be trusted, and are
     /// to be written again.
-    fn changed_parts(&self, parts: &BTreeMap<usize, CommittedPart>) -> Vec<usize> {
-        self.parts
-            .iter()
-            .filter_map(|record| {
-                let index = part_index(&record.name)?;
-                let part = parts.get(&index)?;
-                record.digest.as_ref().is_some_and(|digest| *digest != part.digest).then_some(index)
-            })
-            .collect()
+    fn changed_parts(&self, digests: &BTreeMap<usize, String>) -> Vec<usize> {
+        self.parts.iter().filter(|record| self.changed(record, digests)).filter_map(|r| part_index(&r.name)).collect()
+    }
+
+    /// Whether the part `record` lists is there with other bytes than it recorded.
+    fn changed(&self, record: &PartRecord, digests: &BTreeMap<usize, String>) -> bool {
+        let now = part_index(&record.name).and_then(|index| digests.get(&index));
+        record.digest.as_ref().zip(now).is_some_and(|(then, now)| then != now)
     }
 }
 
@@ -266,8 +266,9 @@ struct CommittedPart {
     input: Option<InputIdentity>,
     /// The unit whose rows it holds (absent in parts of older versions).
     unit: Option<usize>,
-    /// Its bytes as they are now; see [`PartRecord::digest`].
-    digest: String,
+    /// Where it is, for its digest ([`part_digests`]), computed only when a manifest is
+    /// checked or written: reading every local part whole is not for every scan.
+    file: InputFile,
 }
 
 /// What [`DatasetDir::finalize`] found.
@@ -456,8 +457,7 @@ impl DatasetDir {
         };
         let input = value(PART_INPUT_KEY).and_then(|text| serde_json::from_str(text).ok());
         let unit = value(PART_UNIT_KEY).and_then(|text| text.parse().ok());
-        let digest = part_digest(&file)?;
-        Ok(CommittedPart { rows: u64::try_from(metadata.num_rows()).unwrap_or(0), run, input, unit, digest })
+        Ok(CommittedPart { rows: u64::try_from(metadata.num_rows()).unwrap_or(0), run, input, unit, file })
     }
 
     fn read_manifest(&self) -> anyhow::Result<RunManifest> {
@@ -529,12 +529,13 @@ impl DatasetDir {
         }
         let mut parts = parts;
         if let Some(manifest) = &success {
-            let untrue = manifest.untrue(&parts);
+            let mut digests = part_digests(&parts)?;
+            let untrue = manifest.untrue(&parts, &digests);
             if untrue.is_empty() {
                 return Ok(Progress::Complete);
             }
             self.withdraw_success(&untrue)?;
-            self.remove_changed_parts(manifest, &mut parts)?;
+            self.remove_changed_parts(manifest, &mut parts, &mut digests)?;
         }
         Ok(Progress::Partial { committed: parts.keys().copied().filter(|&i| i < run.fingerprint.parts).collect() })
     }
@@ -556,11 +557,13 @@ impl DatasetDir {
         &self,
         manifest: &RunManifest,
         parts: &mut BTreeMap<usize, CommittedPart>,
+        digests: &mut BTreeMap<usize, String>,
     ) -> anyhow::Result<()> {
-        for index in manifest.changed_parts(parts) {
+        for index in manifest.changed_parts(digests) {
             tracing::warn!("{} changed after it was committed; deleted it, to be written again", self.part(index));
             self.delete(&part_name(index))?;
             parts.remove(&index);
+            digests.remove(&index);
         }
         Ok(())
     }
@@ -588,13 +591,16 @@ impl DatasetDir {
             }
         };
         let mut parts = parts;
+        // Computed once: checked against a `_SUCCESS` there, then written into the new one.
+        let mut digests: Option<BTreeMap<usize, String>> = None;
         if let Some(manifest) = success.filter(|m| m.run == fingerprint) {
-            let untrue = manifest.untrue(&parts);
+            let found = digests.insert(part_digests(&parts)?);
+            let untrue = manifest.untrue(&parts, found);
             if untrue.is_empty() {
                 return Ok(Finalized::Complete(Box::new(manifest)));
             }
             self.withdraw_success(&untrue)?;
-            self.remove_changed_parts(&manifest, &mut parts)?;
+            self.remove_changed_parts(&manifest, &mut parts, found)?;
         }
         if let Some((index, _)) = parts.iter().find(|(_, p)| p.run != fingerprint) {
             bail!(
@@ -619,14 +625,14 @@ impl DatasetDir {
                 inputs
             }
         };
+        let mut digests = match digests {
+            Some(digests) => digests,
+            None => part_digests(&parts)?,
+        };
         let records: Vec<PartRecord> = parts
             .iter()
             .filter(|(index, _)| **index < fingerprint.parts)
-            .map(|(index, part)| PartRecord {
-                name: part_name(*index),
-                rows: part.rows,
-                digest: Some(part.digest.clone()),
-            })
+            .map(|(index, part)| PartRecord { name: part_name(*index), rows: part.rows, digest: digests.remove(index) })
             .collect();
         let manifest = RunManifest {
             pipeline_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -644,6 +650,11 @@ impl DatasetDir {
         sink.publish()?;
         Ok(Finalized::Complete(Box::new(manifest)))
     }
+}
+
+/// Each part's digest as it is now ([`part_digest`]).
+fn part_digests(parts: &BTreeMap<usize, CommittedPart>) -> anyhow::Result<BTreeMap<usize, String>> {
+    parts.iter().map(|(index, part)| Ok((*index, part_digest(&part.file)?))).collect()
 }
 
 /// A part's bytes as they are now: the sha256 of a local file (read whole: a part damaged

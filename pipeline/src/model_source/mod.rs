@@ -65,14 +65,9 @@ fn digests_match(dir: &Path, names: &[&str]) -> bool {
 /// Removes a cache entry that failed its check, so that a fresh copy can take its place;
 /// when it cannot be removed, says which directory to delete.
 fn remove_damaged_entry(entry: &Path) -> anyhow::Result<()> {
-    if std::fs::symlink_metadata(entry).is_err() {
-        return Ok(());
-    }
+    let Ok(meta) = std::fs::symlink_metadata(entry) else { return Ok(()) };
     tracing::warn!(cache = %entry.display(), "the model cache entry is damaged (a file is missing or changed); replacing it");
-    let removed = match std::fs::symlink_metadata(entry) {
-        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(entry),
-        _ => std::fs::remove_file(entry),
-    };
+    let removed = if meta.is_dir() { std::fs::remove_dir_all(entry) } else { std::fs::remove_file(entry) };
     removed.with_context(|| {
         format!("the model cache entry {} is damaged and cannot be removed; delete it and run again", entry.display())
     })
