@@ -254,10 +254,13 @@ fn a_part_damaged_in_place_or_an_edited_success_is_not_believed() {
 
     // Same size, a run of bytes zeroed in the middle: reported complete before.
     let part = out.join("part-00001.parquet");
-    let mut bytes = std::fs::read(&part).expect("read");
-    let middle = bytes.len() / 2;
-    bytes[middle..middle + 64].fill(0);
-    std::fs::write(&part, &bytes).expect("damage");
+    let damage = || {
+        let mut bytes = std::fs::read(&part).expect("read");
+        let middle = bytes.len() / 2;
+        bytes[middle..middle + 64].fill(0);
+        std::fs::write(&part, &bytes).expect("damage");
+    };
+    damage();
     let finalize = pipeline(&["run"], &[("--finalize", &out)]);
     assert_eq!(finalize.status.code(), Some(1), "{}", stderr(&finalize));
     let err = stderr(&finalize);
@@ -270,10 +273,7 @@ fn a_part_damaged_in_place_or_an_edited_success_is_not_believed() {
     assert_same_rows(&read(&single), &read_dataset(&out));
 
     // The rerun notices it by itself too.
-    let mut bytes = std::fs::read(&part).expect("read");
-    let middle = bytes.len() / 2;
-    bytes[middle..middle + 64].fill(0);
-    std::fs::write(&part, &bytes).expect("damage");
+    damage();
     let output = run(&reviews(), &out, &["--rows-per-part", "100"]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stderr(&output).contains("changed after it was committed"), "{}", stderr(&output));
