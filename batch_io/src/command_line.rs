@@ -19,6 +19,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::atomic_file::remove_live_temporaries;
+use crate::choice::Choice;
 
 /// Bad input or configuration.
 pub const EXIT_BAD_INPUT: u8 = 1;
@@ -101,6 +102,13 @@ pub fn parse_command_line<T: clap::Parser>() -> Result<T, ExitCode> {
         }
         ExitCode::from(code)
     })
+}
+
+/// A flag's parser for a [`Choice`]: its names as the possible values, with their help.
+pub fn choice<T: Choice>() -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(T::CHOICES.iter().map(|(_, name, help)| PossibleValue::new(*name).help(*help)))
+        .try_map(|name| T::from_name(&name).ok_or("not one of the possible values"))
 }
 
 /// Writes `text` and a newline to stderr, ignoring failure: with stderr closed a message

@@ -5,13 +5,14 @@
 //! `source` decodes them into Arrow record batches, under `panic_guard` so a corrupt file is an
 //! error rather than a crash → … the program's work … → `atomic_file` publishes each output
 //! whole or not at all. `command_line` is what both programs do around their work: exit codes,
-//! and removing unfinished output on a signal or a panic.
+//! and removing unfinished output on a signal or a panic; `choice`, settings with named values.
 
 // This crate reads what users hand us; a panic on it would break the batch-job contract, so it
 // neither unwraps nor indexes unchecked (tests may: clippy.toml).
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
 pub mod atomic_file;
+pub mod choice;
 pub mod command_line;
 pub mod inputs;
 pub mod locations;

@@ -17,7 +17,9 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 
-use crate::dataset::{DatasetDir, PART_INPUT_KEY, PART_UNIT_KEY};
+use runtime::output::keys;
+
+use crate::dataset::DatasetDir;
 use crate::units::WorkUnit;
 
 /// zstd's level for the columns that are compressed (text, tokens, byte weights): 6 keeps
@@ -27,12 +29,12 @@ const ZSTD_LEVEL: i32 = 6;
 
 /// How every output file of a run is laid out: its schema and its Parquet settings.
 #[derive(Debug, Clone)]
-pub struct OutputFormat {
+pub struct ParquetLayout {
     schema: SchemaRef,
     properties: WriterProperties,
 }
 
-impl OutputFormat {
+impl ParquetLayout {
     /// `sparse_floats`: most weights in the float lists are 0 (`--attention top-k:N`), which
     /// zstd squeezes to almost nothing, so they are compressed after all.
     pub fn new(schema: SchemaRef, sparse_floats: bool) -> anyhow::Result<Self> {
@@ -95,13 +97,13 @@ impl Output {
         matches!(self, Output::Parts { .. })
     }
 
-    /// Appends one window's row group (none for a window without rows), in input order; the
-    /// last window of a unit commits that unit's part.
+    /// Appends one chunk's row group (none for a chunk without rows), in input order; the
+    /// last chunk of a unit commits that unit's part.
     pub fn append(
         &mut self,
         unit: &WorkUnit,
         ends_unit: bool,
-        format: &OutputFormat,
+        format: &ParquetLayout,
         row_group: Option<Vec<ArrowColumnChunk>>,
     ) -> anyhow::Result<()> {
         match self {
@@ -111,11 +113,13 @@ impl Output {
                     Some(part) => part,
                     None => {
                         let mut part = OutputFile::create(&dir.part(unit.index), format)?;
-                        part.writer
-                            .append_key_value_metadata(KeyValue::new(PART_UNIT_KEY.to_owned(), unit.index.to_string()));
+                        part.writer.append_key_value_metadata(KeyValue::new(
+                            keys::PART_UNIT.to_owned(),
+                            unit.index.to_string(),
+                        ));
                         if let Some(input) = part_inputs.get(unit.file) {
                             part.writer
-                                .append_key_value_metadata(KeyValue::new(PART_INPUT_KEY.to_owned(), input.clone()));
+                                .append_key_value_metadata(KeyValue::new(keys::PART_INPUT.to_owned(), input.clone()));
                         }
                         current.insert(part)
                     }
@@ -140,7 +144,7 @@ pub struct OutputFile {
 }
 
 impl OutputFile {
-    pub fn create(destination: &Destination, format: &OutputFormat) -> anyhow::Result<Self> {
+    pub fn create(destination: &Destination, format: &ParquetLayout) -> anyhow::Result<Self> {
         let sink = Sink::create(destination)?;
         let writer = ArrowWriter::try_new(sink, format.schema.clone(), Some(format.properties.clone()))?;
         // The Arrow writer adds the Arrow schema to the file's metadata; row groups are then

@@ -19,7 +19,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
 use runtime::classifier::Classifier;
 use runtime::inference::{BackendOptions, InferenceBackend, open_backend};
-use runtime::output_table::OutputTable;
+use runtime::output::{AttentionEncoding, OutputTable};
 use runtime::package::{MANIFEST_FILE, ModelPackage, TOKENIZER_FILE};
 use serde_json::Value;
 use test_support::repo_root;
@@ -307,7 +307,7 @@ fn open_and_classify(scratch: &Scratch, texts: &[Option<&str>], tally: &Tally) -
     let labels = package.manifest.labels.clone();
     let Ok(classifier) = Classifier::with_backend(package, scratch.backend.clone(), None) else { return false };
     let Ok((predictions, _)) = classifier.predict(texts, 2) else { return false };
-    OutputTable::for_model(classifier.optional_columns(true))
+    OutputTable::for_model(classifier.optional_columns(true), AttentionEncoding::Full)
         .build(&predictions, &labels, classifier.vocabulary())
         .is_ok()
 }
@@ -448,7 +448,7 @@ fn mutated_parquet_and_arrow_files_read_or_fail_clearly() {
             let Ok(text) = text_array(text) else { return Ok(()) };
             let Some(texts) = string_values(&text) else { return Ok(()) };
             let Ok((predictions, _)) = classifier.predict(&texts, 4) else { return Ok(()) };
-            if OutputTable::for_model(classifier.optional_columns(false))
+            if OutputTable::for_model(classifier.optional_columns(false), AttentionEncoding::Full)
                 .build(&predictions, &labels, classifier.vocabulary())
                 .is_err()
             {

@@ -88,10 +88,12 @@ class Classifier:
 
     ``model`` is a package directory, an object-storage prefix (``s3://bucket/models/san/``,
     downloaded once into a cache) or ``None`` for the default model. The other arguments are
-    ``pipeline run``'s flags of the same names: ``backend`` is ``auto`` (ONNX Runtime if found,
-    else tract), ``ort`` or ``tract``; ``long_documents`` is ``windows``, ``head-tail`` or
-    ``truncate``; ``attention`` is ``compact`` (the default), ``full``, ``summary``, ``top-k:N`` or ``none``. ``threads``
-    sizes the process's worker pool (default: all cores), once per process.
+    ``pipeline run``'s flags of the same names, with its defaults where left out (``None``):
+    ``backend`` is ``auto`` (the default: ONNX Runtime if found, else tract), ``ort`` or
+    ``tract``; ``long_documents`` is ``windows`` (the default), ``head-tail`` or ``truncate``;
+    ``attention`` is ``compact`` (the default), ``full``, ``summary``, ``top-k:N`` or
+    ``none``. ``threads`` sizes the process's worker pool (default: all cores), once per
+    process.
 
     A ``Classifier`` is also a callable that takes a table, so Ray Data's ``map_batches`` can
     use the class itself with ``fn_constructor_kwargs``.
@@ -101,16 +103,16 @@ class Classifier:
         self,
         model: Optional[PathLike] = None,
         *,
-        backend: str = "auto",
-        device: str = "cpu",
+        backend: Optional[str] = None,
+        device: Optional[str] = None,
         ort_library: Optional[PathLike] = None,
-        text_column: str = "text",
-        batch_size: int = 64,
+        text_column: Optional[str] = None,
+        batch_size: Optional[int] = None,
         max_tokens: Optional[int] = None,
-        long_documents: str = "windows",
+        long_documents: Optional[str] = None,
         long_document_stride: Optional[int] = None,
-        long_document_aggregate: str = "mean",
-        attention: str = "compact",
+        long_document_aggregate: Optional[str] = None,
+        attention: Optional[str] = None,
         embedding: bool = False,
         threads: Optional[int] = None,
     ) -> None:

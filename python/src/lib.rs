@@ -16,18 +16,18 @@ use anyhow::Context;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow_pyarrow::{PyArrowType, Table};
+use batch_io::choice::Choice;
 use batch_io::command_line::MAX_THREADS;
 use batch_io::object_storage::TransientIo;
 use batch_io::source::{is_text_type, string_values, text_array};
-use clap::ValueEnum;
-use pipeline::job::{JobOptions, model_sha256, run_job, table_metadata};
+use pipeline::job::{RunSpec, model_sha256, run_job, table_metadata};
 use pipeline::model_source::Unpacked;
 use pipeline::units::Shard;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use runtime::inference::{BackendKind, BackendOptions, Device};
+use runtime::inference::{BackendKind, Device};
 use runtime::long_documents::{Aggregate, LongDocuments, Mode};
-use runtime::output_table::{AttentionOutput, OutputTable, RESERVED_NAMES};
+use runtime::output::{OutputTable, is_reserved, keys, reserved_names};
 use runtime::package::ModelPackage;
 
 // Under `attention_classifier`, where the package exports them: pickle finds a class by its
@@ -109,38 +109,52 @@ fn in_python_words(message: &str) -> String {
     out
 }
 
-/// Parses one of a flag's choices the way `pipeline` does (`head-tail`, `ort`, ...).
-fn choice<T: ValueEnum>(argument: &str, value: &str) -> anyhow::Result<T> {
-    T::from_str(value, true).map_err(|_| {
-        let names: Vec<String> =
-            T::value_variants().iter().filter_map(|v| v.to_possible_value()).map(|v| v.get_name().to_owned()).collect();
-        anyhow::anyhow!("{argument}={value:?} is not one of: {}", names.join(", "))
-    })
-}
-
-/// The backend arguments shared by [`Classifier`] and [`run`].
-fn backend_options(
-    backend: &str,
-    device: &str,
+/// The options `Classifier` and `run` share, as their callers gave them: `None` keeps
+/// `pipeline run`'s default (the [`RunSpec`]'s).
+struct SharedOptions<'a> {
+    backend: Option<&'a str>,
+    device: Option<&'a str>,
     ort_library: Option<PathBuf>,
     ort_search_dirs: Vec<PathBuf>,
-) -> anyhow::Result<BackendOptions> {
-    Ok(BackendOptions {
-        kind: choice::<BackendKind>("backend", backend)?,
-        device: choice::<Device>("device", device)?,
-        intra_op_threads: 1,
-        ort_library,
-        ort_search_dirs,
-        tf32: false,
-    })
+    text_column: Option<String>,
+    batch_size: Option<usize>,
+    max_tokens: Option<usize>,
+    long_documents: Option<&'a str>,
+    long_document_stride: Option<usize>,
+    long_document_aggregate: Option<&'a str>,
+    attention: Option<&'a str>,
+    embedding: bool,
 }
 
-fn long_documents(mode: &str, stride: Option<usize>, aggregate: &str) -> anyhow::Result<LongDocuments> {
-    LongDocuments::choose(
-        choice::<Mode>("long_documents", mode)?,
-        stride,
-        choice::<Aggregate>("long_document_aggregate", aggregate)?,
-    )
+impl SharedOptions<'_> {
+    /// Sets these options in `spec`, parsed as `pipeline` parses its flags.
+    fn apply(self, spec: &mut RunSpec) -> anyhow::Result<()> {
+        if let Some(backend) = self.backend {
+            spec.backend.kind = BackendKind::parse_argument("backend", backend)?;
+        }
+        if let Some(device) = self.device {
+            spec.backend.device = Device::parse_argument("device", device)?;
+        }
+        spec.backend.ort_library = self.ort_library;
+        spec.backend.ort_search_dirs = self.ort_search_dirs;
+        if let Some(text_column) = self.text_column {
+            spec.text_column = text_column;
+        }
+        if let Some(batch_size) = self.batch_size {
+            spec.batch_size = batch_size;
+        }
+        spec.max_tokens = self.max_tokens;
+        let mode = self.long_documents.map(|mode| Mode::parse_argument("long_documents", mode)).transpose()?;
+        let aggregate = self.long_document_aggregate;
+        let aggregate = aggregate.map(|a| Aggregate::parse_argument("long_document_aggregate", a)).transpose()?;
+        spec.long_documents =
+            LongDocuments::choose(mode.unwrap_or_default(), self.long_document_stride, aggregate.unwrap_or_default())?;
+        if let Some(attention) = self.attention {
+            spec.attention = attention.parse().map_err(|e: String| anyhow::anyhow!("attention={attention:?}: {e}"))?;
+        }
+        spec.embedding = self.embedding;
+        Ok(())
+    }
 }
 
 /// Sizes rayon's global pool, which `run` (the batch job's stages) works on; `None` leaves
@@ -231,44 +245,57 @@ struct Classifier {
 impl Classifier {
     #[new]
     #[pyo3(signature = (
-        model = None, *, backend = "auto", device = "cpu", ort_library = None, ort_search_dirs = Vec::new(),
-        text_column = "text".to_owned(), batch_size = 64, max_tokens = None, long_documents = "windows",
-        long_document_stride = None, long_document_aggregate = "mean", attention = "compact", embedding = false,
+        model = None, *, backend = None, device = None, ort_library = None, ort_search_dirs = Vec::new(),
+        text_column = None, batch_size = None, max_tokens = None, long_documents = None,
+        long_document_stride = None, long_document_aggregate = None, attention = None, embedding = false,
         threads = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         model: Option<PathBuf>,
-        backend: &str,
-        device: &str,
+        backend: Option<&str>,
+        device: Option<&str>,
         ort_library: Option<PathBuf>,
         ort_search_dirs: Vec<PathBuf>,
-        text_column: String,
-        batch_size: usize,
+        text_column: Option<String>,
+        batch_size: Option<usize>,
         max_tokens: Option<usize>,
-        long_documents: &str,
+        long_documents: Option<&str>,
         long_document_stride: Option<usize>,
-        long_document_aggregate: &str,
-        attention: &str,
+        long_document_aggregate: Option<&str>,
+        attention: Option<&str>,
         embedding: bool,
         threads: Option<usize>,
     ) -> PyResult<Self> {
+        let shared = SharedOptions {
+            backend,
+            device,
+            ort_library,
+            ort_search_dirs,
+            text_column,
+            batch_size,
+            max_tokens,
+            long_documents,
+            long_document_stride,
+            long_document_aggregate,
+            attention,
+            embedding,
+        };
         let open = || -> anyhow::Result<Self> {
-            anyhow::ensure!(batch_size >= 1, "batch_size must be at least 1");
-            anyhow::ensure!(max_tokens != Some(0), "max_tokens must be at least 1");
+            // The options of a run, checked as `pipeline run` checks them; there is no input.
+            let mut spec = RunSpec::new(String::new());
+            shared.apply(&mut spec)?;
+            spec.check()?;
             worker_pool(threads)?;
-            let backend = backend_options(backend, device, ort_library, ort_search_dirs)?;
-            let mode = self::long_documents(long_documents, long_document_stride, long_document_aggregate)?;
-            let attention: AttentionOutput =
-                attention.parse().map_err(|e: String| anyhow::anyhow!("attention={attention:?}: {e}"))?;
             let (unpacked, package) = open_package(model.as_deref())?;
             let model = package.dir.clone();
-            let classifier =
-                runtime::classifier::Classifier::open(package, &backend, max_tokens)?.with_long_documents(mode)?;
-            let table = OutputTable::for_model(classifier.optional_columns(embedding)).with_attention_output(attention);
+            let classifier = runtime::classifier::Classifier::open(package, &spec.backend, spec.max_tokens)?
+                .with_long_documents(spec.long_documents)?;
+            let table = OutputTable::for_model(classifier.optional_columns(spec.embedding), spec.attention);
             let package = classifier.package();
-            let metadata = table_metadata(package, &model_sha256(package)?, &classifier, attention)?;
+            let metadata = table_metadata(package, &model_sha256(package)?, &classifier, spec.attention)?;
+            let (text_column, batch_size) = (spec.text_column, spec.batch_size);
             Ok(Self { classifier, table, text_column, batch_size, threads, model, metadata, _unpacked: unpacked })
         };
         py.detach(open).map_err(python_error)
@@ -353,12 +380,12 @@ impl Classifier {
         );
         // Every output name, whatever this classifier writes, as `pipeline run` refuses them: a
         // reader would take an input `attention` for the model's.
-        if let Some(field) = schema.fields().iter().find(|f| RESERVED_NAMES.contains(&f.name().as_str())) {
+        if let Some(field) = schema.fields().iter().find(|f| is_reserved(f.name())) {
             anyhow::bail!(
                 "input column `{}` collides with an output column of `pipeline run` ({}); drop or rename it before \
                  classifying",
                 field.name(),
-                RESERVED_NAMES.join(", ")
+                reserved_names().collect::<Vec<_>>().join(", ")
             );
         }
         let mut fields = schema.fields().to_vec();
@@ -367,7 +394,7 @@ impl Classifier {
         let mut metadata: std::collections::HashMap<String, String> = schema
             .metadata()
             .iter()
-            .filter(|(key, _)| !key.starts_with("model.") && !key.starts_with("pipeline."))
+            .filter(|(key, _)| !keys::is_ours(key))
             .map(|(key, value)| (key.clone(), value.clone()))
             .collect();
         metadata.extend(self.metadata.clone());
@@ -388,75 +415,75 @@ fn open_package(model: Option<&Path>) -> anyhow::Result<(Option<Unpacked>, Model
 /// writes).
 #[pyfunction]
 #[pyo3(signature = (
-    input, output = "predictions.parquet".to_owned(), *, model = None, text_column = "text".to_owned(),
-    pass_through = None, backend = "auto", device = "cpu", ort_library = None, ort_search_dirs = Vec::new(),
-    batch_size = 64, max_batch_tokens = None, window = 2048, max_tokens = None, long_documents = "windows",
-    long_document_stride = None, long_document_aggregate = "mean", attention = "compact", embedding = false,
-    shard = None, rows_per_part = 2500, overwrite = false, threads = None,
+    input, output = None, *, model = None, text_column = None, pass_through = None, backend = None,
+    device = None, ort_library = None, ort_search_dirs = Vec::new(), batch_size = None, max_batch_tokens = None,
+    window = None, max_tokens = None, long_documents = None, long_document_stride = None,
+    long_document_aggregate = None, attention = None, embedding = false, shard = None, rows_per_part = None,
+    overwrite = false, threads = None,
 ))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
     input: String,
-    output: String,
+    output: Option<String>,
     model: Option<PathBuf>,
-    text_column: String,
+    text_column: Option<String>,
     pass_through: Option<Vec<String>>,
-    backend: &str,
-    device: &str,
+    backend: Option<&str>,
+    device: Option<&str>,
     ort_library: Option<PathBuf>,
     ort_search_dirs: Vec<PathBuf>,
-    batch_size: usize,
+    batch_size: Option<usize>,
     max_batch_tokens: Option<usize>,
-    window: usize,
+    window: Option<usize>,
     max_tokens: Option<usize>,
-    long_documents: &str,
+    long_documents: Option<&str>,
     long_document_stride: Option<usize>,
-    long_document_aggregate: &str,
-    attention: &str,
+    long_document_aggregate: Option<&str>,
+    attention: Option<&str>,
     embedding: bool,
     shard: Option<String>,
-    rows_per_part: usize,
+    rows_per_part: Option<usize>,
     overwrite: bool,
     threads: Option<usize>,
 ) -> PyResult<String> {
     let cancel = Arc::new(AtomicBool::new(false));
-    let stop = cancel.clone();
-    // Owned, for the job's thread.
-    let [backend, device, long_documents, long_document_aggregate, attention] =
-        [backend, device, long_documents, long_document_aggregate, attention].map(str::to_owned);
+    let shared = SharedOptions {
+        backend,
+        device,
+        ort_library,
+        ort_search_dirs,
+        text_column,
+        batch_size,
+        max_tokens,
+        long_documents,
+        long_document_stride,
+        long_document_aggregate,
+        attention,
+        embedding,
+    };
+    let mut spec = RunSpec::new(input);
+    shared.apply(&mut spec).map_err(python_error)?;
+    if let Some(output) = output {
+        spec.output = output;
+    }
+    spec.pass_through = pass_through;
+    spec.max_batch_tokens = max_batch_tokens;
+    if let Some(rows) = window {
+        spec.chunk_rows = rows;
+    }
+    if let Some(rows) = rows_per_part {
+        spec.rows_per_part = rows;
+    }
+    spec.overwrite = overwrite;
+    spec.cancel = Some(cancel.clone());
     let job = move || -> anyhow::Result<String> {
-        for (name, value) in [("batch_size", batch_size), ("window", window), ("rows_per_part", rows_per_part)] {
-            anyhow::ensure!(value >= 1, "{name} must be at least 1");
-        }
         set_global_threads(threads)?;
-        let shard = match shard {
-            Some(shard) => shard.parse::<Shard>().with_context(|| format!("shard={shard:?}"))?,
-            None => Shard::WHOLE,
-        };
-        let options = JobOptions {
-            input,
-            output,
-            text_column,
-            pass_through,
-            backend: backend_options(&backend, &device, ort_library, ort_search_dirs)?,
-            batch_size,
-            max_batch_tokens,
-            window,
-            max_tokens,
-            long_documents: self::long_documents(&long_documents, long_document_stride, &long_document_aggregate)?,
-            attention: attention.parse().map_err(|e: String| anyhow::anyhow!("attention={attention:?}: {e}"))?,
-            with_embedding: embedding,
-            metrics_json: None,
-            panic_after_first_window: false,
-            null_model: false,
-            cancel: Some(stop),
-            shard,
-            rows_per_part,
-            overwrite,
-        };
+        if let Some(shard) = shard {
+            spec.shard = shard.parse::<Shard>().with_context(|| format!("shard={shard:?}"))?;
+        }
         let (_unpacked, package) = open_package(model.as_deref())?;
-        let summary = run_job(&package, &options)?;
+        let summary = run_job(&package, &spec)?;
         Ok(serde_json::to_string(&summary)?)
     };
     // The job runs on a thread of its own while this one looks for Ctrl-C: on it the job is

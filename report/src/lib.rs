@@ -1,7 +1,7 @@
 //! `pipeline report`: one self-contained HTML page about a `pipeline run` output, so that a
 //! person can see why documents were classified as they were.
 //!
-//! `columns` finds and casts the output's columns → `tally` aggregates them in one streaming
+//! `runtime::output::read` finds and casts the output's columns → `tally` aggregates them in one streaming
 //! pass → `charts` draws SVG → `page` lays out the HTML. The page is written whole or not at
 //! all (`batch_io::atomic_file`).
 
@@ -9,7 +9,6 @@
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
 mod charts;
-mod columns;
 mod page;
 mod tally;
 
@@ -24,9 +23,10 @@ use batch_io::object_storage::{canonical_url, is_url};
 use batch_io::publish::{Destination, Sink};
 use batch_io::source::{RowSpan, open_span};
 
-use runtime::output_origin::{SameRun, refuse_mixed_runs};
+use runtime::output::keys;
+use runtime::output::origin::{SameRun, refuse_mixed_runs};
+use runtime::output::read::{Batch, Layout};
 
-use crate::columns::{Batch, Layout};
 use crate::page::RunInfo;
 use crate::tally::Tally;
 
@@ -164,12 +164,12 @@ fn run_info(
     RunInfo {
         input: options.input.clone(),
         files,
-        variant: metadata.get("model.variant").cloned(),
-        model_sha256: metadata.get("model.sha256").cloned(),
-        labels: metadata.get("model.labels").and_then(|l| serde_json::from_str(l).ok()).unwrap_or_default(),
-        backend: metadata.get("pipeline.backend").cloned(),
-        max_tokens: metadata.get("pipeline.max_tokens").and_then(|m| m.parse().ok()),
-        long_documents: metadata.get("pipeline.long_documents").cloned(),
+        variant: metadata.get(keys::MODEL_VARIANT).cloned(),
+        model_sha256: metadata.get(keys::MODEL_SHA256).cloned(),
+        labels: metadata.get(keys::MODEL_LABELS).and_then(|l| serde_json::from_str(l).ok()).unwrap_or_default(),
+        backend: metadata.get(keys::BACKEND).cloned(),
+        max_tokens: metadata.get(keys::MAX_TOKENS).and_then(|m| m.parse().ok()),
+        long_documents: metadata.get(keys::LONG_DOCUMENTS).cloned(),
         label_column: layout.label.clone(),
     }
 }

@@ -3,7 +3,7 @@
 //! is self-contained: inline CSS and SVG, no scripts, nothing fetched.
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
-use sql::functions::token_weights::Ranking;
+use runtime::explain::{self, Ranking};
 
 use crate::charts;
 use crate::tally::{Example, Ranked, Tally};
@@ -350,10 +350,10 @@ fn example_card(example: &Example) -> Markup {
 
 /// Tokens shaded by weight relative to the heaviest; the weight in `title` and `data-weight`.
 fn heatmap(tokens: &[String], weights: &[f32]) -> Markup {
-    let heaviest = weights.iter().copied().fold(0f32, f32::max);
+    let heaviest = explain::heaviest(weights.iter().copied());
     html! {
         @for (token, weight) in tokens.iter().zip(weights) {
-            span.tok style=(shade(*weight, heaviest, (220, 60, 40))) title=(format!("{weight:.4}")) data-weight=(weight) { (token) }
+            span.tok style=(shade(*weight, heaviest, explain::ATTENTION_HUE)) title=(format!("{weight:.4}")) data-weight=(weight) { (token) }
             " "
         }
     }
@@ -362,10 +362,10 @@ fn heatmap(tokens: &[String], weights: &[f32]) -> Markup {
 /// Tokens shaded by their signed push relative to the strongest: blue towards `prediction`,
 /// orange against it; the relative push in `title` and `data-push`.
 fn contribution_heatmap(tokens: &[String], pushes: &[f32], prediction: &str) -> Markup {
-    let strongest = pushes.iter().copied().filter(|c| c.is_finite()).fold(0f32, |m, c| m.max(c.abs()));
+    let strongest = explain::strongest(pushes.iter().copied());
     html! {
         @for (token, push) in tokens.iter().zip(pushes) {
-            @let relative = if strongest > 0.0 && push.is_finite() { (push / strongest).clamp(-1.0, 1.0) } else { 0.0 };
+            @let relative = explain::relative(*push, strongest);
             @let direction = if relative < 0.0 { "against" } else { "towards" };
             span.tok style=(push_shade(relative)) title=(format!("{relative:+.2} of the strongest push, {direction} {prediction}")) data-push=(format!("{relative:.3}")) { (token) }
             " "
@@ -375,13 +375,12 @@ fn contribution_heatmap(tokens: &[String], pushes: &[f32], prediction: &str) -> 
 
 /// Blue for a push towards the predicted class, orange against it.
 fn push_shade(relative: f32) -> String {
-    let (r, g, b) = if relative < 0.0 { (235, 130, 30) } else { (40, 110, 220) };
-    format!("background: rgba({r}, {g}, {b}, {:.3})", 0.85 * relative.abs().min(1.0))
+    format!("background: {}", explain::push_colour(relative, 1.0))
 }
 
 /// HAN: each sentence framed and shaded by its weight, its words by theirs (Yang et al.).
 fn sentences_heatmap(tokens: &[String], words: &[f32], lengths: &[usize], sentences: &[f32]) -> Markup {
-    let heaviest_sentence = sentences.iter().copied().fold(0f32, f32::max);
+    let heaviest_sentence = explain::heaviest(sentences.iter().copied());
     let mut start = 0usize;
     let spans: Vec<(usize, usize, f32)> = lengths
         .iter()
@@ -395,7 +394,7 @@ fn sentences_heatmap(tokens: &[String], words: &[f32], lengths: &[usize], senten
         .collect();
     html! {
         @for (from, to, weight) in spans {
-            span.sentence style=(format!("{}; border-color: rgba(60, 90, 200, {:.3})", shade(weight, heaviest_sentence, (60, 90, 200)), relative(weight, heaviest_sentence)))
+            span.sentence style=(sentence_style(weight, heaviest_sentence))
                 data-sentence-weight=(weight) title=(format!("sentence {weight:.4}")) {
                 (heatmap(tokens.get(from..to).unwrap_or_default(), words.get(from..to).unwrap_or_default()))
             }
@@ -403,12 +402,15 @@ fn sentences_heatmap(tokens: &[String], words: &[f32], lengths: &[usize], senten
     }
 }
 
-fn relative(weight: f32, heaviest: f32) -> f32 {
-    if heaviest > 0.0 && weight.is_finite() { (weight / heaviest).clamp(0.0, 1.0) } else { 0.0 }
+/// A sentence shaded by its weight, and framed more strongly the heavier it is.
+fn sentence_style(weight: f32, heaviest: f32) -> String {
+    let (r, g, b) = explain::SENTENCE_HUE;
+    let frame = explain::relative(weight, heaviest).max(0.0);
+    format!("{}; border-color: rgba({r}, {g}, {b}, {frame:.3})", shade(weight, heaviest, explain::SENTENCE_HUE))
 }
 
-fn shade(weight: f32, heaviest: f32, (r, g, b): (u8, u8, u8)) -> String {
-    format!("background: rgba({r}, {g}, {b}, {:.3})", 0.85 * relative(weight, heaviest))
+fn shade(weight: f32, heaviest: f32, hue: explain::Hue) -> String {
+    format!("background: {}", explain::weight_colour(weight, heaviest, hue))
 }
 
 #[cfg(test)]

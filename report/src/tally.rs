@@ -6,10 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::bail;
 use arrow::array::{Array, Float32Array, StringArray};
-use runtime::compact_weights::entropy;
-use sql::functions::token_weights::TokenAttention;
-
-use crate::columns::{Batch, floats_at, hops_at, ints_at, strings_at};
+use runtime::explain::TokenAttention;
+use runtime::output::encoding::entropy;
+use runtime::output::read::{Batch, floats_at, hops_at, ints_at, strings_at};
 
 /// Bins of the confidence histograms.
 pub const CONFIDENCE_BINS: usize = 20;

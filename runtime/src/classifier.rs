@@ -1,6 +1,6 @@
 //! A model package opened for inference: texts in, per-document predictions out.
 //!
-//! Shared by `pipeline run` (one window of a file at a time) and SQL's `classify()` (one
+//! Shared by `pipeline run` (one chunk of a file at a time) and SQL's `classify()` (one
 //! Arrow array at a time), so both tokenize, batch and read the graph's outputs identically.
 
 use std::collections::HashMap;
@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use crate::contract;
 use crate::inference::{BackendOptions, InferenceBackend, ModelInputs, OutputTensor, open_backend};
 use crate::long_documents::{self, LongDocuments};
-use crate::output_table::{DocumentPrediction, OptionalColumns, SentenceAttention};
+use crate::output::{DocumentPrediction, OptionalColumns, SentenceAttention};
 use crate::package::{InputLayout, ModelPackage};
 use crate::text::{DEFAULT_SENTENCE_WORDS, EncodedText, TextEncoder, Vocabulary, sentence_lengths};
 
@@ -50,7 +50,7 @@ pub struct TextCounts {
 }
 
 impl TextCounts {
-    /// Adds another window's counts to these.
+    /// Adds another chunk's counts to these.
     pub fn add(&mut self, other: TextCounts) {
         self.predicted += other.predicted;
         self.null_texts += other.null_texts;
@@ -78,7 +78,7 @@ impl Classifier {
         let max_tokens = max_tokens.unwrap_or(package.manifest.max_tokens);
         anyhow::ensure!(max_tokens > 0, "the token limit must be at least 1");
         let encoder = TextEncoder::from_file(&package.tokenizer_path(), max_tokens)?;
-        let outputs = contract::check_outputs(&package, backend.as_ref())?;
+        let outputs = contract::check_graph_outputs(&package, backend.as_ref())?;
         contract::check_labels_and_vocabulary(&package, encoder.tokenizer())?;
         let sentence_words = match package.manifest.input_layout {
             InputLayout::Tokens => None,
@@ -166,7 +166,7 @@ impl Classifier {
 
     /// The tokenizing half of [`Classifier::predict`]: `texts` tokenized and sorted by the
     /// shape they pad to.
-    pub fn encode(&self, texts: &[Option<&str>]) -> anyhow::Result<EncodedWindow> {
+    pub fn encode(&self, texts: &[Option<&str>]) -> anyhow::Result<EncodedTexts> {
         let mut counts = TextCounts::default();
         let present: Vec<(usize, &str)> = texts.iter().enumerate().filter_map(|(i, t)| t.map(|t| (i, t))).collect();
         counts.null_texts = texts.len() - present.len();
@@ -208,7 +208,7 @@ impl Classifier {
         }
         counts.predicted = present.len() - counts.empty_texts;
         documents.sort_by_key(Document::padded_shape);
-        Ok(EncodedWindow { rows: texts.len(), documents, windowed, counts })
+        Ok(EncodedTexts { rows: texts.len(), documents, windowed, counts })
     }
 
     /// One piece of text to classify, starting at token `start` of the text in row `row`.
@@ -226,20 +226,20 @@ impl Classifier {
 
     /// The inference half of [`Classifier::predict`]: batches within `limit` on all cores,
     /// predictions back in input order.
-    pub fn infer(&self, window: EncodedWindow, limit: BatchLimit) -> anyhow::Result<Vec<Option<DocumentPrediction>>> {
+    pub fn infer(&self, encoded: EncodedTexts, limit: BatchLimit) -> anyhow::Result<Vec<Option<DocumentPrediction>>> {
         anyhow::ensure!(limit.documents > 0, "the batch size must be at least 1");
-        let ranges = batch_ranges(window.documents.iter().map(Document::padded_shape), limit);
+        let ranges = batch_ranges(encoded.documents.iter().map(Document::padded_shape), limit);
         let batches: Vec<anyhow::Result<Vec<(usize, usize, DocumentPrediction)>>> = ranges
             .into_par_iter()
-            .map(|range| window.documents.get(range).map_or_else(|| Ok(Vec::new()), |chunk| self.predict_batch(chunk)))
+            .map(|range| encoded.documents.get(range).map_or_else(|| Ok(Vec::new()), |batch| self.predict_batch(batch)))
             .collect();
-        let mut rows: Vec<Option<DocumentPrediction>> = vec![None; window.rows];
+        let mut rows: Vec<Option<DocumentPrediction>> = vec![None; encoded.rows];
         let mut windows: HashMap<usize, Vec<(usize, DocumentPrediction)>> = HashMap::new();
         let mut not_finite = NonFiniteOutput::default();
         for batch in batches {
             for (row, start, doc) in batch? {
                 not_finite.check(row, &doc);
-                if window.windowed.contains_key(&row) {
+                if encoded.windowed.contains_key(&row) {
                     windows.entry(row).or_default().push((start, doc));
                 } else if let Some(slot) = rows.get_mut(row) {
                     // `row` came from enumerating the texts, which `rows` mirrors.
@@ -256,7 +256,7 @@ impl Classifier {
             LongDocuments::Windows { aggregate, .. } => aggregate,
             _ => long_documents::Aggregate::Mean,
         };
-        for (row, (whole, sentence_lengths)) in window.windowed {
+        for (row, (whole, sentence_lengths)) in encoded.windowed {
             let pieces = windows.remove(&row).unwrap_or_default();
             let doc = long_documents::combine(pieces, whole.ids, sentence_lengths, aggregate, whole.truncated)?;
             if let Some(slot) = rows.get_mut(row) {
@@ -378,7 +378,7 @@ impl std::fmt::Display for NonFiniteOutput {
 impl std::error::Error for NonFiniteOutput {}
 
 /// Texts tokenized by [`Classifier::encode`], waiting for [`Classifier::infer`].
-pub struct EncodedWindow {
+pub struct EncodedTexts {
     /// How many texts were given, null ones included.
     rows: usize,
     /// The texts with tokens (a long one as several windows), sorted by the shape they pad to.

@@ -32,7 +32,7 @@ pub struct GraphOutputs {
 
 /// Runs a one-token document through `backend` and checks every output's shape against the
 /// manifest.
-pub fn check_outputs(package: &ModelPackage, backend: &dyn InferenceBackend) -> anyhow::Result<GraphOutputs> {
+pub fn check_graph_outputs(package: &ModelPackage, backend: &dyn InferenceBackend) -> anyhow::Result<GraphOutputs> {
     let graph = package.graph_path();
     let manifest_path = package.dir.join(MANIFEST_FILE);
     let manifest = &package.manifest;

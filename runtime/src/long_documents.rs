@@ -2,11 +2,12 @@
 //! start and end (`head-tail`), or classify overlapping windows of the limit's width and
 //! combine what the windows said (`windows`), with attention over the whole document.
 
+use batch_io::choice::Choice;
 use std::fmt;
 
 use anyhow::{Context, bail};
 
-use crate::output_table::{DocumentPrediction, SentenceAttention};
+use crate::output::{DocumentPrediction, SentenceAttention};
 
 /// Tokens read of one document in `head-tail` and `windows` modes; past this even windows
 /// cut (a 100,000-token document is a short novel, and costs 400 windows of 400 tokens).
@@ -27,7 +28,7 @@ pub fn bounded_stride(tokens: usize, width: usize, stride: usize) -> usize {
 }
 
 /// How the windows' probabilities become the document's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Aggregate {
     /// The mean over windows.
     #[default]
@@ -50,7 +51,7 @@ pub enum LongDocuments {
 }
 
 /// The choice of [`LongDocuments`] without its settings, as a flag or an argument names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
     /// Classify overlapping windows of the token limit and combine them.
     #[default]
@@ -59,6 +60,21 @@ pub enum Mode {
     HeadTail,
     /// Keep the first tokens up to the limit.
     Truncate,
+}
+
+impl Choice for Aggregate {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (Self::Mean, "mean", "the mean over windows"),
+        (Self::Max, "max", "each class's largest probability over windows, renormalised to sum to one"),
+    ];
+}
+
+impl Choice for Mode {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (Self::Windows, "windows", "classify overlapping windows of the token limit and combine them"),
+        (Self::HeadTail, "head-tail", "keep the first quarter and the last three quarters of the token limit"),
+        (Self::Truncate, "truncate", "keep the first tokens up to the limit"),
+    ];
 }
 
 impl LongDocuments {
@@ -92,10 +108,7 @@ impl fmt::Display for LongDocuments {
             Self::Truncate => f.write_str("truncate"),
             Self::HeadTail => f.write_str("head-tail"),
             Self::Windows { stride, aggregate } => {
-                let aggregate = match aggregate {
-                    Aggregate::Mean => "mean",
-                    Aggregate::Max => "max",
-                };
+                let aggregate = aggregate.name();
                 match stride {
                     Some(stride) => write!(f, "windows(stride {stride}, {aggregate})"),
                     None => write!(f, "windows(stride half, {aggregate})"),

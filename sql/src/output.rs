@@ -17,7 +17,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputFormat {
     /// An aligned table for people.
     Table,
@@ -26,6 +26,15 @@ pub enum OutputFormat {
     /// Newline-delimited JSON, one object per row.
     Json,
     Parquet,
+}
+
+impl batch_io::choice::Choice for OutputFormat {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (Self::Table, "table", "an aligned table for people"),
+        (Self::Csv, "csv", "CSV with a header; list and struct values are written as their text"),
+        (Self::Json, "json", "newline-delimited JSON, one object per row"),
+        (Self::Parquet, "parquet", "Parquet"),
+    ];
 }
 
 impl OutputFormat {

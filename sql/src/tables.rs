@@ -23,7 +23,7 @@ use datafusion::execution::options::ReadOptions;
 use datafusion::prelude::ParquetReadOptions;
 use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use runtime::output_origin::{SameRun, refuse_mixed_runs};
+use runtime::output::origin::{SameRun, refuse_mixed_runs};
 
 /// The URLs DataFusion reads `files` by.
 fn table_urls(files: &[InputFile]) -> Result<Vec<ListingTableUrl>> {

@@ -5,10 +5,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use batch_io::atomic_file::{TempFile, temp_beside, write_failed};
+use batch_io::choice::Choice;
+use batch_io::command_line::choice;
 use batch_io::locations::same_location;
 use clap::{Args, Parser, Subcommand};
 use runtime::inference::{BackendKind, BackendOptions, Device};
-use runtime::long_documents::LongDocuments;
+use runtime::long_documents::{Aggregate, LongDocuments, Mode};
 use runtime::package::{GRAPH_FILE, MANIFEST_FILE, TOKENIZER_FILE};
 use training::data::corpus::{Columns, read_texts};
 use training::data::vocabulary::VocabularyConfig;
@@ -116,14 +118,6 @@ struct TrainArgs {
     freeze_word_vectors: bool,
 }
 
-/// `--long-documents` of `export eval` (the stride and aggregation are `pipeline run`'s defaults).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum LongDocumentsMode {
-    Windows,
-    HeadTail,
-    Truncate,
-}
-
 #[derive(Args)]
 struct EvalArgs {
     /// Model package directory.
@@ -132,9 +126,9 @@ struct EvalArgs {
     /// Labelled Parquet corpus.
     #[arg(long)]
     data: PathBuf,
-    #[arg(long, value_enum, default_value_t = BackendKind::Tract)]
+    #[arg(long, value_parser = choice::<BackendKind>(), default_value = BackendKind::Tract.name())]
     backend: BackendKind,
-    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    #[arg(long, value_parser = choice::<Device>(), default_value = Device::Cpu.name())]
     device: Device,
     #[arg(long, default_value_t = 64, value_parser = batch_io::command_line::at_least_one)]
     batch_size: usize,
@@ -144,8 +138,8 @@ struct EvalArgs {
     ort_library: Option<PathBuf>,
     /// What happens to documents longer than the model's token limit, as in `pipeline run`
     /// (windows); `truncate` scores the model on what it was trained on, its first tokens.
-    #[arg(long, value_enum, default_value_t = LongDocumentsMode::Windows)]
-    long_documents: LongDocumentsMode,
+    #[arg(long, value_parser = choice::<Mode>(), default_value = Mode::Windows.name())]
+    long_documents: Mode,
     /// Also write the metrics as JSON to this file.
     #[arg(long)]
     metrics_json: Option<PathBuf>,
@@ -222,11 +216,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let mut inputs = vec![args.data.as_path()];
             inputs.extend(package_files.iter().map(PathBuf::as_path));
             let metrics = args.metrics_json.as_deref().map(|path| checked_output(path, &inputs)).transpose()?;
-            let long_documents = match args.long_documents {
-                LongDocumentsMode::Windows => LongDocuments::default(),
-                LongDocumentsMode::HeadTail => LongDocuments::HeadTail,
-                LongDocumentsMode::Truncate => LongDocuments::Truncate,
-            };
+            // The stride and the aggregation are `pipeline run`'s defaults.
+            let long_documents = LongDocuments::choose(args.long_documents, None, Aggregate::default())?;
             let evaluation =
                 evaluate(&args.model, &args.data, &args.columns.columns(), &backend, args.batch_size, long_documents)?;
             batch_io::command_line::print_report(&evaluation.to_string())?;

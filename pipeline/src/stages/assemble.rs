@@ -1,6 +1,6 @@
-//! The assemble stage: each window's output columns built beside its pass-through columns and
-//! encoded as one Parquet row group, several windows at once, one per thread. The write stage
-//! hands the windows out in input order and appends their row groups in that order.
+//! The assemble stage: each chunk's output columns built beside its pass-through columns and
+//! encoded as one Parquet row group, several chunks at once, one per thread. The write stage
+//! hands the chunks out in input order and appends their row groups in that order.
 
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, SyncSender};
@@ -10,18 +10,18 @@ use anyhow::Context;
 use arrow::array::{ArrayRef, RecordBatch};
 use batch_io::source::InputFile;
 use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowRowGroupWriterFactory, compute_leaves};
-use runtime::output_table::OutputTable;
+use runtime::output::OutputTable;
 use runtime::text::Vocabulary;
 
 use super::{Inferred, timed};
-use crate::output::OutputFormat;
+use crate::output::ParquetLayout;
 
-/// A window's row group, encoded: one column chunk per Parquet leaf, in schema order.
+/// A chunk's row group, encoded: one column chunk per Parquet leaf, in schema order.
 pub type RowGroup = Vec<ArrowColumnChunk>;
 
-/// One window to assemble, and where to send its row group.
+/// One chunk to assemble, and where to send its row group.
 pub struct Job {
-    pub window: Inferred,
+    pub chunk: Inferred,
     /// The row group's index within its file or part.
     pub row_group: usize,
     pub done: SyncSender<anyhow::Result<RowGroup>>,
@@ -29,7 +29,7 @@ pub struct Job {
 
 /// What every assembling thread shares.
 pub struct Assembler<'a> {
-    pub format: &'a OutputFormat,
+    pub format: &'a ParquetLayout,
     pub encoder: ArrowRowGroupWriterFactory,
     /// Input columns copied to the output, in order.
     pub kept_columns: &'a [String],
@@ -50,26 +50,26 @@ impl Assembler<'_> {
                 Ok(jobs) => jobs.recv(),
                 Err(_) => break,
             };
-            let Ok(Job { window, row_group, done }) = job else { break };
-            let rows = window.window.describe(self.files);
-            let encoded = timed(&mut busy, || self.encode(window, row_group).with_context(|| rows));
+            let Ok(Job { chunk, row_group, done }) = job else { break };
+            let rows = chunk.chunk.describe(self.files);
+            let encoded = timed(&mut busy, || self.encode(chunk, row_group).with_context(|| rows));
             // An error here means the write stage has stopped, with its own error.
             let _ = done.send(encoded);
         }
         busy
     }
 
-    /// Takes the window by value, so that its predictions are freed before encoding.
+    /// Takes the chunk by value, so that its predictions are freed before encoding.
     fn encode(&self, inferred: Inferred, row_group: usize) -> anyhow::Result<RowGroup> {
-        let Inferred { window, predictions, .. } = inferred;
+        let Inferred { chunk, predictions, .. } = inferred;
         let mut columns: Vec<ArrayRef> = self
             .kept_columns
             .iter()
-            .map(|name| window.batch.column_by_name(name).cloned())
+            .map(|name| chunk.batch.column_by_name(name).cloned())
             .collect::<Option<_>>()
             .context("a pass-through column vanished")?;
         columns.extend(self.table.build(&predictions, self.labels, self.vocabulary)?);
-        drop((window, predictions));
+        drop((chunk, predictions));
         // Checks that the columns fit the schema and have the same length.
         let batch = RecordBatch::try_new(self.format.schema().clone(), columns)?;
         let mut writers = self.encoder.create_column_writers(row_group)?;

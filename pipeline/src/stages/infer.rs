@@ -1,4 +1,4 @@
-//! The infer stage: each tokenized window in batches on all cores (tract or ONNX Runtime).
+//! The infer stage: each tokenized chunk in batches on all cores (tract or ONNX Runtime).
 
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::Duration;
@@ -7,23 +7,23 @@ use runtime::classifier::NonFiniteOutput;
 
 use super::{Inferred, Line, Tokenized, next, pass_on, timed};
 
-pub fn run(line: &Line<'_>, windows: Receiver<Tokenized>, out: &SyncSender<Inferred>) -> anyhow::Result<Duration> {
+pub fn run(line: &Line<'_>, chunks: Receiver<Tokenized>, out: &SyncSender<Inferred>) -> anyhow::Result<Duration> {
     let mut busy = Duration::ZERO;
-    while let Some(Tokenized { window, encoded }) = next(&windows) {
+    while let Some(Tokenized { chunk, encoded }) = next(&chunks) {
         let counts = encoded.counts;
         let predictions = timed(&mut busy, || {
             line.classifier.infer(encoded, line.batch_limit).map_err(|error| {
                 match error.downcast::<NonFiniteOutput>() {
-                    // Rows named in the file, not in the window.
+                    // Rows named in the file, not in the chunk.
                     Ok(bad) => {
-                        let file = line.files.get(window.file).map(ToString::to_string).unwrap_or_default();
-                        anyhow::anyhow!("{file}: {}", bad.message(window.first_row))
+                        let file = line.files.get(chunk.file).map(ToString::to_string).unwrap_or_default();
+                        anyhow::anyhow!("{file}: {}", bad.message(chunk.first_row))
                     }
-                    Err(error) => error.context(format!("inference failed on {}", window.describe(line.files))),
+                    Err(error) => error.context(format!("inference failed on {}", chunk.describe(line.files))),
                 }
             })
         })?;
-        if !pass_on(out, Inferred { window, predictions, counts }) {
+        if !pass_on(out, Inferred { chunk, predictions, counts }) {
             break;
         }
     }

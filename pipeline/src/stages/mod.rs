@@ -3,11 +3,11 @@
 //!
 //! `read` (each unit of work's record batches, only the columns the output needs) →
 //! `tokenize` (all cores) → `infer` (all cores) → `assemble` (output columns built and
-//! encoded as a row group, several windows at once, one per thread) → `write` (row groups
+//! encoded as a row group, several chunks at once, one per thread) → `write` (row groups
 //! appended in input order; with a dataset output, each unit's part committed as soon as its
-//! last window is written).
+//! last chunk is written).
 //!
-//! While one window is inferred, the next is tokenized and earlier ones are assembled, so the
+//! While one chunk is inferred, the next is tokenized and earlier ones are assembled, so the
 //! stages hide behind one another and the slowest sets the pace. A stage that fails
 //! returns its error and drops its ends of the queues; its neighbours see a closed queue and
 //! stop, so the line stops promptly, and the first error in stage order is the run's.
@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
 use batch_io::source::InputFile;
-use runtime::classifier::{BatchLimit, Classifier, EncodedWindow, TextCounts};
-use runtime::output_table::DocumentPrediction;
+use runtime::classifier::{BatchLimit, Classifier, EncodedTexts, TextCounts};
+use runtime::output::DocumentPrediction;
 use serde::Serialize;
 
 use crate::units::WorkUnit;
@@ -33,7 +33,7 @@ use crate::units::WorkUnit;
 pub use progress::Progress;
 pub use write::{WriteStage, Written};
 
-/// Windows waiting between two stages.
+/// Chunks waiting between two stages.
 const QUEUE_DEPTH: usize = 2;
 
 /// How long each stage was busy (working, not waiting on a queue), in seconds; for
@@ -48,20 +48,20 @@ pub struct StageSeconds {
     pub write: f64,
 }
 
-/// One window of input rows on its way down the line.
-pub struct Window {
+/// One chunk of input rows on its way down the line.
+pub struct Chunk {
     /// Index into the input files.
     pub file: usize,
-    /// The window's first row within its file.
+    /// The chunk's first row within its file.
     pub first_row: usize,
     /// The unit of work it belongs to (an index into `Line::units`), and whether it is that
-    /// unit's last window (a unit with no rows still sends one, empty).
+    /// unit's last chunk (a unit with no rows still sends one, empty).
     pub unit: usize,
     pub ends_unit: bool,
     pub batch: RecordBatch,
 }
 
-impl Window {
+impl Chunk {
     /// `FILE rows A..B`, for errors.
     pub fn describe(&self, files: &[InputFile]) -> String {
         let file = files.get(self.file).map(ToString::to_string).unwrap_or_default();
@@ -69,15 +69,15 @@ impl Window {
     }
 }
 
-/// A window after tokenization.
+/// A chunk after tokenization.
 pub struct Tokenized {
-    pub window: Window,
-    pub encoded: EncodedWindow,
+    pub chunk: Chunk,
+    pub encoded: EncodedTexts,
 }
 
-/// A window after inference.
+/// A chunk after inference.
 pub struct Inferred {
-    pub window: Window,
+    pub chunk: Chunk,
     pub predictions: Vec<Option<DocumentPrediction>>,
     pub counts: TextCounts,
 }
@@ -92,8 +92,8 @@ pub struct Line<'a> {
     pub classifier: &'a Classifier,
     pub text_column: &'a str,
     pub batch_limit: BatchLimit,
-    /// Rows per window (record batch).
-    pub window: usize,
+    /// Rows per chunk (record batch).
+    pub chunk_rows: usize,
     /// Set to stop the run: the read stage stops with [`crate::job::Interrupted`].
     pub cancel: Option<&'a std::sync::atomic::AtomicBool>,
 }
@@ -101,12 +101,12 @@ pub struct Line<'a> {
 /// Runs the whole line and returns what the write stage wrote, with each stage's busy time.
 /// The output is not published here: the caller does that only when every stage succeeded.
 pub fn run_line(line: &Line<'_>, writer: WriteStage<'_>) -> anyhow::Result<(Written, StageSeconds)> {
-    let (to_tokenize, read_windows) = sync_channel::<Window>(QUEUE_DEPTH);
+    let (to_tokenize, read_chunks) = sync_channel::<Chunk>(QUEUE_DEPTH);
     let (to_infer, tokenized) = sync_channel::<Tokenized>(QUEUE_DEPTH);
     let (to_write, inferred) = sync_channel::<Inferred>(QUEUE_DEPTH);
     std::thread::scope(|scope| {
         let read = spawn(scope, "read", move || read::run(line, &to_tokenize));
-        let tokenize = spawn(scope, "tokenize", move || tokenize::run(line, read_windows, &to_infer));
+        let tokenize = spawn(scope, "tokenize", move || tokenize::run(line, read_chunks, &to_infer));
         let infer = spawn(scope, "infer", move || infer::run(line, tokenized, &to_write));
         let written = writer.run(line, inferred);
         let read = join(read)?;

@@ -1,4 +1,4 @@
-//! The read stage: the record batches of each unit of work in turn, one window at a time,
+//! The read stage: the record batches of each unit of work in turn, one chunk at a time,
 //! only the columns the output needs.
 
 use std::sync::mpsc::SyncSender;
@@ -8,14 +8,14 @@ use anyhow::Context;
 use arrow::array::RecordBatch;
 use batch_io::source::{open_span, string_values, text_array};
 
-use super::{Line, Window, pass_on, timed};
+use super::{Chunk, Line, pass_on, timed};
 
-pub fn run(line: &Line<'_>, out: &SyncSender<Window>) -> anyhow::Result<Duration> {
+pub fn run(line: &Line<'_>, out: &SyncSender<Chunk>) -> anyhow::Result<Duration> {
     let mut busy = Duration::ZERO;
     for (unit, work) in line.units.iter().enumerate() {
         let file = work.file;
         let input = line.files.get(file).context("a unit names a file that is not an input")?;
-        let stream = timed(&mut busy, || open_span(input, line.window, Some(line.columns), work.span))?;
+        let stream = timed(&mut busy, || open_span(input, line.chunk_rows, Some(line.columns), work.span))?;
         let empty = RecordBatch::new_empty(stream.batch_schema.clone());
         let mut batches = stream.batches.peekable();
         let mut first_row = work.first_row;
@@ -24,40 +24,40 @@ pub fn run(line: &Line<'_>, out: &SyncSender<Window>) -> anyhow::Result<Duration
             if line.cancel.is_some_and(|cancel| cancel.load(std::sync::atomic::Ordering::Relaxed)) {
                 return Err(crate::job::Interrupted.into());
             }
-            let batch =
-                batch.with_context(|| format!("cannot read {input} rows {first_row}..{}", first_row + line.window))?;
+            let batch = batch
+                .with_context(|| format!("cannot read {input} rows {first_row}..{}", first_row + line.chunk_rows))?;
             // Looking ahead decodes the next batch now rather than on the next turn.
             let last_batch = timed(&mut busy, || batches.peek().is_none());
-            let pieces = timed(&mut busy, || split_by_text_bytes(&batch, line.text_column, WINDOW_TEXT_BYTES))?;
+            let pieces = timed(&mut busy, || split_by_text_bytes(&batch, line.text_column, CHUNK_TEXT_BYTES))?;
             let count = pieces.len();
             for (i, piece) in pieces.into_iter().enumerate() {
                 let rows = piece.num_rows();
                 let ends_unit = last_batch && i + 1 == count;
                 sent = true;
-                if !pass_on(out, Window { file, first_row, unit, ends_unit, batch: piece }) {
+                if !pass_on(out, Chunk { file, first_row, unit, ends_unit, batch: piece }) {
                     return Ok(busy);
                 }
                 first_row += rows;
             }
         }
         // A unit without rows still ends: its (empty) part is how a resume knows it is done.
-        if !sent && !pass_on(out, Window { file, first_row, unit, ends_unit: true, batch: empty }) {
+        if !sent && !pass_on(out, Chunk { file, first_row, unit, ends_unit: true, batch: empty }) {
             return Ok(busy);
         }
     }
     Ok(busy)
 }
 
-/// The most text one window carries, in bytes: above a window of ordinary reviews (2,048 of
+/// The most text one chunk carries, in bytes: above a chunk of ordinary reviews (2,048 of
 /// IMDB's are about 2.7 MB), so those are left whole, while documents of 100,000 tokens come a
-/// few at a time. `--window` counts documents, so memory grew with them: 96 documents of
-/// 100,000 tokens peaked at 1,277 MiB in one window, and at 390 MiB with this bound.
-pub const WINDOW_TEXT_BYTES: usize = 3 << 20;
+/// few at a time. `--chunk` counts documents, so memory grew with them: 96 documents of
+/// 100,000 tokens peaked at 1,277 MiB in one chunk, and at 390 MiB with this bound.
+pub const CHUNK_TEXT_BYTES: usize = 3 << 20;
 
 /// `batch` cut into consecutive slices of at most `budget` bytes of text each (a longer
 /// document goes alone); one slice, the batch itself, when it is within the budget.
 fn split_by_text_bytes(batch: &RecordBatch, text_column: &str, budget: usize) -> anyhow::Result<Vec<RecordBatch>> {
-    let column = batch.column_by_name(text_column).context("a window lost the text column")?;
+    let column = batch.column_by_name(text_column).context("a chunk lost the text column")?;
     let text = text_array(column)?;
     let lengths: Vec<usize> = match string_values(&text) {
         Some(values) => values.iter().map(|value| value.map_or(0, str::len)).collect(),
@@ -89,7 +89,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_window_is_cut_where_its_text_passes_the_budget() {
+    fn a_chunk_is_cut_where_its_text_passes_the_budget() {
         let texts = ["aaaa", "bb", "cccccccccc", "d", "e"];
         let batch =
             RecordBatch::try_from_iter([("text", Arc::new(StringArray::from(texts.to_vec())) as Arc<dyn Array>)])

@@ -1,6 +1,6 @@
-//! The write stage: windows handed to the assemble stage's threads in input order, and their
+//! The write stage: chunks handed to the assemble stage's threads in input order, and their
 //! row groups appended in that same order: to the one output file, or to its unit's part of a
-//! dataset output, committed as soon as the unit's last window is written.
+//! dataset output, committed as soon as the unit's last chunk is written.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use runtime::classifier::TextCounts;
-use runtime::output_table::OutputTable;
+use runtime::output::OutputTable;
 
 use super::assemble::{Assembler, Job, RowGroup};
 use super::progress::Progress;
 use super::{Inferred, Line, next, timed};
-use crate::output::{Output, OutputFormat};
+use crate::output::{Output, ParquetLayout};
 
-/// The most windows assembled at once. Each thread holds a window's predictions and the
+/// The most chunks assembled at once. Each thread holds a chunk's predictions and the
 /// columns built from them, so the count is capped rather than one per core. A thread
 /// assembles about 16,000 IMDB docs/s (null-model runs on 2 cores, RESULTS.md, #14), so six
 /// keep up with the 50,000 docs/s asked of one H100.
@@ -25,15 +25,15 @@ const MOST_ASSEMBLE_THREADS: usize = 6;
 /// Everything the write stage needs, set up before the line starts.
 pub struct WriteStage<'a> {
     pub output: Output,
-    pub format: OutputFormat,
+    pub layout: ParquetLayout,
     /// Input columns copied to the output, in order.
     pub kept_columns: &'a [String],
     pub table: OutputTable,
     pub labels: &'a [String],
-    /// Threads that assemble windows at once (from 1 to [`MOST_ASSEMBLE_THREADS`]).
+    /// Threads that assemble chunks at once (from 1 to [`MOST_ASSEMBLE_THREADS`]).
     pub assemble_threads: usize,
     pub progress: Progress,
-    /// Test hook: panic after the first window is written (see `JobOptions`).
+    /// Test hook: panic after the first chunk is written (see `RunSpec`).
     pub panic_after_first_window: bool,
 }
 
@@ -51,22 +51,22 @@ pub struct WriteSeconds {
     pub write: Duration,
 }
 
-/// A window out with the assemble threads, waiting for its turn to be appended.
+/// A chunk out with the assemble threads, waiting for its turn to be appended.
 struct Pending {
     unit: usize,
     ends_unit: bool,
     rows: usize,
     counts: TextCounts,
-    /// Where its row group will arrive; `None` for a window without rows, which still opens
+    /// Where its row group will arrive; `None` for a chunk without rows, which still opens
     /// (and, if it ends the unit, commits) an empty unit's part.
     row_group: Option<Receiver<anyhow::Result<RowGroup>>>,
 }
 
 impl WriteStage<'_> {
-    pub fn run(self, line: &Line<'_>, windows: Receiver<Inferred>) -> anyhow::Result<(Written, WriteSeconds)> {
+    pub fn run(self, line: &Line<'_>, chunks: Receiver<Inferred>) -> anyhow::Result<(Written, WriteSeconds)> {
         let WriteStage {
             output,
-            format,
+            layout: format,
             kept_columns,
             table,
             labels,
@@ -105,14 +105,14 @@ impl WriteStage<'_> {
                         .spawn_scoped(scope, || assembler.serve(&jobs))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let write = appender.run(line, &windows, to_assemble, threads);
+            let write = appender.run(line, &chunks, to_assemble, threads);
             let (mut assemble, mut working) = (Duration::ZERO, 0u32);
             for thread in pool {
                 let busy = thread.join().map_err(|_| anyhow::anyhow!("an assemble thread panicked"))?;
                 assemble += busy;
                 working += u32::from(!busy.is_zero());
             }
-            // The mean over the threads that had work: a run of fewer windows than threads
+            // The mean over the threads that had work: a run of fewer chunks than threads
             // leaves some idle, and counting them would hide a busy stage.
             let seconds = WriteSeconds { assemble: assemble / working.max(1), write: write? };
             Ok(seconds)
@@ -121,10 +121,10 @@ impl WriteStage<'_> {
     }
 }
 
-/// The writing thread's side: hands windows out, and appends their row groups in order.
+/// The writing thread's side: hands chunks out, and appends their row groups in order.
 struct Appender<'a> {
     output: Output,
-    format: &'a OutputFormat,
+    format: &'a ParquetLayout,
     progress: Progress,
     panic_after_first_window: bool,
     rows: usize,
@@ -132,12 +132,12 @@ struct Appender<'a> {
 }
 
 impl Appender<'_> {
-    /// Keeps at most `most_out` windows out at once (bounding memory), and returns how long
+    /// Keeps at most `most_out` chunks out at once (bounding memory), and returns how long
     /// it was busy appending.
     fn run(
         &mut self,
         line: &Line<'_>,
-        windows: &Receiver<Inferred>,
+        chunks: &Receiver<Inferred>,
         to_assemble: SyncSender<Job>,
         most_out: usize,
     ) -> anyhow::Result<Duration> {
@@ -145,19 +145,19 @@ impl Appender<'_> {
         let mut out = VecDeque::with_capacity(most_out);
         // The index of the next row group within its file or part.
         let mut next_row_group = 0;
-        while let Some(window) = next(windows) {
+        while let Some(chunk) = next(chunks) {
             if out.len() >= most_out
                 && let Some(oldest) = out.pop_front()
             {
                 self.append(line, oldest, &mut busy)?;
             }
-            let rows = window.window.batch.num_rows();
+            let rows = chunk.chunk.batch.num_rows();
             let pending = Pending {
-                unit: window.window.unit,
-                ends_unit: window.window.ends_unit,
+                unit: chunk.chunk.unit,
+                ends_unit: chunk.chunk.ends_unit,
                 rows,
-                counts: window.counts,
-                row_group: (rows > 0).then(|| hand_out(&to_assemble, window, next_row_group)).transpose()?,
+                counts: chunk.counts,
+                row_group: (rows > 0).then(|| hand_out(&to_assemble, chunk, next_row_group)).transpose()?,
             };
             next_row_group += usize::from(rows > 0);
             if pending.ends_unit && self.output.has_parts() {
@@ -178,7 +178,7 @@ impl Appender<'_> {
             Some(encoded) => Some(encoded.recv().map_err(|_| anyhow::anyhow!("an assemble thread stopped"))??),
             None => None,
         };
-        let unit = line.units.get(pending.unit).context("a window names a unit not in the run")?;
+        let unit = line.units.get(pending.unit).context("a chunk names a unit not in the run")?;
         timed(busy, || self.output.append(unit, pending.ends_unit, self.format, row_group))?;
         self.rows += pending.rows;
         self.counts.add(pending.counts);
@@ -190,21 +190,21 @@ impl Appender<'_> {
     }
 }
 
-/// Queues `window` for the assemble threads as row group `row_group` of its file; returns
+/// Queues `chunk` for the assemble threads as row group `row_group` of its file; returns
 /// where its row group will arrive.
 fn hand_out(
     to_assemble: &SyncSender<Job>,
-    window: Inferred,
+    chunk: Inferred,
     row_group: usize,
 ) -> anyhow::Result<Receiver<anyhow::Result<RowGroup>>> {
     let (done, encoded) = sync_channel(1);
-    match to_assemble.send(Job { window, row_group, done }) {
+    match to_assemble.send(Job { chunk, row_group, done }) {
         Ok(()) => Ok(encoded),
         Err(_) => anyhow::bail!("the assemble threads stopped"),
     }
 }
 
-/// The test hook of `JobOptions::panic_after_first_window`.
+/// The test hook of `RunSpec::panic_after_first_window`.
 #[allow(clippy::panic)] // panicking is the point
 fn injected_panic() -> ! {
     panic!("--panic-after-first-window was given");

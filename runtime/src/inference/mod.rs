@@ -113,7 +113,7 @@ pub trait InferenceBackend: Send + Sync {
     fn describe(&self) -> String;
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// tract: pure Rust, CPU, no shared library needed.
@@ -126,12 +126,25 @@ pub enum BackendKind {
     Auto,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Device {
     #[default]
     Cpu,
     Cuda,
+}
+
+impl batch_io::choice::Choice for BackendKind {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (Self::Tract, "tract", "pure Rust, CPU, no shared library needed"),
+        (Self::Ort, "ort", "ONNX Runtime, loaded at run time from its shared library"),
+        (Self::Auto, "auto", "ONNX Runtime where its library is found, else tract"),
+    ];
+}
+
+impl batch_io::choice::Choice for Device {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] =
+        &[(Self::Cpu, "cpu", "the CPU's cores"), (Self::Cuda, "cuda", "an NVIDIA GPU, through ONNX Runtime")];
 }
 
 /// Everything needed to open a backend on a graph.

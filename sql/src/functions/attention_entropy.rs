@@ -17,10 +17,10 @@ const PARAMETERS: Parameters = Parameters { function: NAME, names: &["weights"],
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct AttentionEntropy;
 
-/// Entropy of `weights` after renormalising ([`runtime::compact_weights::entropy`]); `None`
+/// Entropy of `weights` after renormalising ([`runtime::output::encoding::entropy`]); `None`
 /// when there is no positive mass. Null, negative and non-finite weights are left out.
 pub fn entropy(weights: impl Iterator<Item = Option<f32>>) -> Option<f64> {
-    runtime::compact_weights::entropy(weights.flatten())
+    runtime::output::encoding::entropy(weights.flatten())
 }
 
 impl RowFunction for AttentionEntropy {

@@ -1,5 +1,5 @@
 //! `attention_html(tokens, weights)`: an HTML snippet that shades each token by its weight
-//! (the heat maps of Lin et al. §2.3). The heaviest token of the document is fully shaded;
+//! (the heat maps of Lin et al. §2.3). The heaviest token of the document is shaded darkest;
 //! token text is HTML-escaped and each token's weight is in its `title`.
 //! `contribution_html(tokens, contribution)` does the same in two hues for a signed push:
 //! blue towards the predicted class, orange against it, relative to the strongest push.
@@ -10,6 +10,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, StringBuilder};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result;
+use runtime::explain;
 
 use super::args::{Parameters, Role, list_argument};
 use super::row_function::RowFunction;
@@ -50,29 +51,22 @@ pub fn escape_html(text: &str, out: &mut String) {
 /// non-finite weight shades nothing, and its `title` says what it was (`null`, `NaN`, `inf`)
 /// rather than a weight of 0.
 pub fn shade<'a>(tokens: impl Iterator<Item = Option<&'a str>>, weights: &[Option<f32>]) -> String {
-    let heaviest = weights.iter().flatten().copied().filter(|w| w.is_finite()).fold(0.0f32, f32::max);
-    spans(tokens, weights, |weight| {
-        let alpha = if heaviest > 0.0 { (weight / heaviest).clamp(0.0, 1.0) } else { 0.0 };
-        ((255, 99, 71), alpha)
-    })
+    let heaviest = explain::heaviest(weights.iter().flatten().copied());
+    spans(tokens, weights, |weight| explain::weight_colour(weight, heaviest, explain::ATTENTION_HUE))
 }
 
 /// Like [`shade`] for signed values: blue for positive, orange for negative, each relative to
 /// the largest magnitude.
 pub fn shade_signed<'a>(tokens: impl Iterator<Item = Option<&'a str>>, values: &[Option<f32>]) -> String {
-    let strongest = values.iter().flatten().copied().filter(|v| v.is_finite()).fold(0.0f32, |m, v| m.max(v.abs()));
-    spans(tokens, values, |value| {
-        let alpha = if strongest > 0.0 { (value.abs() / strongest).clamp(0.0, 1.0) } else { 0.0 };
-        let hue = if value < 0.0 { (235, 130, 30) } else { (40, 110, 220) };
-        (hue, alpha)
-    })
+    let strongest = explain::strongest(values.iter().flatten().copied());
+    spans(tokens, values, |value| explain::push_colour(value, strongest))
 }
 
 /// One `<span>` per token, coloured by `colour(value)` (a finite value; others get no shade).
 fn spans<'a>(
     tokens: impl Iterator<Item = Option<&'a str>>,
     values: &[Option<f32>],
-    colour: impl Fn(f32) -> ((u8, u8, u8), f32),
+    colour: impl Fn(f32) -> String,
 ) -> String {
     let mut html = String::new();
     for (token, value) in tokens.zip(values) {
@@ -82,15 +76,13 @@ fn spans<'a>(
             Some(v) => v.to_string(),
             None => "null".to_owned(),
         };
-        let ((r, g, b), alpha) = match value.filter(|v| v.is_finite()) {
-            Some(v) => colour(v),
-            None => (colour(0.0).0, 0.0),
-        };
+        // Not a number: no shade (a weight of 0 is shaded as nothing).
+        let colour = colour(value.filter(|v| v.is_finite()).unwrap_or(0.0));
         if !html.is_empty() {
             html.push(' ');
         }
         // Writing to a String cannot fail.
-        let _ = write!(html, "<span style=\"background-color: rgba({r}, {g}, {b}, {alpha:.2})\" title=\"{title}\">");
+        let _ = write!(html, "<span style=\"background-color: {colour}\" title=\"{title}\">");
         escape_html(token, &mut html);
         html.push_str("</span>");
     }
@@ -150,8 +142,8 @@ mod tests {
         let html = shade([Some("<b>"), Some("ok")].into_iter(), &[Some(0.5), Some(0.25)]);
         assert_eq!(
             html,
-            "<span style=\"background-color: rgba(255, 99, 71, 1.00)\" title=\"0.5000\">&lt;b&gt;</span> \
-             <span style=\"background-color: rgba(255, 99, 71, 0.50)\" title=\"0.2500\">ok</span>"
+            "<span style=\"background-color: rgba(220, 60, 40, 0.850)\" title=\"0.5000\">&lt;b&gt;</span> \
+             <span style=\"background-color: rgba(220, 60, 40, 0.425)\" title=\"0.2500\">ok</span>"
         );
         assert_eq!(shade(std::iter::empty(), &[]), "");
     }
@@ -159,14 +151,14 @@ mod tests {
     #[test]
     fn signed_values_are_blue_for_and_orange_against() {
         let html = super::shade_signed([Some("dull"), Some("superb")].into_iter(), &[Some(-0.25), Some(0.5)]);
-        assert!(html.contains("rgba(235, 130, 30, 0.50)\" title=\"-0.2500\">dull<"), "{html}");
-        assert!(html.contains("rgba(40, 110, 220, 1.00)\" title=\"0.5000\">superb<"), "{html}");
+        assert!(html.contains("rgba(235, 130, 30, 0.425)\" title=\"-0.2500\">dull<"), "{html}");
+        assert!(html.contains("rgba(40, 110, 220, 0.850)\" title=\"0.5000\">superb<"), "{html}");
     }
 
     #[test]
     fn weights_that_are_not_numbers_shade_nothing_and_say_what_they_were() {
         let html = shade([Some("a"), Some("b"), Some("c")].into_iter(), &[Some(0.5), None, Some(f32::NAN)]);
         assert!(html.contains("title=\"null\">b<") && html.contains("title=\"NaN\">c<"), "{html}");
-        assert_eq!(html.matches("rgba(255, 99, 71, 0.00)").count(), 2, "{html}");
+        assert_eq!(html.matches("rgba(220, 60, 40, 0.000)").count(), 2, "{html}");
     }
 }

@@ -22,7 +22,7 @@ use datafusion::logical_expr::{
 use runtime::classifier::Classifier;
 use runtime::inference::BackendOptions;
 use runtime::long_documents::LongDocuments;
-use runtime::output_table::{OutputColumn, OutputTable};
+use runtime::output::OutputTable;
 use runtime::package::ModelPackage;
 
 use super::args::{Parameters, Role};
@@ -49,17 +49,17 @@ impl Explained {
 
     /// The columns of the output table the function returns, as a struct.
     fn result_table(self) -> OutputTable {
-        use OutputColumn::*;
+        use runtime::output::columns::*;
         match self {
-            Explained::No => OutputTable::of(&[Prediction, Confidence, Probabilities]),
+            Explained::No => OutputTable::of(&[&PREDICTION, &CONFIDENCE, &PROBABILITIES]),
             Explained::Yes => OutputTable::of(&[
-                Prediction,
-                Confidence,
-                Probabilities,
-                Tokens,
-                Truncated,
-                AttentionSummary,
-                Contribution,
+                &PREDICTION,
+                &CONFIDENCE,
+                &PROBABILITIES,
+                &TOKENS,
+                &TRUNCATED,
+                &ATTENTION_SUMMARY,
+                &CONTRIBUTION,
             ]),
         }
     }

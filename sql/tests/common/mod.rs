@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pipeline::job::{JobOptions, run_job};
+use pipeline::job::{RunSpec, run_job};
 use runtime::inference::BackendOptions;
 use runtime::package::ModelPackage;
 pub use test_support::repo_root;
@@ -12,27 +12,15 @@ pub use test_support::repo_root;
 pub fn make_predictions(dir: &Path, with_embedding: bool) -> anyhow::Result<PathBuf> {
     let output = dir.join("predictions.parquet");
     let package = ModelPackage::open(&repo_root().join("fixtures/tiny-san"))?;
-    let options = JobOptions {
-        input: repo_root().join("fixtures/reviews.parquet").display().to_string(),
+    let spec = RunSpec {
         output: output.display().to_string(),
-        text_column: "text".into(),
-        pass_through: None,
         backend: BackendOptions::default(),
         batch_size: 32,
-        max_batch_tokens: None,
-        window: 128,
-        max_tokens: None,
-        long_documents: runtime::long_documents::LongDocuments::default(),
-        attention: runtime::output_table::AttentionOutput::Full,
-        with_embedding,
-        metrics_json: None,
-        panic_after_first_window: false,
-        null_model: false,
-        cancel: None,
-        shard: pipeline::units::Shard::WHOLE,
-        rows_per_part: 2500,
-        overwrite: false,
+        chunk_rows: 128,
+        attention: runtime::output::AttentionEncoding::Full,
+        embedding: with_embedding,
+        ..RunSpec::new(repo_root().join("fixtures/reviews.parquet").display().to_string())
     };
-    run_job(&package, &options)?;
+    run_job(&package, &spec)?;
     Ok(output)
 }

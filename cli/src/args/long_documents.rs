@@ -1,6 +1,8 @@
 //! The flags that say what happens to documents longer than the token limit, shared by
 //! `pipeline run` and `pipeline sql` (for `classify()`).
 
+use batch_io::choice::Choice;
+use batch_io::command_line::choice;
 use clap::Args;
 use runtime::long_documents::{Aggregate, LongDocuments, Mode};
 
@@ -8,14 +10,14 @@ use runtime::long_documents::{Aggregate, LongDocuments, Mode};
 pub struct LongDocumentFlags {
     /// What happens to a document longer than the token limit (see --max-tokens). The
     /// `truncated` column says which documents lost tokens.
-    #[arg(long, value_enum, default_value_t = Mode::Windows)]
+    #[arg(long, value_parser = choice::<Mode>(), default_value = Mode::Windows.name())]
     long_documents: Mode,
     /// --long-documents windows: tokens from one window's start to the next (default: half
     /// the token limit). A document gets at most 1,000 windows: past that the stride widens.
     #[arg(long, value_name = "TOKENS", value_parser = batch_io::command_line::at_least_one)]
     long_document_stride: Option<usize>,
     /// --long-documents windows: how the windows' probabilities combine.
-    #[arg(long, value_enum, default_value_t = Aggregate::Mean)]
+    #[arg(long, value_parser = choice::<Aggregate>(), default_value = Aggregate::Mean.name())]
     long_document_aggregate: Aggregate,
 }
 

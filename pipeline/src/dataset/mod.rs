@@ -24,164 +24,16 @@ use batch_io::source::{InputFile, parquet_footer};
 use object_store::ObjectStoreExt;
 use serde::{Deserialize, Serialize};
 
+use runtime::output::keys;
+
 use crate::units::{part_index, part_name};
 
-/// The key of the run fingerprint in each part's Parquet metadata.
-pub const FINGERPRINT_KEY: &str = "pipeline.run";
-/// The key of the part's own input file ([`InputIdentity`]) in its Parquet metadata.
-pub const PART_INPUT_KEY: &str = "pipeline.part_input";
-/// The key of the part's own unit index in its Parquet metadata: a part copied or renamed
-/// over a sibling still says which unit's rows it holds.
-pub const PART_UNIT_KEY: &str = "pipeline.part_unit";
+mod fingerprint;
+
 /// Written last; holds the [`RunManifest`].
 pub const SUCCESS: &str = "_SUCCESS";
 
-/// One input file as the run saw it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InputIdentity {
-    pub location: String,
-    pub size: u64,
-    /// Modification time (local files, in nanoseconds) or ETag (object stores).
-    pub version: String,
-}
-
-/// What makes two runs the same run: a part written by one may stand in for the other's.
-/// Batch size, window, threads and backend are left out: results do not depend on them
-/// (predictions identical, probabilities within 1e-5, tested in CI). The inputs enter as a
-/// count and a digest, so that the fingerprint, which every part carries, stays small however
-/// many files the run reads.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunFingerprint {
-    pub input_count: usize,
-    /// sha256 of the inputs' identities, in input order ([`inputs_sha256`]).
-    pub inputs_sha256: String,
-    pub model_sha256: String,
-    pub text_column: String,
-    pub pass_through: Vec<String>,
-    pub max_tokens: usize,
-    /// `--long-documents` as [`runtime::long_documents::LongDocuments`] writes it; runs of
-    /// versions before it had none, and truncated.
-    #[serde(default = "truncate")]
-    pub long_documents: String,
-    /// `--attention`; runs before it wrote all of it.
-    #[serde(default = "full")]
-    pub attention: String,
-    pub embedding: bool,
-    pub rows_per_part: usize,
-    /// Units in the whole run, over all shards.
-    pub parts: usize,
-}
-
-fn full() -> String {
-    runtime::output_table::AttentionOutput::Full.to_string()
-}
-
-fn truncate() -> String {
-    runtime::long_documents::LongDocuments::Truncate.to_string()
-}
-
-/// The digest of a run's inputs that its fingerprint carries.
-pub fn inputs_sha256(inputs: &[InputIdentity]) -> String {
-    use sha2::{Digest, Sha256};
-    let mut digest = Sha256::new();
-    for input in inputs {
-        // Lengths first, so that no two lists of fields run together into the same bytes.
-        for field in [&input.location, &input.version] {
-            digest.update((field.len() as u64).to_le_bytes());
-            digest.update(field.as_bytes());
-        }
-        digest.update(input.size.to_le_bytes());
-    }
-    format!("{:x}", digest.finalize())
-}
-
-/// A run as this process sees it: the fingerprint, and the inputs behind its digest.
-#[derive(Debug, Clone)]
-pub struct Run {
-    pub fingerprint: RunFingerprint,
-    pub inputs: Vec<InputIdentity>,
-}
-
-/// What an earlier run is known to have read: every input (from `_SUCCESS`), or only the one
-/// file a part was read from.
-#[derive(Debug, Clone, Copy)]
-pub enum EarlierInputs<'a> {
-    All(&'a [InputIdentity]),
-    OnePart(Option<&'a InputIdentity>),
-}
-
-impl Run {
-    /// What differs between this run and an `earlier` one, as phrases a user can act on.
-    pub fn differences(&self, earlier: &RunFingerprint, earlier_inputs: EarlierInputs<'_>) -> Vec<String> {
-        let now = &self.fingerprint;
-        let mut found = Vec::new();
-        if now.inputs_sha256 != earlier.inputs_sha256 {
-            found.extend(self.input_differences(earlier_inputs));
-            if found.is_empty() {
-                found.push(format!(
-                    "the input files differ (the run read {} file(s), this one reads {})",
-                    earlier.input_count, now.input_count
-                ));
-            }
-        }
-        if now.model_sha256 != earlier.model_sha256 {
-            found.push(format!(
-                "the model differs (sha256 {} → {})",
-                short(&earlier.model_sha256),
-                short(&now.model_sha256)
-            ));
-        }
-        let mut option = |name: &str, old: String, new: String| {
-            if old != new {
-                found.push(format!("{name} was {old}, now {new}"));
-            }
-        };
-        option("--text-column", earlier.text_column.clone(), now.text_column.clone());
-        option("the pass-through columns", earlier.pass_through.join(","), now.pass_through.join(","));
-        option("--max-tokens", earlier.max_tokens.to_string(), now.max_tokens.to_string());
-        option("--long-documents", earlier.long_documents.clone(), now.long_documents.clone());
-        option("--attention", earlier.attention.clone(), now.attention.clone());
-        option("--embedding", earlier.embedding.to_string(), now.embedding.to_string());
-        option("--rows-per-part", earlier.rows_per_part.to_string(), now.rows_per_part.to_string());
-        if found.is_empty() && now.parts != earlier.parts {
-            found.push(format!("the run had {} parts, now {}", earlier.parts, now.parts));
-        }
-        found
-    }
-
-    fn input_differences(&self, earlier: EarlierInputs<'_>) -> Vec<String> {
-        let now: BTreeMap<&str, &InputIdentity> = self.inputs.iter().map(|i| (i.location.as_str(), i)).collect();
-        let (before, complete): (Vec<&InputIdentity>, bool) = match earlier {
-            EarlierInputs::All(inputs) => (inputs.iter().collect(), true),
-            EarlierInputs::OnePart(input) => (input.into_iter().collect(), false),
-        };
-        let mut found = Vec::new();
-        let before_locations: BTreeMap<&str, &InputIdentity> =
-            before.iter().map(|i| (i.location.as_str(), *i)).collect();
-        if complete {
-            for location in now.keys().filter(|l| !before_locations.contains_key(*l)) {
-                found.push(format!("input {location} is new"));
-            }
-        }
-        for (location, old) in &before_locations {
-            match now.get(location) {
-                None => found.push(format!("input {location} is no longer read")),
-                Some(input) if old.size != input.size => {
-                    found.push(format!("input {location} changed size ({} → {} bytes)", old.size, input.size))
-                }
-                Some(input) if old.version != input.version => {
-                    found.push(format!("input {location} changed (version {} → {})", old.version, input.version))
-                }
-                Some(_) => {}
-            }
-        }
-        found
-    }
-}
-
-fn short(sha: &str) -> &str {
-    sha.get(..12).unwrap_or(sha)
-}
+pub use fingerprint::{EarlierInputs, InputIdentity, Run, RunFingerprint, inputs_sha256};
 
 /// `_SUCCESS`: the whole run, written once every part is committed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -282,7 +134,7 @@ pub enum Finalized {
 
 /// Where a dataset output stands before a run.
 #[derive(Debug)]
-pub enum Progress {
+pub enum Committed {
     /// `_SUCCESS` is there, for this very run: nothing to do.
     Complete,
     /// These units' parts are committed (by this run); the rest are to do.
@@ -441,7 +293,7 @@ impl DatasetDir {
         let metadata = footer.file_metadata();
         let run = metadata
             .key_value_metadata()
-            .and_then(|kv| kv.iter().find(|kv| kv.key == FINGERPRINT_KEY))
+            .and_then(|kv| kv.iter().find(|kv| kv.key == keys::RUN_FINGERPRINT))
             .and_then(|kv| kv.value.as_deref())
             .with_context(|| {
                 format!(
@@ -455,8 +307,8 @@ impl DatasetDir {
                 .and_then(|kv| kv.iter().find(|kv| kv.key == key))
                 .and_then(|kv| kv.value.as_deref())
         };
-        let input = value(PART_INPUT_KEY).and_then(|text| serde_json::from_str(text).ok());
-        let unit = value(PART_UNIT_KEY).and_then(|text| text.parse().ok());
+        let input = value(keys::PART_INPUT).and_then(|text| serde_json::from_str(text).ok());
+        let unit = value(keys::PART_UNIT).and_then(|text| text.parse().ok());
         Ok(CommittedPart { rows: u64::try_from(metadata.num_rows()).unwrap_or(0), run, input, unit, file })
     }
 
@@ -495,7 +347,7 @@ impl DatasetDir {
     /// a different run are refused with what differs, unless `overwrite`, which deletes them.
     /// A `_SUCCESS` of this run whose parts are no longer all there is removed, and the
     /// missing parts are to do again.
-    pub fn progress(&self, run: &Run, overwrite: bool) -> anyhow::Result<Progress> {
+    pub fn committed(&self, run: &Run, overwrite: bool) -> anyhow::Result<Committed> {
         let (parts, success) = self.scan()?;
         let mut foreign: Vec<String> = Vec::new();
         if let Some(manifest) = &success
@@ -525,19 +377,19 @@ impl DatasetDir {
                 );
             }
             self.clear(parts.keys().copied())?;
-            return Ok(Progress::Partial { committed: Vec::new() });
+            return Ok(Committed::Partial { committed: Vec::new() });
         }
         let mut parts = parts;
         if let Some(manifest) = &success {
             let mut digests = part_digests(&parts)?;
             let untrue = manifest.untrue(&parts, &digests);
             if untrue.is_empty() {
-                return Ok(Progress::Complete);
+                return Ok(Committed::Complete);
             }
             self.withdraw_success(&untrue)?;
             self.remove_changed_parts(manifest, &mut parts, &mut digests)?;
         }
-        Ok(Progress::Partial { committed: parts.keys().copied().filter(|&i| i < run.fingerprint.parts).collect() })
+        Ok(Committed::Partial { committed: parts.keys().copied().filter(|&i| i < run.fingerprint.parts).collect() })
     }
 
     /// Removes a `_SUCCESS` that no longer tells the truth, so that no reader trusts an
@@ -681,132 +533,4 @@ fn is_report_page(name: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn inputs() -> Vec<InputIdentity> {
-        vec![
-            InputIdentity { location: "s3://corpus/a.parquet".into(), size: 100, version: "\"etag-1\"".into() },
-            InputIdentity { location: "s3://corpus/b.parquet".into(), size: 200, version: "\"etag-2\"".into() },
-        ]
-    }
-
-    fn run_of(inputs: Vec<InputIdentity>) -> Run {
-        let fingerprint = RunFingerprint {
-            input_count: inputs.len(),
-            inputs_sha256: inputs_sha256(&inputs),
-            model_sha256: "0123456789abcdef0123".into(),
-            text_column: "text".into(),
-            pass_through: vec!["id".into()],
-            max_tokens: 512,
-            long_documents: "truncate".into(),
-            attention: "full".into(),
-            embedding: false,
-            rows_per_part: 2500,
-            parts: 4,
-        };
-        Run { fingerprint, inputs }
-    }
-
-    #[test]
-    fn the_same_run_has_no_differences() {
-        let run = run_of(inputs());
-        assert!(run.differences(&run.fingerprint, EarlierInputs::All(&run.inputs)).is_empty());
-    }
-
-    #[test]
-    fn a_changed_input_is_named_with_what_changed() {
-        let earlier = run_of(inputs());
-        let mut changed = inputs();
-        changed[0].size = 150;
-        changed[1].version = "\"etag-3\"".into();
-        let now = run_of(changed.clone());
-        assert_eq!(
-            now.differences(&earlier.fingerprint, EarlierInputs::All(&earlier.inputs)),
-            vec![
-                "input s3://corpus/a.parquet changed size (100 → 150 bytes)".to_owned(),
-                "input s3://corpus/b.parquet changed (version \"etag-2\" → \"etag-3\")".to_owned(),
-            ]
-        );
-        // A part knows only its own input.
-        assert_eq!(
-            now.differences(&earlier.fingerprint, EarlierInputs::OnePart(earlier.inputs.get(1))),
-            vec!["input s3://corpus/b.parquet changed (version \"etag-2\" → \"etag-3\")".to_owned()]
-        );
-        changed.pop();
-        changed.push(InputIdentity { location: "s3://corpus/c.parquet".into(), size: 1, version: "x".into() });
-        let now = run_of(changed);
-        let found = now.differences(&earlier.fingerprint, EarlierInputs::All(&earlier.inputs)).join("; ");
-        assert!(found.contains("input s3://corpus/c.parquet is new"), "{found}");
-        assert!(found.contains("input s3://corpus/b.parquet is no longer read"), "{found}");
-        // A part whose own input is unchanged still sees that the list differs.
-        let found = now.differences(&earlier.fingerprint, EarlierInputs::OnePart(None)).join("; ");
-        assert_eq!(found, "the input files differ (the run read 2 file(s), this one reads 2)");
-    }
-
-    #[test]
-    fn a_changed_model_or_option_is_named() {
-        let earlier = run_of(inputs());
-        let mut now = run_of(inputs());
-        now.fingerprint.model_sha256 = "fedcba9876543210fedc".into();
-        now.fingerprint.max_tokens = 256;
-        now.fingerprint.embedding = true;
-        assert_eq!(
-            now.differences(&earlier.fingerprint, EarlierInputs::All(&earlier.inputs)),
-            vec![
-                "the model differs (sha256 0123456789ab → fedcba987654)".to_owned(),
-                "--max-tokens was 512, now 256".to_owned(),
-                "--embedding was false, now true".to_owned(),
-            ]
-        );
-    }
-
-    #[test]
-    fn the_fingerprint_stays_the_same_size_however_many_inputs() {
-        let one = serde_json::to_string(&run_of(inputs()).fingerprint).expect("json").len();
-        let many: Vec<InputIdentity> = (0..3000)
-            .map(|i| InputIdentity {
-                location: format!("s3://corpus/in/{i:05}.parquet"),
-                size: 10,
-                version: "v".into(),
-            })
-            .collect();
-        let thousands = serde_json::to_string(&run_of(many).fingerprint).expect("json").len();
-        // Only the count's digits differ.
-        assert!(thousands <= one + 3, "{one} bytes for 2 inputs, {thousands} for 3,000");
-        assert!(thousands < 400, "{thousands} bytes");
-    }
-
-    #[test]
-    fn shards_creating_the_same_new_directory_at_once_both_succeed() {
-        let root = tempfile::tempdir().expect("tempdir");
-        for attempt in 0..40 {
-            let dir = root.path().join(format!("out-{attempt}"));
-            let location = dir.display().to_string();
-            let barrier = std::sync::Barrier::new(4);
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = (0..4)
-                    .map(|_| {
-                        scope.spawn(|| {
-                            barrier.wait();
-                            DatasetDir::prepare(&location).map(|_| ())
-                        })
-                    })
-                    .collect();
-                for handle in handles {
-                    let result = handle.join().expect("thread");
-                    assert!(result.is_ok(), "attempt {attempt}: {:#}", result.expect_err("failed"));
-                }
-            });
-        }
-    }
-
-    #[test]
-    fn report_pages_are_the_only_strangers_a_dataset_tolerates() {
-        assert!(is_report_page("report.html"));
-        assert!(is_report_page("Report.HTML"));
-        assert!(!is_report_page(".report.html"));
-        assert!(!is_report_page("notes.txt"));
-        assert!(!is_report_page("other.parquet"));
-    }
-}
+mod tests;

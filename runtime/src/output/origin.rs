@@ -5,12 +5,7 @@
 
 use arrow::datatypes::Schema;
 
-/// The model graph's sha256.
-pub const MODEL_SHA256: &str = "model.sha256";
-/// The model's labels, as a JSON list in probability order.
-pub const MODEL_LABELS: &str = "model.labels";
-/// The `--attention` encoding (`compact`, `full`, `summary`, `top-k:N`, `none`).
-pub const ATTENTION_ENCODING: &str = "pipeline.attention";
+use super::keys::{ATTENTION_ENCODING, MODEL_LABELS, MODEL_SHA256};
 
 /// What must agree between two files before they are read as one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use batch_io::choice::Choice;
+use batch_io::command_line::choice;
 use clap::Args;
 use runtime::inference::{BackendKind, BackendOptions, Device};
 
@@ -10,9 +12,9 @@ use runtime::inference::{BackendKind, BackendOptions, Device};
 pub struct BackendFlags {
     /// Inference backend: `auto` is ONNX Runtime where its library is found (see
     /// --ort-library), else tract.
-    #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+    #[arg(long, value_parser = choice::<BackendKind>(), default_value = BackendKind::Auto.name())]
     backend: BackendKind,
-    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    #[arg(long, value_parser = choice::<Device>(), default_value = Device::Cpu.name())]
     device: Device,
     /// On CUDA, allow TensorFloat-32 matrix products: faster, but probabilities then differ
     /// from the CPU's (by up to about 5e-4 on the default model). Off by default.

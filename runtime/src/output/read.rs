@@ -1,5 +1,6 @@
-//! The columns of a `pipeline run` output that the report reads, found by name and cast to
-//! one layout per column whatever the writer produced (`Utf8View`, `Float64`, large lists).
+//! An output table read back (by the report): its columns found by name and cast to one
+//! layout per column whatever the writer produced (`Utf8View`, `Float64`, large lists), and
+//! compact bytes decoded to weights.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,8 +15,15 @@ use arrow::datatypes::{DataType, Field, Float32Type, Int32Type, Schema};
 use arrow::record_batch::RecordBatch;
 use batch_io::source::column_list;
 
+use super::columns::{
+    ATTENTION, ATTENTION_ENTROPY, ATTENTION_SUMMARY, CONFIDENCE, CONTRIBUTION, PREDICTION, SENTENCE_ATTENTION,
+    SENTENCE_LENGTHS, TOKENS, TRUNCATED,
+};
+use super::encoding::{AttentionEncoding, Values};
+use super::keys::ATTENTION_ENCODING;
+
 /// Columns every output of `pipeline run` has; without them a file is something else.
-const REQUIRED: &[&str] = &["prediction", "confidence"];
+const REQUIRED: [&str; 2] = [PREDICTION.name, CONFIDENCE.name];
 
 /// Which optional columns the input has: the report shows a section only when its columns exist.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,18 +64,18 @@ impl Layout {
             ),
             None => has("label").then(|| "label".to_owned()),
         };
-        let tokens = has("tokens");
+        let tokens = has(TOKENS.name);
         Ok(Self {
             label,
             id: has("id"),
             tokens,
-            attention: tokens && has("attention"),
-            summary: tokens && has("attention_summary"),
-            sentences: tokens && has("sentence_lengths") && has("sentence_attention"),
-            truncated: has("truncated"),
+            attention: tokens && has(ATTENTION.name),
+            summary: tokens && has(ATTENTION_SUMMARY.name),
+            sentences: tokens && has(SENTENCE_LENGTHS.name) && has(SENTENCE_ATTENTION.name),
+            truncated: has(TRUNCATED.name),
             // Only beside compact (integer) attention, which it was written for.
-            entropy: tokens && has("attention_entropy") && compact_attention(schema),
-            contribution: tokens && has("contribution"),
+            entropy: tokens && has(ATTENTION_ENTROPY.name) && compact_attention(schema),
+            contribution: tokens && has(CONTRIBUTION.name),
         })
     }
 
@@ -77,14 +85,14 @@ impl Layout {
         columns.extend(self.label.clone());
         let optional = [
             ("id", self.id),
-            ("tokens", self.tokens),
-            ("attention", self.attention),
-            ("attention_summary", self.summary),
-            ("sentence_lengths", self.sentences),
-            ("sentence_attention", self.sentences),
-            ("truncated", self.truncated),
-            ("attention_entropy", self.entropy),
-            ("contribution", self.contribution),
+            (TOKENS.name, self.tokens),
+            (ATTENTION.name, self.attention),
+            (ATTENTION_SUMMARY.name, self.summary),
+            (SENTENCE_LENGTHS.name, self.sentences),
+            (SENTENCE_ATTENTION.name, self.sentences),
+            (TRUNCATED.name, self.truncated),
+            (ATTENTION_ENTROPY.name, self.entropy),
+            (CONTRIBUTION.name, self.contribution),
         ];
         columns.extend(optional.iter().filter(|(_, present)| *present).map(|(name, _)| (*name).to_owned()));
         columns
@@ -138,7 +146,7 @@ impl Batch {
             Some(name) => Some(label_names(batch, name, labels, file)?),
             None => None,
         };
-        let confidence: Float64Array = column("confidence", &DataType::Float64)?.as_primitive().clone();
+        let confidence: Float64Array = column(CONFIDENCE.name, &DataType::Float64)?.as_primitive().clone();
         if let Some(row) =
             (0..confidence.len()).find(|&row| confidence.is_valid(row) && !confidence.value(row).is_finite())
         {
@@ -149,34 +157,37 @@ impl Batch {
             );
         }
         let batch_read = Self {
-            prediction: strings("prediction")?,
+            prediction: strings(PREDICTION.name)?,
             confidence,
             label,
             id: layout.id.then(|| strings("id")).transpose()?,
-            tokens: layout.tokens.then(|| list("tokens", DataType::Utf8)).transpose()?,
-            attention: layout.attention.then(|| weights(batch, "attention", true, file)).transpose()?,
-            summary: layout.summary.then(|| weights(batch, "attention_summary", false, file)).transpose()?,
-            sentence_lengths: layout.sentences.then(|| list("sentence_lengths", DataType::Int32)).transpose()?,
-            sentence_attention: layout.sentences.then(|| list("sentence_attention", DataType::Float32)).transpose()?,
+            tokens: layout.tokens.then(|| list(TOKENS.name, DataType::Utf8)).transpose()?,
+            attention: layout.attention.then(|| weights(batch, ATTENTION.name, true, file)).transpose()?,
+            summary: layout.summary.then(|| weights(batch, ATTENTION_SUMMARY.name, false, file)).transpose()?,
+            sentence_lengths: layout.sentences.then(|| list(SENTENCE_LENGTHS.name, DataType::Int32)).transpose()?,
+            sentence_attention: layout
+                .sentences
+                .then(|| list(SENTENCE_ATTENTION.name, DataType::Float32))
+                .transpose()?,
             truncated: layout
                 .truncated
-                .then(|| anyhow::Ok(column("truncated", &DataType::Boolean)?.as_boolean().clone()))
+                .then(|| anyhow::Ok(column(TRUNCATED.name, &DataType::Boolean)?.as_boolean().clone()))
                 .transpose()?,
-            entropy: layout.entropy.then(|| list("attention_entropy", DataType::Float32)).transpose()?,
-            contribution: layout.contribution.then(|| list("contribution", DataType::Float32)).transpose()?,
+            entropy: layout.entropy.then(|| list(ATTENTION_ENTROPY.name, DataType::Float32)).transpose()?,
+            contribution: layout.contribution.then(|| list(CONTRIBUTION.name, DataType::Float32)).transpose()?,
         };
         // Weights that are not finite would vanish from the tallies and be written into titles.
         let weight_columns = [
-            ("attention", batch_read.attention.as_ref().map(|hops| hops.values().as_list::<i32>().clone())),
-            ("attention_summary", batch_read.summary.clone()),
-            ("sentence_attention", batch_read.sentence_attention.clone()),
-            ("contribution", batch_read.contribution.clone()),
+            (ATTENTION.name, batch_read.attention.as_ref().map(|hops| hops.values().as_list::<i32>().clone())),
+            (ATTENTION_SUMMARY.name, batch_read.summary.clone()),
+            (SENTENCE_ATTENTION.name, batch_read.sentence_attention.clone()),
+            (CONTRIBUTION.name, batch_read.contribution.clone()),
         ];
         for (name, lists) in weight_columns {
             if let Some(lists) = lists {
                 refuse_non_finite(
                     &lists,
-                    batch_read.attention.as_ref().filter(|_| name == "attention"),
+                    batch_read.attention.as_ref().filter(|_| name == ATTENTION.name),
                     name,
                     file,
                     first_row,
@@ -188,6 +199,10 @@ impl Batch {
 
     pub fn len(&self) -> usize {
         self.prediction.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.prediction.is_empty()
     }
 }
 
@@ -207,17 +222,17 @@ enum Kind {
 }
 
 const COLUMN_KINDS: &[(&str, usize, Kind)] = &[
-    ("prediction", 0, Kind::Text),
-    ("confidence", 0, Kind::Float),
+    (PREDICTION.name, 0, Kind::Text),
+    (CONFIDENCE.name, 0, Kind::Float),
     ("id", 0, Kind::Key),
-    ("tokens", 1, Kind::Text),
-    ("attention", 2, Kind::Number),
-    ("attention_summary", 1, Kind::Number),
-    ("sentence_lengths", 1, Kind::Integer),
-    ("sentence_attention", 1, Kind::Float),
-    ("truncated", 0, Kind::Boolean),
-    ("attention_entropy", 1, Kind::Float),
-    ("contribution", 1, Kind::Number),
+    (TOKENS.name, 1, Kind::Text),
+    (ATTENTION.name, 2, Kind::Number),
+    (ATTENTION_SUMMARY.name, 1, Kind::Number),
+    (SENTENCE_LENGTHS.name, 1, Kind::Integer),
+    (SENTENCE_ATTENTION.name, 1, Kind::Float),
+    (TRUNCATED.name, 0, Kind::Boolean),
+    (ATTENTION_ENTROPY.name, 1, Kind::Float),
+    (CONTRIBUTION.name, 1, Kind::Number),
 ];
 
 fn is_kind(data_type: &DataType, depth: usize, kind: Kind) -> bool {
@@ -270,9 +285,15 @@ fn refuse_wrong_types(schema: &Schema, file: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether `attention` holds bytes (`--attention compact`) rather than floats.
+/// Whether `attention` holds bytes (`--attention compact`) rather than floats: as the run
+/// recorded it, or for a file without that record (rewritten by another tool), as the column's
+/// type shows.
 fn compact_attention(schema: &Schema) -> bool {
-    schema.field_with_name("attention").is_ok_and(|f| integer_leaf(f.data_type(), 2))
+    let recorded = schema.metadata().get(ATTENTION_ENCODING).and_then(|e| e.parse::<AttentionEncoding>().ok());
+    match recorded {
+        Some(encoding) => encoding.values() == Values::Bytes,
+        None => schema.field_with_name(ATTENTION.name).is_ok_and(|f| integer_leaf(f.data_type(), 2)),
+    }
 }
 
 /// Whether `data_type` is `depth` lists deep around integers (the compact encoding).

@@ -3,8 +3,8 @@
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
-use crate::backend_flags::BackendFlags;
-use crate::long_document_flags::LongDocumentFlags;
+use crate::args::BackendFlags;
+use crate::args::LongDocumentFlags;
 use anyhow::Context;
 use batch_io::command_line::say;
 use batch_io::publish::{Destination, Sink};
@@ -25,7 +25,7 @@ pub struct SqlArgs {
     #[arg(long = "table", value_name = "NAME=LOCATION")]
     tables: Vec<String>,
     /// Output format (default: from --output's extension, else a table).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = batch_io::command_line::choice::<OutputFormat>())]
     format: Option<OutputFormat>,
     /// Write the result to this file (or object-storage URL) instead of stdout.
     #[arg(long)]

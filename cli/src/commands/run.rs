@@ -1,0 +1,186 @@
+//! `pipeline run`: classify every document of the input, or (`--finalize`) complete a
+//! sharded dataset output.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use batch_io::command_line::{at_least_one, logs_are_json, print_report, say, thread_count};
+use clap::Args;
+use pipeline::job::spec::defaults;
+use pipeline::job::{RunSpec, run_job};
+use pipeline::units::Shard;
+use runtime::output::AttentionEncoding;
+
+use crate::args::{BackendFlags, LongDocumentFlags};
+
+/// Every flag of `run` that `--finalize` does not use: given with it, it would be ignored.
+const FINALIZE_CONFLICTS: [&str; 26] = [
+    "input",
+    "model",
+    "output",
+    "shard",
+    "shards",
+    "rows_per_part",
+    "overwrite",
+    "text_column",
+    "pass_through",
+    "backend",
+    "device",
+    "tf32",
+    "ort_library",
+    "batch_size",
+    "max_batch_tokens",
+    "window",
+    "max_tokens",
+    "long_documents",
+    "long_document_stride",
+    "long_document_aggregate",
+    "attention",
+    "embedding",
+    "profile",
+    "metrics_json",
+    "panic_after_first_window",
+    "null_model",
+];
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// A Parquet or Arrow IPC file, a directory of them, or a glob.
+    #[arg(long, required_unless_present = "finalize")]
+    input: Option<String>,
+    /// Model package: a directory, or its prefix in object storage (s3://bucket/models/san/,
+    /// downloaded once into a cache; see PIPELINE_MODEL_CACHE). Default: the embedded IMDB
+    /// SAN model.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// A Parquet file (`*.parquet`), or a dataset: a directory (a path ending in `/`, or
+    /// without `.parquet`) of parts, one per unit of work, with `_SUCCESS` written last. A
+    /// rerun into a dataset resumes: parts already committed are skipped.
+    #[arg(long, default_value = defaults::OUTPUT)]
+    output: String,
+    /// Dataset outputs: take only shard I of N (units whose number is I modulo N).
+    #[arg(long, value_name = "I/N", conflicts_with = "shards")]
+    shard: Option<Shard>,
+    /// Dataset outputs: N shards, this one numbered by JOB_COMPLETION_INDEX (set by a
+    /// Kubernetes Indexed Job).
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    shards: Option<usize>,
+    /// Dataset outputs: the most rows in one part (parts never cross a row group).
+    #[arg(long, default_value_t = defaults::ROWS_PER_PART, value_parser = at_least_one)]
+    rows_per_part: usize,
+    /// Dataset outputs: delete another run's parts (and its _SUCCESS) instead of refusing.
+    #[arg(long)]
+    overwrite: bool,
+    /// Write _SUCCESS into this dataset output once every shard's parts are committed. Takes
+    /// no other flag of `run` but --threads: the run's options are read from its parts.
+    #[arg(long, value_name = "DIR", conflicts_with_all = FINALIZE_CONFLICTS)]
+    finalize: Option<String>,
+    #[arg(long, default_value = defaults::TEXT_COLUMN)]
+    text_column: String,
+    /// Input columns to copy to the output, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pass_through: Option<Vec<String>>,
+    #[command(flatten)]
+    backend: BackendFlags,
+    /// Documents per inference batch.
+    #[arg(long, default_value_t = defaults::BATCH_SIZE, value_parser = at_least_one)]
+    batch_size: usize,
+    /// Also cap each inference batch at this many padded tokens (documents × the longest
+    /// document); a document longer than that runs alone. Default: no cap.
+    #[arg(long, value_parser = at_least_one)]
+    max_batch_tokens: Option<usize>,
+    /// Documents read, length-sorted and written together (bounds memory).
+    #[arg(long, default_value_t = defaults::CHUNK_ROWS, value_parser = at_least_one)]
+    window: usize,
+    /// Token limit per document (default: the model's).
+    #[arg(long, value_parser = at_least_one)]
+    max_tokens: Option<usize>,
+    #[command(flatten)]
+    long_documents: LongDocumentFlags,
+    /// How much attention and explanation to write: every hop as bytes relative to its
+    /// heaviest token, with each hop's entropy and the contributions as signed bytes
+    /// (compact); every hop and their summary as floats (full); only the hops summed per token
+    /// (summary); each hop's and the summary's N heaviest weights with the rest 0 (top-k:N);
+    /// or none of them. Per-hop attention in floats is most of an output's size.
+    #[arg(long, value_name = "compact|full|summary|top-k:N|none", default_value_t = AttentionEncoding::default())]
+    attention: AttentionEncoding,
+    /// Also write the sentence embedding fed to the classifier.
+    #[arg(long)]
+    embedding: bool,
+    /// Worker threads (default: all cores; at most 1024).
+    #[arg(long, value_parser = thread_count)]
+    threads: Option<usize>,
+    /// Print each stage's busy time at the end (on stderr), so the bottleneck shows.
+    #[arg(long)]
+    profile: bool,
+    /// Also write the run summary as JSON to this file.
+    #[arg(long)]
+    metrics_json: Option<PathBuf>,
+    /// Test hook: panic after the first window (exercises exit code 70 and the clean-up).
+    #[arg(long, hide = true)]
+    panic_after_first_window: bool,
+    /// Bench hook: replace inference by a stand-in that costs nothing (outputs of the right
+    /// shapes, varied weights), to measure the pipeline's own ceiling.
+    #[arg(long, hide = true)]
+    null_model: bool,
+}
+
+/// This pod's index in a Kubernetes Indexed Job, for `--shards N`.
+fn job_completion_index() -> anyhow::Result<usize> {
+    let value = std::env::var("JOB_COMPLETION_INDEX").map_err(|_| {
+        anyhow::anyhow!(
+            "--shards needs JOB_COMPLETION_INDEX (set by a Kubernetes Indexed Job); elsewhere give --shard I/N"
+        )
+    })?;
+    value.trim().parse().map_err(|_| anyhow::anyhow!("JOB_COMPLETION_INDEX is `{value}`, not a shard number"))
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if let Some(threads) = args.threads {
+        rayon::ThreadPoolBuilder::new().num_threads(threads).build_global()?;
+    }
+    if let Some(dir) = args.finalize {
+        let manifest = pipeline::job::finalize(&dir)?;
+        let report =
+            format!("{dir} complete: {} rows in {} parts; _SUCCESS written\n", manifest.rows, manifest.parts.len());
+        print_report(&report)?;
+        return Ok(());
+    }
+    let shard = match (args.shard, args.shards) {
+        (Some(shard), _) => shard,
+        (None, Some(count)) => Shard::new(job_completion_index()?, count)?,
+        (None, None) => Shard::WHOLE,
+    };
+    let (_guard, package) = pipeline::model_source::open(args.model.as_deref())?;
+    let spec = RunSpec {
+        output: args.output,
+        text_column: args.text_column,
+        pass_through: args.pass_through,
+        backend: args.backend.options(),
+        batch_size: args.batch_size,
+        max_batch_tokens: args.max_batch_tokens,
+        chunk_rows: args.window,
+        max_tokens: args.max_tokens,
+        long_documents: args.long_documents.mode()?,
+        attention: args.attention,
+        embedding: args.embedding,
+        metrics_json: args.metrics_json,
+        panic_after_first_window: args.panic_after_first_window,
+        null_model: args.null_model,
+        shard,
+        rows_per_part: args.rows_per_part,
+        overwrite: args.overwrite,
+        // A signal ends the process (batch_io::command_line), removing its temporaries.
+        ..RunSpec::new(args.input.context("--input is required")?)
+    };
+    let summary = run_job(&package, &spec)?;
+    // On stdout for a person; also as one log event for a log shipper.
+    if logs_are_json() {
+        summary.log();
+    }
+    print_report(&format!("{summary}\n"))?;
+    if args.profile {
+        say(summary.profile().trim_end());
+    }
+    Ok(())
+}

@@ -1,0 +1,185 @@
+//! `pipeline run` as phases: the options (`spec`), the checks made before any work
+//! (`preflight`), the plan (`plan`: columns, schema, units, resume), the stages (see
+//! `stages`), then the output and the summary published together (`summary`).
+//!
+//! The output is one Parquet file, or a dataset: a directory of parts, one per unit of work
+//! (see `units` and `dataset`), which a rerun resumes and which shards share.
+//!
+//! Input rows travel in chunks: a chunk's documents are tokenized in parallel, sorted by
+//! length into model batches (less padding), run in parallel, and written back in input
+//! order. Memory is bounded by the chunk size and the queue depth, never by the corpus.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::bail;
+
+use batch_io::atomic_file::{temp_beside, write_failed};
+use batch_io::inputs::resolve_input_files;
+use batch_io::object_storage::is_url;
+use batch_io::source::DATA_EXTENSIONS;
+use runtime::classifier::{BatchLimit, Classifier};
+use runtime::inference::NullBackend;
+use runtime::output::OutputTable;
+use runtime::package::ModelPackage;
+
+use crate::dataset::{DatasetDir, Finalized, RunManifest};
+use crate::output::Output;
+use crate::stages::{Line, Progress, WriteStage, run_line};
+use crate::units::part_name;
+
+mod metadata;
+mod plan;
+mod preflight;
+pub mod spec;
+mod summary;
+
+pub use metadata::{model_sha256, table_metadata};
+pub use spec::RunSpec;
+pub use summary::{JobSummary, PartsSummary};
+
+use plan::Plan;
+
+/// Whether `--output` names a dataset (a directory or prefix of parts): a location ending in
+/// `/`, an existing directory, or a new location without the `.parquet` extension. Anything
+/// else is one file, as before datasets existed.
+pub fn is_dataset(output: &str) -> bool {
+    let path = Path::new(output);
+    if output.ends_with('/') || (!is_url(output) && path.is_dir()) {
+        return true;
+    }
+    let is_parquet = output.rsplit_once('.').is_some_and(|(_, e)| e.eq_ignore_ascii_case("parquet"));
+    !is_parquet && (is_url(output) || std::fs::symlink_metadata(path).is_err())
+}
+
+pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSummary> {
+    spec.check()?;
+    let started = Instant::now();
+    let started_at = chrono::Utc::now();
+    let input = resolve_input_files(&spec.input, DATA_EXTENSIONS)?;
+    let dataset = is_dataset(&spec.output);
+    preflight::check_outputs(spec, &input, package, dataset)?;
+    let files = input.files;
+    let classifier = open_classifier(package, spec)?;
+    let table = OutputTable::for_model(classifier.optional_columns(spec.embedding), spec.attention);
+    let mut plan = Plan::make(&files, spec, &table, &classifier, package, dataset)?;
+    let (output, dataset_dir) = plan.open_output(spec)?;
+
+    let mut metrics_file =
+        spec.metrics_json.as_deref().map(|path| anyhow::Ok((temp_beside(path)?, path))).transpose()?;
+    let writer = WriteStage {
+        output,
+        layout: plan.layout.clone(),
+        kept_columns: &plan.kept_columns,
+        table,
+        labels: &package.manifest.labels,
+        assemble_threads: rayon::current_num_threads(),
+        progress: Progress::new(plan.rows_to_do()),
+        panic_after_first_window: spec.panic_after_first_window,
+    };
+    let line = Line {
+        files: &files,
+        units: &plan.todo,
+        columns: &plan.read_columns,
+        classifier: &classifier,
+        text_column: &spec.text_column,
+        batch_limit: BatchLimit { documents: spec.batch_size, tokens: spec.max_batch_tokens },
+        chunk_rows: spec.chunk_rows,
+        cancel: spec.cancel.as_deref(),
+    };
+    let (written, stage_seconds) = run_line(&line, writer)?;
+    let parts = match (&plan.run, &dataset_dir, &written.output) {
+        (Some(run), Some(dir), Output::Parts { committed, .. }) => Some(PartsSummary {
+            shard: spec.shard,
+            written: *committed,
+            skipped: plan.skipped,
+            total: run.fingerprint.parts,
+            complete: matches!(dir.finalize(Some(run), started_at)?, Finalized::Complete(_)),
+        }),
+        _ => None,
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let counts = written.counts;
+    let summary = JobSummary {
+        output: spec.output.clone(),
+        files: files.len(),
+        rows: written.rows,
+        counts,
+        started_at: rfc3339(started_at),
+        finished_at: rfc3339(chrono::Utc::now()),
+        seconds,
+        docs_per_second: written.rows as f64 / seconds,
+        tokens_per_second: counts.tokens as f64 / seconds,
+        backend: classifier.backend().describe(),
+        model_variant: package.manifest.variant.clone(),
+        stage_seconds,
+        session_seconds: classifier.session_seconds(),
+        parts,
+    };
+    // The summary is written before the predictions are published, so that a failure here
+    // leaves neither file.
+    if let Some((file, path)) = &mut metrics_file {
+        std::io::Write::write_all(file, serde_json::to_string_pretty(&summary)?.as_bytes())
+            .map_err(|e| write_failed(path, &e))?;
+    }
+    if let Output::File(file) = written.output {
+        file.finish()?;
+    }
+    if let Some((file, path)) = metrics_file {
+        file.publish(path)?;
+    }
+    Ok(summary)
+}
+
+/// The package opened for this run: on the backend asked for, or (`--null-model`) on a
+/// stand-in that costs nothing.
+fn open_classifier(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<Classifier> {
+    let classifier = if spec.null_model {
+        let backend = Arc::new(NullBackend::for_manifest(&package.manifest)?);
+        Classifier::with_backend(package.clone(), backend, spec.max_tokens)?
+    } else {
+        Classifier::open(package.clone(), &spec.backend, spec.max_tokens)?
+    };
+    classifier.with_long_documents(spec.long_documents)
+}
+
+/// `pipeline run --finalize DIR`: writes `_SUCCESS` into a dataset output whose parts are
+/// all committed (by shards that each found others still at work), and returns it.
+pub fn finalize(dir: &str) -> anyhow::Result<RunManifest> {
+    if !is_url(dir) && !Path::new(dir).is_dir() {
+        bail!("--finalize {dir}: no such directory; give the --output of the sharded run");
+    }
+    let started_at = chrono::Utc::now();
+    let dataset = DatasetDir::prepare(dir)?;
+    match dataset.finalize(None, started_at)? {
+        Finalized::Complete(manifest) => Ok(*manifest),
+        Finalized::Missing(missing) => {
+            let names: Vec<String> = missing.iter().take(10).map(|&i| part_name(i)).collect();
+            let more = if missing.len() > 10 { format!(" and {} more", missing.len() - 10) } else { String::new() };
+            bail!(
+                "{dir} is missing {} part(s): {}{more}; rerun the shards that own them (part N belongs to shard N mod SHARDS)",
+                missing.len(),
+                names.join(", ")
+            )
+        }
+    }
+}
+
+/// The run was stopped through [`JobOptions::cancel`]; its output was not published (a
+/// dataset keeps the parts it committed, for a rerun to resume from).
+#[derive(Debug, Clone, Copy)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the run was interrupted; its output was not published")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// A timestamp as `_SUCCESS` and the run summary write it: RFC 3339 in UTC, to the millisecond.
+pub fn rfc3339(time: chrono::DateTime<chrono::Utc>) -> String {
+    time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}

@@ -1,0 +1,141 @@
+//! The plan of a run, made once every check has passed: which columns are read and kept,
+//! the output's schema and metadata, the units of work this shard owns, and (for a dataset)
+//! the run's fingerprint and the units an earlier attempt already committed.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use batch_io::publish::Destination;
+use batch_io::source::{BatchStream, InputFile, RowSpan, open_span};
+use runtime::classifier::Classifier;
+use runtime::output::{OutputTable, keys};
+use runtime::package::ModelPackage;
+
+use super::metadata::{model_sha256, table_metadata};
+use super::preflight::plan_schema;
+use super::spec::RunSpec;
+use crate::dataset::{Committed, DatasetDir, InputIdentity, Run, RunFingerprint, inputs_sha256};
+use crate::output::{Output, OutputFile, ParquetLayout};
+use crate::units::{FileLayout, WorkUnit, plan_units};
+
+pub struct Plan {
+    /// Input columns copied to the output.
+    pub kept_columns: Vec<String>,
+    /// Input columns read: the kept ones and the text.
+    pub read_columns: Vec<String>,
+    pub layout: ParquetLayout,
+    /// The units this process is to do.
+    pub todo: Vec<WorkUnit>,
+    /// Units of this shard an earlier attempt committed.
+    pub skipped: usize,
+    /// A dataset output: the run's fingerprint and inputs.
+    pub run: Option<Run>,
+    /// Rows per input file, where its footer says.
+    file_rows: Vec<Option<usize>>,
+}
+
+impl Plan {
+    /// Checks every file's schema (all of them, before anything is written) and plans the
+    /// units; `dataset`: the output is a dataset of parts.
+    pub fn make(
+        files: &[InputFile],
+        spec: &RunSpec,
+        table: &OutputTable,
+        classifier: &Classifier,
+        package: &ModelPackage,
+        dataset: bool,
+    ) -> anyhow::Result<Self> {
+        let streams: Vec<BatchStream> =
+            files.iter().map(|f| open_span(f, spec.chunk_rows, None, RowSpan::Whole)).collect::<anyhow::Result<_>>()?;
+        let (kept_columns, output_schema) = plan_schema(files, &streams, spec, table)?;
+        let mut read_columns = kept_columns.clone();
+        if !read_columns.contains(&spec.text_column) {
+            read_columns.push(spec.text_column.clone());
+        }
+        let model_sha256 = model_sha256(package)?;
+        let mut metadata = table_metadata(package, &model_sha256, classifier, spec.attention)?;
+        // A single file is one unit per input; a dataset splits them into parts.
+        let layouts: Vec<FileLayout> =
+            streams.iter().map(|s| if dataset { s.row_groups.clone() } else { None }).collect();
+        let units = plan_units(&layouts, spec.rows_per_part);
+        let todo: Vec<WorkUnit> = units.iter().filter(|u| spec.shard.owns(u)).copied().collect();
+        let run = dataset
+            .then(|| {
+                let inputs = files.iter().map(input_identity).collect::<anyhow::Result<Vec<_>>>()?;
+                let fingerprint = RunFingerprint {
+                    input_count: files.len(),
+                    inputs_sha256: inputs_sha256(&inputs),
+                    model_sha256,
+                    text_column: spec.text_column.clone(),
+                    pass_through: kept_columns.clone(),
+                    max_tokens: classifier.max_tokens(),
+                    long_documents: classifier.long_documents().to_string(),
+                    attention: spec.attention.to_string(),
+                    embedding: spec.embedding,
+                    rows_per_part: spec.rows_per_part,
+                    parts: units.len(),
+                };
+                anyhow::Ok(Run { fingerprint, inputs })
+            })
+            .transpose()?;
+        if let Some(run) = &run {
+            metadata.insert(keys::RUN_FINGERPRINT.to_owned(), serde_json::to_string(&run.fingerprint)?);
+        }
+        let layout = ParquetLayout::new(Arc::new(output_schema.with_metadata(metadata)), spec.attention.is_sparse())?;
+        let file_rows = streams.iter().map(|s| s.rows).collect();
+        Ok(Self { kept_columns, read_columns, layout, todo, skipped: 0, run, file_rows })
+    }
+
+    /// Creates the output: one file, or a dataset whose committed parts (of this very run)
+    /// are taken off the units to do.
+    pub fn open_output(&mut self, spec: &RunSpec) -> anyhow::Result<(Output, Option<DatasetDir>)> {
+        let Some(run) = &self.run else {
+            let destination = Destination::parse(&spec.output)?;
+            return Ok((Output::File(OutputFile::create(&destination, &self.layout)?), None));
+        };
+        let dir = DatasetDir::prepare(&spec.output)?;
+        let owned = self.todo.len();
+        match dir.committed(run, spec.overwrite)? {
+            Committed::Complete => self.todo.clear(),
+            Committed::Partial { committed } => self.todo.retain(|u| committed.binary_search(&u.index).is_err()),
+        }
+        self.skipped = owned - self.todo.len();
+        let part_inputs = run.inputs.iter().map(serde_json::to_string).collect::<Result<_, _>>()?;
+        Ok((Output::parts(dir.clone(), part_inputs), Some(dir)))
+    }
+
+    /// The rows of the units still to do, when every file's footer says.
+    pub fn rows_to_do(&self) -> Option<usize> {
+        self.todo
+            .iter()
+            .map(|u| match u.span {
+                RowSpan::InRowGroup { rows, .. } => Some(rows),
+                RowSpan::Whole => self.file_rows.get(u.file).copied().flatten(),
+            })
+            .sum()
+    }
+}
+
+/// An input file's identity for the run fingerprint: its resolved path (or URL), size and
+/// modification time (or ETag).
+fn input_identity(file: &InputFile) -> anyhow::Result<InputIdentity> {
+    let path = match file {
+        InputFile::Local(path) => path,
+        InputFile::Remote(object) => {
+            return Ok(InputIdentity {
+                location: object.url.clone(),
+                size: object.meta.size,
+                version: object.version(),
+            });
+        }
+    };
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let modified = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    let location = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    Ok(InputIdentity {
+        location: location.display().to_string(),
+        size: meta.len(),
+        version: modified.map_or_else(String::new, |d| d.as_nanos().to_string()),
+    })
+}

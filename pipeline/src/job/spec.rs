@@ -1,0 +1,106 @@
+//! One run of `pipeline run` as its callers ask for it: every option with its default, the
+//! checks on them, and how a run records them (the output's schema metadata; a dataset's
+//! fingerprint is built from the same fields in `plan`). The command line and the Python
+//! module both build a [`RunSpec`]: a new option is a field here plus its spelling in each.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use runtime::inference::{BackendKind, BackendOptions};
+use runtime::long_documents::LongDocuments;
+use runtime::output::AttentionEncoding;
+
+use crate::units::Shard;
+
+/// The defaults both front ends show and apply.
+pub mod defaults {
+    pub const OUTPUT: &str = "predictions.parquet";
+    pub const TEXT_COLUMN: &str = "text";
+    pub const BATCH_SIZE: usize = 64;
+    pub const CHUNK_ROWS: usize = 2048;
+    pub const ROWS_PER_PART: usize = 2500;
+}
+
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    pub input: String,
+    /// A local path or a storage URL; see [`super::is_dataset`].
+    pub output: String,
+    pub text_column: String,
+    /// Input columns copied to the output; `None` keeps them all.
+    pub pass_through: Option<Vec<String>>,
+    pub backend: BackendOptions,
+    pub batch_size: usize,
+    /// Padded tokens per inference batch at most (documents × the longest), besides
+    /// `batch_size`: keeps batches of long documents from growing memory and latency.
+    pub max_batch_tokens: Option<usize>,
+    /// Rows in a chunk: the rows read, tokenized, length-sorted and written together
+    /// (`--window`), which bounds memory.
+    pub chunk_rows: usize,
+    pub max_tokens: Option<usize>,
+    /// What happens to documents past the token limit.
+    pub long_documents: LongDocuments,
+    /// Which explanation columns the output keeps, and how.
+    pub attention: AttentionEncoding,
+    pub embedding: bool,
+    /// Also write the run summary as JSON here.
+    pub metrics_json: Option<PathBuf>,
+    /// Test hook: panic after the first chunk is written, to exercise the internal-error
+    /// path end to end (exit code 70, the unfinished output removed).
+    pub panic_after_first_window: bool,
+    /// Bench hook: a stand-in for the model that costs nothing
+    /// ([`runtime::inference::NullBackend`]), to measure the pipeline's own ceiling.
+    pub null_model: bool,
+    /// Set from another thread to stop the run (Ctrl-C in the Python module): no chunk is
+    /// read after it, and the run ends with [`super::Interrupted`], publishing nothing.
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// Dataset outputs only: the units this process takes.
+    pub shard: Shard,
+    /// Dataset outputs only: the most rows in one part.
+    pub rows_per_part: usize,
+    /// Dataset outputs only: delete another run's parts instead of refusing them.
+    pub overwrite: bool,
+}
+
+impl RunSpec {
+    /// A run of `input` with every other option at its default.
+    pub fn new(input: String) -> Self {
+        Self {
+            input,
+            output: defaults::OUTPUT.to_owned(),
+            text_column: defaults::TEXT_COLUMN.to_owned(),
+            pass_through: None,
+            backend: BackendOptions { kind: BackendKind::Auto, ..BackendOptions::default() },
+            batch_size: defaults::BATCH_SIZE,
+            max_batch_tokens: None,
+            chunk_rows: defaults::CHUNK_ROWS,
+            max_tokens: None,
+            long_documents: LongDocuments::default(),
+            attention: AttentionEncoding::default(),
+            embedding: false,
+            metrics_json: None,
+            panic_after_first_window: false,
+            null_model: false,
+            cancel: None,
+            shard: Shard::WHOLE,
+            rows_per_part: defaults::ROWS_PER_PART,
+            overwrite: false,
+        }
+    }
+
+    /// Refuses a count of 0, naming the flag (the Python module says it as its argument).
+    pub fn check(&self) -> anyhow::Result<()> {
+        let counts = [
+            ("--batch-size", Some(self.batch_size)),
+            ("--max-batch-tokens", self.max_batch_tokens),
+            ("--window", Some(self.chunk_rows)),
+            ("--max-tokens", self.max_tokens),
+            ("--rows-per-part", Some(self.rows_per_part)),
+        ];
+        for (flag, count) in counts {
+            anyhow::ensure!(count != Some(0), "{flag} must be at least 1");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,568 @@
+//! The output table's columns (README, "Output table"): one descriptor per column in
+//! [`COLUMNS`], saying its name, when a table has it, its Arrow type under each encoding and
+//! how predictions fill it. The schema, the arrays and the reserved names all derive from
+//! that one list, so they cannot disagree. `pipeline run` and the Python module write
+//! [`OutputTable::for_model`]; `classify()` returns a selection, [`OutputTable::of`].
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use anyhow::bail;
+use arrow::array::{
+    ArrayBuilder, ArrayRef, BooleanArray, FixedSizeListBuilder, Float32Array, Float32Builder, Int8Builder, Int32Array,
+    Int32Builder, ListBuilder, StringArray, StringBuilder, UInt8Builder,
+};
+use arrow::datatypes::{DataType, Field, FieldRef};
+
+use super::encoding::{
+    AttentionEncoding, Explanation, Values, entropy, keep_heaviest, quantise_signed, quantise_weights,
+};
+use super::prediction::DocumentPrediction;
+use crate::text::Vocabulary;
+
+/// One column of the output table.
+pub struct Column {
+    pub name: &'static str,
+    /// When a table has the column.
+    pub requires: Requires,
+    data_type: fn(&Settings) -> DataType,
+    /// The column's values for a run of rows, in order.
+    fill: fn(&Rows<'_>) -> anyhow::Result<ArrayRef>,
+}
+
+impl std::fmt::Debug for Column {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl PartialEq for Column {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+/// When a table has a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requires {
+    Always,
+    /// A model that produces this part of the explanation, and an encoding that keeps it.
+    Explanation(Explanation),
+    /// A hierarchical model.
+    Sentences,
+    /// `--embedding`.
+    Embedding,
+}
+
+/// What a model produces beyond its probabilities: which optional columns it can fill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionalColumns {
+    /// `attention` and what derives from it (`attention_summary`, `attention_entropy`).
+    pub attention: bool,
+    /// `contribution`: the model explains its scores per token.
+    pub contribution: bool,
+    /// `sentence_lengths` and `sentence_attention` (hierarchical models).
+    pub sentences: bool,
+    /// `embedding`, of this width.
+    pub embedding_dim: Option<usize>,
+}
+
+impl OptionalColumns {
+    fn fill(self, requires: Requires, encoding: AttentionEncoding) -> bool {
+        match requires {
+            Requires::Always => true,
+            Requires::Explanation(part @ Explanation::Contribution) => self.contribution && encoding.keeps(part),
+            Requires::Explanation(part) => self.attention && encoding.keeps(part),
+            Requires::Sentences => self.sentences,
+            Requires::Embedding => self.embedding_dim.is_some(),
+        }
+    }
+}
+
+/// What the types and values of a table's columns depend on, besides the column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Settings {
+    encoding: AttentionEncoding,
+    /// The width of `embedding`, when it is one of the columns.
+    embedding_dim: usize,
+}
+
+fn list(item: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(item, true)))
+}
+
+pub static PREDICTION: Column = Column {
+    name: "prediction",
+    requires: Requires::Always,
+    data_type: |_| DataType::Utf8,
+    fill: |rows| Ok(Arc::new(rows.each(|_, best| best.label).collect::<StringArray>())),
+};
+
+pub static PREDICTION_INDEX: Column = Column {
+    name: "prediction_index",
+    requires: Requires::Always,
+    data_type: |_| DataType::Int32,
+    fill: |rows| Ok(Arc::new(rows.each(|_, best| best.index).collect::<Int32Array>())),
+};
+
+pub static CONFIDENCE: Column = Column {
+    name: "confidence",
+    requires: Requires::Always,
+    data_type: |_| DataType::Float32,
+    fill: |rows| Ok(Arc::new(rows.each(|_, best| best.confidence).collect::<Float32Array>())),
+};
+
+pub static PROBABILITIES: Column = Column {
+    name: "probabilities",
+    requires: Requires::Always,
+    data_type: |_| list(DataType::Float32),
+    fill: |rows| rows.lists(Float32Builder::new(), |values, doc| Ok(append(values, Some(&doc.probabilities)))),
+};
+
+pub static TOKENS: Column = Column {
+    name: "tokens",
+    requires: Requires::Always,
+    data_type: |_| list(DataType::Utf8),
+    fill: |rows| {
+        rows.lists(StringBuilder::new(), |values, doc| {
+            for &id in &doc.token_ids {
+                values.append_value(rows.vocabulary.spell(id)?);
+            }
+            Ok(true)
+        })
+    },
+};
+
+pub static TRUNCATED: Column = Column {
+    name: "truncated",
+    requires: Requires::Always,
+    data_type: |_| DataType::Boolean,
+    fill: |rows| Ok(Arc::new(rows.each(|doc, _| doc.truncated).collect::<BooleanArray>())),
+};
+
+/// Every hop's weights: floats (all, or the heaviest), or bytes relative to the heaviest.
+pub static ATTENTION: Column = Column {
+    name: "attention",
+    requires: Requires::Explanation(Explanation::Hops),
+    data_type: |settings| list(list(settings.encoding.weight_type())),
+    fill: |rows| match rows.settings.encoding.values() {
+        Values::Floats { keep_heaviest } => rows.lists(ListBuilder::new(Float32Builder::new()), |hops, doc| {
+            for head in doc.attention.iter().flatten() {
+                append(hops.values(), Some(&kept(head, keep_heaviest)));
+                hops.append(true);
+            }
+            Ok(doc.attention.is_some())
+        }),
+        Values::Bytes => rows.lists(ListBuilder::new(UInt8Builder::new()), |hops, doc| {
+            for head in doc.attention.iter().flatten() {
+                hops.values().append_slice(&quantise_weights(head));
+                hops.append(true);
+            }
+            Ok(doc.attention.is_some())
+        }),
+    },
+};
+
+/// Each hop's exact entropy, beside weights held as bytes.
+pub static ATTENTION_ENTROPY: Column = Column {
+    name: "attention_entropy",
+    requires: Requires::Explanation(Explanation::HopEntropy),
+    data_type: |_| list(DataType::Float32),
+    fill: |rows| {
+        rows.lists(Float32Builder::new(), |values, doc| {
+            for head in doc.attention.iter().flatten() {
+                values.append_option(entropy(head.iter().copied()).map(|e| e as f32));
+            }
+            Ok(doc.attention.is_some())
+        })
+    },
+};
+
+/// The hops summed per token and renormalised.
+pub static ATTENTION_SUMMARY: Column = Column {
+    name: "attention_summary",
+    requires: Requires::Explanation(Explanation::Summary),
+    data_type: |settings| list(settings.encoding.weight_type()),
+    fill: |rows| match rows.settings.encoding.values() {
+        Values::Floats { keep_heaviest } => rows.lists(Float32Builder::new(), |values, doc| {
+            let summary = doc.attention_summary();
+            Ok(append(values, summary.as_deref().map(|s| kept(s, keep_heaviest)).as_deref()))
+        }),
+        Values::Bytes => rows.lists(UInt8Builder::new(), |values, doc| {
+            let summary = doc.attention_summary();
+            Ok(append(values, summary.as_deref().map(quantise_weights).as_deref()))
+        }),
+    },
+};
+
+/// Each token's signed push towards the predicted class: floats, or bytes relative to the
+/// strongest push.
+pub static CONTRIBUTION: Column = Column {
+    name: "contribution",
+    requires: Requires::Explanation(Explanation::Contribution),
+    data_type: |settings| list(settings.encoding.push_type()),
+    fill: |rows| match rows.settings.encoding.values() {
+        Values::Floats { .. } => {
+            rows.lists(Float32Builder::new(), |values, doc| Ok(append(values, doc.predicted_contribution())))
+        }
+        Values::Bytes => rows.lists(Int8Builder::new(), |values, doc| {
+            Ok(append(values, doc.predicted_contribution().map(quantise_signed).as_deref()))
+        }),
+    },
+};
+
+pub static SENTENCE_LENGTHS: Column = Column {
+    name: "sentence_lengths",
+    requires: Requires::Sentences,
+    data_type: |_| list(DataType::Int32),
+    fill: |rows| {
+        rows.lists(Int32Builder::new(), |values, doc| {
+            let Some(sentences) = &doc.sentences else { return Ok(false) };
+            for &length in &sentences.lengths {
+                values.append_value(i32::try_from(length)?);
+            }
+            Ok(true)
+        })
+    },
+};
+
+pub static SENTENCE_ATTENTION: Column = Column {
+    name: "sentence_attention",
+    requires: Requires::Sentences,
+    data_type: |_| list(DataType::Float32),
+    fill: |rows| {
+        rows.lists(Float32Builder::new(), |values, doc| {
+            Ok(append(values, doc.sentences.as_ref().map(|s| s.weights.as_slice())))
+        })
+    },
+};
+
+/// The sentence embedding fed to the classifier, of the model's width.
+pub static EMBEDDING: Column = Column {
+    name: "embedding",
+    requires: Requires::Embedding,
+    // The contract checks the width against the graph; no real embedding nears i32::MAX.
+    data_type: |settings| {
+        DataType::FixedSizeList(
+            Arc::new(Field::new_list_field(DataType::Float32, true)),
+            i32::try_from(settings.embedding_dim).unwrap_or(i32::MAX),
+        )
+    },
+    fill: |rows| {
+        let dim = rows.settings.embedding_dim;
+        let mut builder = FixedSizeListBuilder::new(Float32Builder::new(), i32::try_from(dim)?);
+        for row in &rows.docs {
+            match row.as_ref().and_then(|(doc, _)| doc.embedding.as_ref()) {
+                Some(values) if values.len() == dim => {
+                    builder.values().append_slice(values);
+                    builder.append(true);
+                }
+                Some(values) => bail!("the model returned an embedding of {} values, not {dim}", values.len()),
+                None => {
+                    builder.values().append_nulls(dim);
+                    builder.append(false);
+                }
+            }
+        }
+        Ok(Arc::new(builder.finish()))
+    },
+};
+
+/// Every column an output table may have, in the order a table has them.
+pub static COLUMNS: [&Column; 13] = [
+    &PREDICTION,
+    &PREDICTION_INDEX,
+    &CONFIDENCE,
+    &PROBABILITIES,
+    &TOKENS,
+    &TRUNCATED,
+    &ATTENTION,
+    &ATTENTION_ENTROPY,
+    &ATTENTION_SUMMARY,
+    &CONTRIBUTION,
+    &SENTENCE_LENGTHS,
+    &SENTENCE_ATTENTION,
+    &EMBEDDING,
+];
+
+/// The names of every column an output may have, whatever the model and `--attention`: an
+/// input column of one of these names would be mistaken for the model's by a reader.
+pub fn reserved_names() -> impl Iterator<Item = &'static str> {
+    COLUMNS.iter().map(|column| column.name)
+}
+
+pub fn is_reserved(name: &str) -> bool {
+    reserved_names().any(|reserved| reserved == name)
+}
+
+/// The columns of one output table, and the settings their types depend on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputTable {
+    columns: Vec<&'static Column>,
+    settings: Settings,
+}
+
+impl OutputTable {
+    /// Every column a model with these optional outputs fills under `encoding`, in order.
+    pub fn for_model(model: OptionalColumns, encoding: AttentionEncoding) -> Self {
+        let columns = COLUMNS.iter().copied().filter(|column| model.fill(column.requires, encoding)).collect();
+        Self { columns, settings: Settings { encoding, embedding_dim: model.embedding_dim.unwrap_or(0) } }
+    }
+
+    /// Just these columns, with weights as floats (`embedding`, whose width only a model
+    /// knows, is left out).
+    pub fn of(columns: &[&'static Column]) -> Self {
+        let columns = columns.iter().copied().filter(|column| column.requires != Requires::Embedding).collect();
+        Self { columns, settings: Settings { encoding: AttentionEncoding::Full, embedding_dim: 0 } }
+    }
+
+    pub fn encoding(&self) -> AttentionEncoding {
+        self.settings.encoding
+    }
+
+    pub fn fields(&self) -> Vec<FieldRef> {
+        let field = |column: &Column| Arc::new(Field::new(column.name, (column.data_type)(&self.settings), true));
+        self.columns.iter().map(|column| field(column)).collect()
+    }
+
+    /// Builds the columns for rows in input order; `None` rows (null or empty text) get nulls
+    /// everywhere. Fails if a prediction does not fit the labels, the vocabulary or the
+    /// embedding width (which the package contract rules out when the model is opened).
+    pub fn build(
+        &self,
+        rows: &[Option<DocumentPrediction>],
+        labels: &[String],
+        vocabulary: &Vocabulary,
+    ) -> anyhow::Result<Vec<ArrayRef>> {
+        let docs = rows
+            .iter()
+            .map(|row| row.as_ref().map(|doc| Ok((doc, Best::of(doc, labels)?))).transpose())
+            .collect::<anyhow::Result<_>>()?;
+        let rows = Rows { docs, vocabulary, settings: &self.settings };
+        self.columns.iter().map(|column| (column.fill)(&rows)).collect()
+    }
+}
+
+/// The most probable class of one document.
+struct Best<'a> {
+    index: i32,
+    label: &'a str,
+    confidence: f32,
+}
+
+impl<'a> Best<'a> {
+    fn of(doc: &DocumentPrediction, labels: &'a [String]) -> anyhow::Result<Self> {
+        let best = doc.predicted_index();
+        let (Some(label), Some(&confidence)) = (labels.get(best), doc.probabilities.get(best)) else {
+            bail!(
+                "the model returned {} probabilities for {} labels ({})",
+                doc.probabilities.len(),
+                labels.len(),
+                labels.join(", ")
+            );
+        };
+        Ok(Self { index: i32::try_from(best)?, label, confidence })
+    }
+}
+
+/// The rows a table is built from, with what their columns need.
+struct Rows<'a> {
+    /// `None` for a row without a prediction (null or empty text): null in every column.
+    docs: Vec<Option<(&'a DocumentPrediction, Best<'a>)>>,
+    vocabulary: &'a Vocabulary,
+    settings: &'a Settings,
+}
+
+impl Rows<'_> {
+    /// One value per row.
+    fn each<'s, T>(
+        &'s self,
+        value: impl Fn(&DocumentPrediction, &Best<'s>) -> T + 's,
+    ) -> impl Iterator<Item = Option<T>> + 's {
+        self.docs.iter().map(move |row| row.as_ref().map(|(doc, best)| value(doc, best)))
+    }
+
+    /// One list per row: `fill` appends a row's values to `values` and says whether the row
+    /// has a list (when it appended nothing, the row's list is null).
+    fn lists<B: ArrayBuilder>(
+        &self,
+        values: B,
+        fill: impl Fn(&mut B, &DocumentPrediction) -> anyhow::Result<bool>,
+    ) -> anyhow::Result<ArrayRef> {
+        let mut builder = ListBuilder::new(values);
+        for row in &self.docs {
+            match row {
+                Some((doc, _)) => {
+                    let valid = fill(builder.values(), doc)?;
+                    builder.append(valid);
+                }
+                None => builder.append_null(),
+            }
+        }
+        Ok(Arc::new(builder.finish()))
+    }
+}
+
+/// Appends `values` to a list's values; says whether there were any (a null list if not).
+fn append<T: arrow::datatypes::ArrowPrimitiveType>(
+    builder: &mut arrow::array::PrimitiveBuilder<T>,
+    values: Option<&[T::Native]>,
+) -> bool {
+    if let Some(values) = values {
+        builder.append_slice(values);
+    }
+    values.is_some()
+}
+
+/// `weights`, or only the heaviest of them (`--attention top-k:N`).
+fn kept(weights: &[f32], keep: Option<usize>) -> Cow<'_, [f32]> {
+    match keep {
+        Some(k) => Cow::Owned(keep_heaviest(weights, k)),
+        None => Cow::Borrowed(weights),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::SentenceAttention;
+
+    /// A column's name is reserved exactly once, and every reserved name is a column's.
+    #[test]
+    fn reserved_names_are_the_columns_names() {
+        let names: std::collections::BTreeSet<&str> = reserved_names().collect();
+        assert_eq!(names.len(), COLUMNS.len(), "a name is used twice");
+        assert!(is_reserved("attention") && is_reserved("embedding") && !is_reserved("text"));
+    }
+
+    /// The schema and the arrays come from one list of columns, so they agree for every mix of
+    /// optional columns, with null rows among the documents.
+    #[test]
+    fn fields_describe_the_built_arrays() {
+        let doc = DocumentPrediction {
+            probabilities: vec![0.3, 0.7],
+            token_ids: vec![0, 1, 2],
+            attention: Some(vec![vec![0.2, 0.3, 0.5]]),
+            contribution: Some(vec![vec![0.1, -0.2, 0.0], vec![-0.1, 0.2, 0.0]]),
+            embedding: Some(vec![1.0, 2.0]),
+            sentences: Some(SentenceAttention { lengths: vec![2, 1], weights: vec![0.4, 0.6] }),
+            truncated: true,
+        };
+        let labels = ["neg".to_owned(), "pos".to_owned()];
+        let vocabulary = Vocabulary::from_tokens(["a", "b", "c"]);
+        let outputs = [AttentionEncoding::Full, AttentionEncoding::Compact, AttentionEncoding::None];
+        for (attention, contribution, output) in column_choices(outputs) {
+            for sentences in [false, true] {
+                for embedding_dim in [None, Some(2)] {
+                    let optional = OptionalColumns { attention, contribution, sentences, embedding_dim };
+                    let table = OutputTable::for_model(optional, output);
+                    let arrays = table.build(&[Some(doc.clone()), None], &labels, &vocabulary).expect("rows fit");
+                    let schema = Arc::new(arrow::datatypes::Schema::new(table.fields()));
+                    let batch = arrow::record_batch::RecordBatch::try_new(schema, arrays).expect("schema fits arrays");
+                    assert_eq!(batch.num_rows(), 2);
+                    let attention_columns = match output {
+                        AttentionEncoding::None => 0,
+                        AttentionEncoding::Compact => 3 * usize::from(attention),
+                        _ => 2 * usize::from(attention),
+                    };
+                    let contribution_column = usize::from(contribution && output != AttentionEncoding::None);
+                    assert_eq!(
+                        batch.num_columns(),
+                        6 + attention_columns
+                            + contribution_column
+                            + 2 * usize::from(sentences)
+                            + usize::from(embedding_dim.is_some())
+                    );
+                    assert!(batch.columns().iter().all(|column| column.is_null(1)), "a None row is null everywhere");
+                }
+            }
+        }
+    }
+
+    /// Every attention/contribution/output combination of [`fields_describe_the_built_arrays`].
+    fn column_choices(outputs: [AttentionEncoding; 3]) -> Vec<(bool, bool, AttentionEncoding)> {
+        let mut all = Vec::new();
+        for attention in [false, true] {
+            for contribution in [false, true] {
+                all.extend(outputs.iter().map(|&output| (attention, contribution, output)));
+            }
+        }
+        all
+    }
+
+    /// Compact output keeps what a heat map draws: the heaviest token of each hop is 255,
+    /// the strongest push ±127 towards the predicted class, and the exact entropy per hop.
+    #[test]
+    fn compact_output_is_bytes_relative_to_the_heaviest_with_exact_entropies() {
+        use arrow::array::AsArray;
+        use arrow::datatypes::{Float32Type, Int8Type, UInt8Type};
+        let doc = DocumentPrediction {
+            probabilities: vec![0.3, 0.7],
+            token_ids: vec![0, 1, 2],
+            attention: Some(vec![vec![0.2, 0.3, 0.5], vec![1.0, 0.0, 0.0]]),
+            contribution: Some(vec![vec![0.4, -0.2, 0.1], vec![-0.4, 0.2, -0.1]]),
+            embedding: None,
+            sentences: None,
+            truncated: false,
+        };
+        let optional = OptionalColumns { attention: true, contribution: true, sentences: false, embedding_dim: None };
+        let table = OutputTable::for_model(optional, AttentionEncoding::Compact);
+        let names: Vec<String> = table.fields().iter().map(|f| f.name().clone()).collect();
+        assert_eq!(&names[6..], ["attention", "attention_entropy", "attention_summary", "contribution"]);
+        let labels = ["neg".to_owned(), "pos".to_owned()];
+        let arrays = table.build(&[Some(doc)], &labels, &Vocabulary::from_tokens(["a", "b", "c"])).expect("rows fit");
+        let hops = arrays[6].as_list::<i32>().value(0);
+        let hops = hops.as_list::<i32>();
+        assert_eq!(hops.value(0).as_primitive::<UInt8Type>().values().to_vec(), vec![102, 153, 255]);
+        assert_eq!(hops.value(1).as_primitive::<UInt8Type>().values().to_vec(), vec![255, 0, 0]);
+        let entropies = arrays[7].as_list::<i32>().value(0);
+        let entropies = entropies.as_primitive::<Float32Type>().values().to_vec();
+        let expected = -(0.2f32 * 0.2f32.ln() + 0.3 * 0.3f32.ln() + 0.5 * 0.5f32.ln());
+        assert!((entropies[0] - expected).abs() < 1e-6 && entropies[1] == 0.0, "{entropies:?}");
+        // `pos` is predicted: its row of contributions, scaled to the strongest.
+        let summary = arrays[8].as_list::<i32>().value(0);
+        assert_eq!(summary.as_primitive::<UInt8Type>().values().to_vec(), vec![255, 64, 106]);
+        let pushes = arrays[9].as_list::<i32>().value(0);
+        assert_eq!(pushes.as_primitive::<Int8Type>().values().to_vec(), vec![-127, 64, -32]);
+    }
+
+    #[test]
+    fn tokens_are_spelled_from_the_vocabulary() {
+        use arrow::array::AsArray;
+        let doc = |token_ids| DocumentPrediction {
+            probabilities: vec![0.3, 0.7],
+            token_ids,
+            attention: None,
+            contribution: None,
+            embedding: None,
+            sentences: None,
+            truncated: false,
+        };
+        let table = OutputTable::of(&[&TOKENS]);
+        let labels = ["neg".to_owned(), "pos".to_owned()];
+        let vocabulary = Vocabulary::from_tokens(["[PAD]", "[UNK]", "film", "good"]);
+        let arrays = table.build(&[Some(doc(vec![3, 2, 1]))], &labels, &vocabulary).expect("known ids");
+        let tokens = arrays.first().expect("one column").as_list::<i32>().value(0);
+        let tokens: Vec<&str> = tokens.as_string::<i32>().iter().flatten().collect();
+        assert_eq!(tokens, ["good", "film", "[UNK]"]);
+        let error = table.build(&[Some(doc(vec![2, 9]))], &labels, &vocabulary).expect_err("9 is not an id");
+        assert!(error.to_string().contains("token id 9"), "{error}");
+    }
+
+    #[test]
+    fn a_prediction_that_does_not_fit_the_labels_is_an_error() {
+        let doc = DocumentPrediction {
+            probabilities: vec![0.1, 0.2, 0.7],
+            token_ids: vec![],
+            attention: None,
+            contribution: None,
+            embedding: None,
+            sentences: None,
+            truncated: false,
+        };
+        let table = OutputTable::of(&[&PREDICTION, &CONFIDENCE]);
+        let labels = ["neg".to_owned(), "pos".to_owned()];
+        let error = table.build(&[Some(doc)], &labels, &Vocabulary::default()).expect_err("3 probabilities, 2 labels");
+        assert!(error.to_string().contains("3 probabilities for 2 labels"), "{error}");
+    }
+}

@@ -1,0 +1,32 @@
+//! The schema-metadata keys of an output table: written by `pipeline run` and the Python
+//! module, read by the report, SQL tables and a resuming dataset. Keys under `model.` and
+//! `pipeline.` belong to us: the Python module drops an input's own before adding these.
+
+/// The package's variant (`san`, `han`, ...).
+pub const MODEL_VARIANT: &str = "model.variant";
+/// The model graph's sha256.
+pub const MODEL_SHA256: &str = "model.sha256";
+/// The model's labels, as a JSON list in probability order.
+pub const MODEL_LABELS: &str = "model.labels";
+/// The token limit the run used.
+pub const MAX_TOKENS: &str = "pipeline.max_tokens";
+/// The `--long-documents` choice, as [`crate::long_documents::LongDocuments`] spells it.
+pub const LONG_DOCUMENTS: &str = "pipeline.long_documents";
+/// The version of the program that wrote the table.
+pub const VERSION: &str = "pipeline.version";
+/// The backend that ran the model (`tract`, `ort-cpu`, `ort-cuda`).
+pub const BACKEND: &str = "pipeline.backend";
+/// The `--attention` encoding, as [`super::AttentionEncoding`] spells it.
+pub const ATTENTION_ENCODING: &str = "pipeline.attention";
+/// A dataset part: the run fingerprint, as JSON.
+pub const RUN_FINGERPRINT: &str = "pipeline.run";
+/// A dataset part: the input file it was read from, as JSON.
+pub const PART_INPUT: &str = "pipeline.part_input";
+/// A dataset part: the index of the unit of work it holds, so a part copied or renamed over a
+/// sibling still says which rows it holds.
+pub const PART_UNIT: &str = "pipeline.part_unit";
+
+/// Whether `key` is one of ours rather than an input's (a pandas schema, say).
+pub fn is_ours(key: &str) -> bool {
+    key.starts_with("model.") || key.starts_with("pipeline.")
+}

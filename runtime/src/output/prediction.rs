@@ -1,0 +1,82 @@
+//! What the model said about one document, before it becomes a row of the output table.
+
+/// What the model said about one document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocumentPrediction {
+    pub probabilities: Vec<f32>,
+    /// The document's tokens, as ids into the tokenizer's [`crate::text::Vocabulary`].
+    pub token_ids: Vec<i64>,
+    /// `heads × tokens`, padding removed; absent for models without attention.
+    pub attention: Option<Vec<Vec<f32>>>,
+    /// `classes × tokens`: each token's signed contribution to each class's centred score;
+    /// absent for models that do not explain their scores per token.
+    pub contribution: Option<Vec<Vec<f32>>>,
+    pub embedding: Option<Vec<f32>>,
+    /// Hierarchical models: the attention each sentence got, and its length in tokens.
+    pub sentences: Option<SentenceAttention>,
+    /// Tokens of the document were left out (past the token limit, or the middle in
+    /// `head-tail` mode), so `token_ids` is not the whole document.
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SentenceAttention {
+    /// Tokens per sentence, in order; they sum to the number of tokens.
+    pub lengths: Vec<usize>,
+    pub weights: Vec<f32>,
+}
+
+impl DocumentPrediction {
+    /// The most probable class (the first of equals); 0 for an empty list.
+    pub fn predicted_index(&self) -> usize {
+        let mut best = 0;
+        let Some(mut best_probability) = self.probabilities.first().copied() else { return 0 };
+        for (i, &p) in self.probabilities.iter().enumerate().skip(1) {
+            if p > best_probability {
+                (best, best_probability) = (i, p);
+            }
+        }
+        best
+    }
+
+    /// Heads summed per token and renormalised to sum to one (Lin et al. §2.3).
+    pub fn attention_summary(&self) -> Option<Vec<f32>> {
+        let heads = self.attention.as_ref()?;
+        let mut summary = vec![0.0f32; self.token_ids.len()];
+        for head in heads {
+            for (total, weight) in summary.iter_mut().zip(head) {
+                *total += weight;
+            }
+        }
+        let mass: f32 = summary.iter().sum();
+        if mass > 0.0 {
+            summary.iter_mut().for_each(|w| *w /= mass);
+        }
+        Some(summary)
+    }
+
+    /// Each token's contribution to the predicted class.
+    pub fn predicted_contribution(&self) -> Option<&[f32]> {
+        self.contribution.as_ref()?.get(self.predicted_index()).map(Vec::as_slice)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_sums_heads_and_renormalises() {
+        let doc = DocumentPrediction {
+            probabilities: vec![0.3, 0.7],
+            token_ids: vec![0, 1],
+            attention: Some(vec![vec![1.0, 0.0], vec![0.5, 0.5]]),
+            contribution: None,
+            embedding: None,
+            sentences: None,
+            truncated: false,
+        };
+        assert_eq!(doc.attention_summary(), Some(vec![0.75, 0.25]));
+        assert_eq!(doc.predicted_index(), 1);
+    }
+}
