@@ -23,8 +23,9 @@ use batch_io::source::{is_text_type, string_values, text_array};
 use pipeline::job::{RunSpec, model_sha256, run_job, table_metadata};
 use pipeline::model_source::Unpacked;
 use pipeline::units::Shard;
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use runtime::inference::{BackendKind, Device};
 use runtime::long_documents::{Aggregate, LongDocuments, Mode};
 use runtime::output::{OutputTable, is_reserved, keys, reserved_names};
@@ -111,29 +112,98 @@ fn in_python_words(message: &str) -> String {
 
 /// The options `Classifier` and `run` share, as their callers gave them: `None` keeps
 /// `pipeline run`'s default (the [`RunSpec`]'s).
-struct SharedOptions<'a> {
-    backend: Option<&'a str>,
-    device: Option<&'a str>,
+#[derive(Default)]
+struct SharedOptions {
+    backend: Option<String>,
+    device: Option<String>,
     ort_library: Option<PathBuf>,
     ort_search_dirs: Vec<PathBuf>,
     text_column: Option<String>,
     batch_size: Option<usize>,
     max_tokens: Option<usize>,
-    long_documents: Option<&'a str>,
+    long_documents: Option<String>,
     long_document_stride: Option<usize>,
-    long_document_aggregate: Option<&'a str>,
-    attention: Option<&'a str>,
+    long_document_aggregate: Option<String>,
+    attention: Option<String>,
     embedding: bool,
 }
 
-impl SharedOptions<'_> {
+impl SharedOptions {
+    /// Takes the keyword argument `name` if it is one of these; says whether it was. A `None`
+    /// value is taken as left out.
+    fn take(&mut self, name: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
+        if value.is_none() {
+            return Ok(is_shared(name));
+        }
+        match name {
+            "backend" => self.backend = Some(value.extract()?),
+            "device" => self.device = Some(value.extract()?),
+            "ort_library" => self.ort_library = Some(value.extract()?),
+            "ort_search_dirs" => self.ort_search_dirs = value.extract()?,
+            "text_column" => self.text_column = Some(value.extract()?),
+            "batch_size" => self.batch_size = Some(value.extract()?),
+            "max_tokens" => self.max_tokens = Some(value.extract()?),
+            "long_documents" => self.long_documents = Some(value.extract()?),
+            "long_document_stride" => self.long_document_stride = Some(value.extract()?),
+            "long_document_aggregate" => self.long_document_aggregate = Some(value.extract()?),
+            "attention" => self.attention = Some(value.extract()?),
+            "embedding" => self.embedding = value.extract()?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// The keyword arguments [`SharedOptions::take`] knows.
+const SHARED: [&str; 12] = [
+    "backend",
+    "device",
+    "ort_library",
+    "ort_search_dirs",
+    "text_column",
+    "batch_size",
+    "max_tokens",
+    "long_documents",
+    "long_document_stride",
+    "long_document_aggregate",
+    "attention",
+    "embedding",
+];
+
+fn is_shared(name: &str) -> bool {
+    SHARED.contains(&name)
+}
+
+/// Each keyword argument handed to `take`, which says whether it knew it; an unknown one is
+/// a `TypeError` naming the known ones, as Python's own for a misspelt argument.
+fn keyword_arguments(
+    function: &str,
+    options: Option<&Bound<'_, PyDict>>,
+    known: &[&str],
+    mut take: impl FnMut(&str, &Bound<'_, PyAny>) -> PyResult<bool>,
+) -> PyResult<()> {
+    for (name, value) in options.into_iter().flat_map(|dict| dict.iter()) {
+        let name: String = name.extract()?;
+        if !take(&name, &value)? {
+            let mut names: Vec<&str> = known.to_vec();
+            names.sort_unstable();
+            return Err(PyTypeError::new_err(format!(
+                "{function}() got an unexpected keyword argument '{name}'; it takes: {}",
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl SharedOptions {
     /// Sets these options in `spec`, parsed as `pipeline` parses its flags.
     fn apply(self, spec: &mut RunSpec) -> anyhow::Result<()> {
         if let Some(backend) = self.backend {
-            spec.backend.kind = BackendKind::parse_argument("backend", backend)?;
+            spec.backend.kind = BackendKind::parse_argument("backend", &backend)?;
         }
         if let Some(device) = self.device {
-            spec.backend.device = Device::parse_argument("device", device)?;
+            spec.backend.device = Device::parse_argument("device", &device)?;
         }
         spec.backend.ort_library = self.ort_library;
         spec.backend.ort_search_dirs = self.ort_search_dirs;
@@ -144,9 +214,9 @@ impl SharedOptions<'_> {
             spec.batch_size = batch_size;
         }
         spec.max_tokens = self.max_tokens;
-        let mode = self.long_documents.map(|mode| Mode::parse_argument("long_documents", mode)).transpose()?;
+        let mode = self.long_documents.map(|mode| Mode::parse_argument("long_documents", &mode)).transpose()?;
         let aggregate = self.long_document_aggregate;
-        let aggregate = aggregate.map(|a| Aggregate::parse_argument("long_document_aggregate", a)).transpose()?;
+        let aggregate = aggregate.map(|a| Aggregate::parse_argument("long_document_aggregate", &a)).transpose()?;
         spec.long_documents =
             LongDocuments::choose(mode.unwrap_or_default(), self.long_document_stride, aggregate.unwrap_or_default())?;
         if let Some(attention) = self.attention {
@@ -243,45 +313,21 @@ struct Classifier {
 
 #[pymethods]
 impl Classifier {
+    /// `Classifier(model=None, **options)`: `options` are `pipeline run`'s flags that
+    /// concern classifying (see the Python package's `Classifier`), and `threads`.
     #[new]
-    #[pyo3(signature = (
-        model = None, *, backend = None, device = None, ort_library = None, ort_search_dirs = Vec::new(),
-        text_column = None, batch_size = None, max_tokens = None, long_documents = None,
-        long_document_stride = None, long_document_aggregate = None, attention = None, embedding = false,
-        threads = None,
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        model: Option<PathBuf>,
-        backend: Option<&str>,
-        device: Option<&str>,
-        ort_library: Option<PathBuf>,
-        ort_search_dirs: Vec<PathBuf>,
-        text_column: Option<String>,
-        batch_size: Option<usize>,
-        max_tokens: Option<usize>,
-        long_documents: Option<&str>,
-        long_document_stride: Option<usize>,
-        long_document_aggregate: Option<&str>,
-        attention: Option<&str>,
-        embedding: bool,
-        threads: Option<usize>,
-    ) -> PyResult<Self> {
-        let shared = SharedOptions {
-            backend,
-            device,
-            ort_library,
-            ort_search_dirs,
-            text_column,
-            batch_size,
-            max_tokens,
-            long_documents,
-            long_document_stride,
-            long_document_aggregate,
-            attention,
-            embedding,
-        };
+    #[pyo3(signature = (model = None, **options))]
+    fn new(py: Python<'_>, model: Option<PathBuf>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let mut shared = SharedOptions::default();
+        let mut threads: Option<usize> = None;
+        let known: Vec<&str> = SHARED.iter().copied().chain(["threads"]).collect();
+        keyword_arguments("Classifier", options, &known, |name, value| match name {
+            "threads" => {
+                threads = value.extract()?;
+                Ok(true)
+            }
+            _ => shared.take(name, value),
+        })?;
         let open = || -> anyhow::Result<Self> {
             // The options of a run, checked as `pipeline run` checks them; there is no input.
             let mut spec = RunSpec::new(String::new());
@@ -412,70 +458,42 @@ fn open_package(model: Option<&Path>) -> anyhow::Result<(Option<Unpacked>, Model
 }
 
 /// `pipeline run` in this process; returns the run summary as JSON (what `--metrics-json`
-/// writes).
+/// writes). `options` are `pipeline run`'s other flags, spelt as Python arguments.
 #[pyfunction]
-#[pyo3(signature = (
-    input, output = None, *, model = None, text_column = None, pass_through = None, backend = None,
-    device = None, ort_library = None, ort_search_dirs = Vec::new(), batch_size = None, max_batch_tokens = None,
-    window = None, max_tokens = None, long_documents = None, long_document_stride = None,
-    long_document_aggregate = None, attention = None, embedding = false, shard = None, rows_per_part = None,
-    overwrite = false, threads = None,
-))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (input, output = None, *, model = None, **options))]
 fn run(
     py: Python<'_>,
     input: String,
     output: Option<String>,
     model: Option<PathBuf>,
-    text_column: Option<String>,
-    pass_through: Option<Vec<String>>,
-    backend: Option<&str>,
-    device: Option<&str>,
-    ort_library: Option<PathBuf>,
-    ort_search_dirs: Vec<PathBuf>,
-    batch_size: Option<usize>,
-    max_batch_tokens: Option<usize>,
-    window: Option<usize>,
-    max_tokens: Option<usize>,
-    long_documents: Option<&str>,
-    long_document_stride: Option<usize>,
-    long_document_aggregate: Option<&str>,
-    attention: Option<&str>,
-    embedding: bool,
-    shard: Option<String>,
-    rows_per_part: Option<usize>,
-    overwrite: bool,
-    threads: Option<usize>,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
     let cancel = Arc::new(AtomicBool::new(false));
-    let shared = SharedOptions {
-        backend,
-        device,
-        ort_library,
-        ort_search_dirs,
-        text_column,
-        batch_size,
-        max_tokens,
-        long_documents,
-        long_document_stride,
-        long_document_aggregate,
-        attention,
-        embedding,
-    };
+    let mut shared = SharedOptions::default();
     let mut spec = RunSpec::new(input);
+    let (mut shard, mut threads): (Option<String>, Option<usize>) = (None, None);
+    let own = ["pass_through", "max_batch_tokens", "window", "rows_per_part", "overwrite", "shard", "threads"];
+    let known: Vec<&str> = SHARED.iter().copied().chain(own).collect();
+    keyword_arguments("run", options, &known, |name, value| {
+        if value.is_none() {
+            return Ok(known.contains(&name));
+        }
+        match name {
+            "pass_through" => spec.pass_through = Some(value.extract()?),
+            "max_batch_tokens" => spec.max_batch_tokens = Some(value.extract()?),
+            "window" => spec.chunk_rows = value.extract()?,
+            "rows_per_part" => spec.rows_per_part = value.extract()?,
+            "overwrite" => spec.overwrite = value.extract()?,
+            "shard" => shard = Some(value.extract()?),
+            "threads" => threads = Some(value.extract()?),
+            _ => return shared.take(name, value),
+        }
+        Ok(true)
+    })?;
     shared.apply(&mut spec).map_err(python_error)?;
     if let Some(output) = output {
         spec.output = output;
     }
-    spec.pass_through = pass_through;
-    spec.max_batch_tokens = max_batch_tokens;
-    if let Some(rows) = window {
-        spec.chunk_rows = rows;
-    }
-    if let Some(rows) = rows_per_part {
-        spec.rows_per_part = rows;
-    }
-    spec.overwrite = overwrite;
     spec.cancel = Some(cancel.clone());
     let job = move || -> anyhow::Result<String> {
         set_global_threads(threads)?;
