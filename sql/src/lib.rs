@@ -16,6 +16,6 @@ pub mod output;
 pub mod session;
 pub mod tables;
 
-pub use functions::{ClassifyOptions, FUNCTION_HELP};
+pub use functions::{ClassifyOptions, function_help};
 pub use output::{OutputFormat, TableView, write_results};
 pub use session::SqlSession;

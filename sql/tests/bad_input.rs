@@ -18,16 +18,29 @@ use test_support::repo_root;
 
 /// Each function with arguments that plan; a case replaces some of them, or changes the
 /// arity, so that most cases reach the function's body rather than stop at type checking.
-const CALLS: [(&str, &[&str]); 8] = [
+const CALLS: [(&str, &[&str]); 10] = [
     ("top_tokens", &["tokens", "attention_summary", "3"]),
     ("head_attention", &["attention", "2"]),
     ("attention_entropy", &["attention_summary"]),
     ("attention_html", &["tokens", "attention_summary"]),
     ("contribution_html", &["tokens", "attention_summary"]),
     ("top_attended", &["tokens", "attention_summary", "5"]),
+    ("distinctive_attended", &["tokens", "attention_summary", "5"]),
     ("classify", &["text"]),
+    ("classify_explain", &["text"]),
     ("top_tokens", &["make_array('a', 'b', 'a')", "make_array(0.5, 0.25, 0.25)", "2"]),
 ];
+
+/// Every function the crate registers is called here, so none escapes the generated cases.
+#[test]
+fn the_calls_cover_every_registered_function() {
+    let registered: std::collections::BTreeSet<String> = sql::function_help()
+        .into_iter()
+        .map(|(syntax, _)| syntax.split('(').next().unwrap_or_default().to_owned())
+        .collect();
+    let called: std::collections::BTreeSet<String> = CALLS.iter().map(|(name, _)| (*name).to_owned()).collect();
+    assert_eq!(called, registered);
+}
 
 const COLUMNS: [&str; 9] = [
     "tokens",

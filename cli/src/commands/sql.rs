@@ -9,7 +9,7 @@ use anyhow::Context;
 use batch_io::command_line::say;
 use batch_io::publish::{Destination, Sink};
 use clap::Args;
-use sql::{ClassifyOptions, FUNCTION_HELP, OutputFormat, SqlSession, TableView, write_results};
+use sql::{ClassifyOptions, OutputFormat, SqlSession, TableView, function_help, write_results};
 
 /// The table a bare `pipeline sql` gets: the default output of `pipeline run`.
 const DEFAULT_TABLE: (&str, &str) = ("predictions", "predictions.parquet");
@@ -193,7 +193,7 @@ async fn interactive(session: &SqlSession, view: TableView) -> anyhow::Result<()
             match trimmed {
                 "\\q" => break,
                 "\\d" => describe_tables(session),
-                "\\h" => FUNCTION_HELP.iter().for_each(|(call, what)| println!("{call:36} {what}")),
+                "\\h" => function_help().iter().for_each(|(call, what)| println!("{call:36} {what}")),
                 other => say(&format!("unknown command {other}; \\d lists tables, \\h functions, \\q quits")),
             }
             continue;

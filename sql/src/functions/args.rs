@@ -7,6 +7,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{ArrayRef, AsArray, Int64Array, ListArray};
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type};
 use datafusion::common::{DataFusionError, Result, plan_err};
+use datafusion::logical_expr::{DocSection, Documentation};
 
 /// What an argument stands for, and the type it is coerced to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,9 +84,33 @@ pub struct Parameters {
     pub names: &'static [&'static str],
     pub roles: &'static [Role],
     pub optional: usize,
+    /// What the function gives, in one line: its documentation, shown by `\h` and
+    /// DataFusion's `documentation()`.
+    pub help: &'static str,
 }
 
 impl Parameters {
+    /// How a call is written: `classify(text[, model])`.
+    pub fn syntax(&self) -> String {
+        let required = self.names.len() - self.optional;
+        let mut syntax = format!("{}(", self.function);
+        for (i, name) in self.names.iter().enumerate() {
+            let separator = if i == 0 { "" } else { ", " };
+            if i < required {
+                syntax.push_str(&format!("{separator}{name}"));
+            } else {
+                syntax.push_str(&format!("[{separator}{name}]"));
+            }
+        }
+        syntax.push(')');
+        syntax
+    }
+
+    /// The function's documentation, as DataFusion carries it.
+    pub fn documentation(&self) -> Documentation {
+        Documentation::builder(DocSection::default(), self.help, self.syntax()).build()
+    }
+
     fn usage(&self) -> String {
         let required = self.names.len() - self.optional;
         let shown: Vec<String> = self
@@ -140,4 +165,26 @@ fn planned_differently(function: &str, i: usize) -> DataFusionError {
 /// An error about a value met while evaluating, naming the function.
 pub fn value_error(function: &str, message: impl std::fmt::Display) -> DataFusionError {
     DataFusionError::Execution(format!("{function}: {message}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Parameters, Role};
+
+    #[test]
+    fn the_syntax_brackets_optional_arguments_and_the_documentation_carries_it() {
+        let parameters = Parameters {
+            function: "classify",
+            names: &["text", "model"],
+            roles: &[Role::Text, Role::Text],
+            optional: 1,
+            help: "classify raw text",
+        };
+        assert_eq!(parameters.syntax(), "classify(text[, model])");
+        let documentation = parameters.documentation();
+        assert_eq!(
+            (documentation.syntax_example.as_str(), documentation.description.as_str()),
+            ("classify(text[, model])", "classify raw text")
+        );
+    }
 }

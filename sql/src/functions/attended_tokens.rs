@@ -12,7 +12,7 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Builder, ListBui
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, DocSection, Documentation, Signature, Volatility};
 
 use super::args::{Parameters, int_argument, list_argument, list_of, value_error};
 use super::token_weights::{Ranking, TokenAttention, TokenStats, row_pairs, tokens_weights_k, top_k};
@@ -21,15 +21,26 @@ use super::token_weights::{Ranking, TokenAttention, TokenStats, row_pairs, token
 pub struct AttendedTokens {
     ranking: Ranking,
     signature: Signature,
+    documentation: Documentation,
 }
 
 impl AttendedTokens {
     pub fn new(ranking: Ranking) -> Self {
-        Self { ranking, signature: Signature::user_defined(Volatility::Immutable) }
+        let signature = Signature::user_defined(Volatility::Immutable);
+        let mut function =
+            Self { ranking, signature, documentation: Documentation::builder(DocSection::default(), "", "").build() };
+        function.documentation = function.parameters().documentation();
+        function
     }
 
     fn parameters(&self) -> Parameters {
-        tokens_weights_k(name(self.ranking))
+        let help = match self.ranking {
+            Ranking::Mass => "aggregate: the k tokens with the most attention mass over a group",
+            Ranking::Distinctive => {
+                "aggregate: the k tokens attended most beyond their frequency: (mass + 1) / (even-spread mass + 1)"
+            }
+        };
+        tokens_weights_k(name(self.ranking), help)
     }
 }
 
@@ -47,6 +58,10 @@ impl AggregateUDFImpl for AttendedTokens {
 
     fn signature(&self) -> &Signature {
         &self.signature
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        Some(&self.documentation)
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {

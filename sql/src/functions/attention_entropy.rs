@@ -12,7 +12,13 @@ use super::args::{Parameters, Role, list_argument};
 use super::row_function::RowFunction;
 
 const NAME: &str = "attention_entropy";
-const PARAMETERS: Parameters = Parameters { function: NAME, names: &["weights"], roles: &[Role::Weights], optional: 0 };
+const PARAMETERS: Parameters = Parameters {
+    function: NAME,
+    names: &["weights"],
+    roles: &[Role::Weights],
+    optional: 0,
+    help: "entropy in nats of a row's attention: 0 = one token, ln n = spread evenly",
+};
 
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct AttentionEntropy;

@@ -17,8 +17,13 @@ use super::row_function::RowFunction;
 use super::token_weights::row_pairs;
 
 const NAME: &str = "attention_html";
-const PARAMETERS: Parameters =
-    Parameters { function: NAME, names: &["tokens", "weights"], roles: &[Role::Tokens, Role::Weights], optional: 0 };
+const PARAMETERS: Parameters = Parameters {
+    function: NAME,
+    names: &["tokens", "weights"],
+    roles: &[Role::Tokens, Role::Weights],
+    optional: 0,
+    help: "HTML snippet shading each token by its weight",
+};
 
 const CONTRIBUTION_NAME: &str = "contribution_html";
 const CONTRIBUTION_PARAMETERS: Parameters = Parameters {
@@ -26,6 +31,7 @@ const CONTRIBUTION_PARAMETERS: Parameters = Parameters {
     names: &["tokens", "contribution"],
     roles: &[Role::Tokens, Role::Weights],
     optional: 0,
+    help: "HTML snippet in two hues: blue where a token pushed towards the predicted class, orange against",
 };
 
 #[derive(Debug, PartialEq, Eq, Hash)]

@@ -17,7 +17,7 @@ use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
 use datafusion::logical_expr::{
-    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
 use runtime::classifier::Classifier;
 use runtime::inference::BackendOptions;
@@ -44,7 +44,19 @@ impl Explained {
     }
 
     fn parameters(self) -> Parameters {
-        Parameters { function: self.name(), names: &["text", "model"], roles: &[Role::Text, Role::Text], optional: 1 }
+        let help = match self {
+            Explained::No => "classify raw text: {prediction, confidence, probabilities}",
+            Explained::Yes => {
+                "classify(), plus the tokens, whether the text was truncated, attention_summary and contribution"
+            }
+        };
+        Parameters {
+            function: self.name(),
+            names: &["text", "model"],
+            roles: &[Role::Text, Role::Text],
+            optional: 1,
+            help,
+        }
     }
 
     /// The columns of the output table the function returns, as a struct.
@@ -91,11 +103,14 @@ pub struct Classify {
     loaded: LoadedModels,
     /// The session's input locations; each package loaded is added.
     read: ReadLocations,
+    documentation: Documentation,
 }
 
 impl Classify {
     pub fn new(explained: Explained, options: ClassifyOptions, loaded: LoadedModels, read: ReadLocations) -> Self {
-        Self { explained, signature: Signature::user_defined(Volatility::Immutable), options, loaded, read }
+        let signature = Signature::user_defined(Volatility::Immutable);
+        let documentation = explained.parameters().documentation();
+        Self { explained, signature, options, loaded, read, documentation }
     }
 
     /// The package named by the call (or the default), loaded on first use.
@@ -190,6 +205,10 @@ impl ScalarUDFImpl for Classify {
 
     fn signature(&self) -> &Signature {
         &self.signature
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        Some(&self.documentation)
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {

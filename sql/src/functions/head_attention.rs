@@ -11,8 +11,13 @@ use super::args::{Parameters, Role, int_argument, list_argument, list_of, value_
 use super::row_function::RowFunction;
 
 const NAME: &str = "head_attention";
-const PARAMETERS: Parameters =
-    Parameters { function: NAME, names: &["attention", "i"], roles: &[Role::HeadWeights, Role::Count], optional: 0 };
+const PARAMETERS: Parameters = Parameters {
+    function: NAME,
+    names: &["attention", "i"],
+    roles: &[Role::HeadWeights, Role::Count],
+    optional: 0,
+    help: "hop i (from 1) of the attention column: one weight per token",
+};
 
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct HeadAttention;

@@ -5,7 +5,9 @@
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result;
-use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{
+    ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
 
 use super::args::Parameters;
 
@@ -22,11 +24,13 @@ pub trait RowFunction: std::fmt::Debug + PartialEq + Eq + std::hash::Hash + Send
 pub struct Scalar<F> {
     function: F,
     signature: Signature,
+    documentation: Documentation,
 }
 
 /// Registers `function` under its name.
 pub fn scalar_udf<F: RowFunction>(function: F) -> ScalarUDF {
-    ScalarUDF::new_from_impl(Scalar { function, signature: Signature::user_defined(Volatility::Immutable) })
+    let signature = Signature::user_defined(Volatility::Immutable);
+    ScalarUDF::new_from_impl(Scalar { function, signature, documentation: F::PARAMETERS.documentation() })
 }
 
 impl<F: RowFunction> ScalarUDFImpl for Scalar<F> {
@@ -36,6 +40,10 @@ impl<F: RowFunction> ScalarUDFImpl for Scalar<F> {
 
     fn signature(&self) -> &Signature {
         &self.signature
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        Some(&self.documentation)
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {

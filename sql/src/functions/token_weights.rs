@@ -9,12 +9,13 @@ use super::args::{Parameters, Role, value_error};
 pub use runtime::explain::{Ranking, TokenAttention, TokenStats};
 
 /// The arguments of the functions that rank tokens: `(tokens, weights, k)`.
-pub const fn tokens_weights_k(function: &'static str) -> Parameters {
+pub const fn tokens_weights_k(function: &'static str, help: &'static str) -> Parameters {
     Parameters {
         function,
         names: &["tokens", "weights", "k"],
         roles: &[Role::Tokens, Role::Weights, Role::Count],
         optional: 0,
+        help,
     }
 }
 

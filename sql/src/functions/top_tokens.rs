@@ -12,7 +12,8 @@ use super::row_function::RowFunction;
 use super::token_weights::{Ranking, TokenAttention, row_pairs, tokens_weights_k, top_k};
 
 const NAME: &str = "top_tokens";
-const PARAMETERS: Parameters = tokens_weights_k(NAME);
+const PARAMETERS: Parameters =
+    tokens_weights_k(NAME, "the k tokens of a row with the most weight (repeats add up), heaviest first");
 
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct TopTokens;
