@@ -15,7 +15,7 @@ use crate::contract;
 use crate::inference::{BackendOptions, InferenceBackend, ModelInputs, OutputTensor, open_backend};
 use crate::long_documents::{self, LongDocuments};
 use crate::output::{DocumentPrediction, OptionalColumns, SentenceAttention};
-use crate::package::{InputLayout, ModelPackage};
+use crate::package::{InputLayout, ModelPackage, tensor};
 use crate::text::{DEFAULT_SENTENCE_WORDS, EncodedText, TextEncoder, Vocabulary, sentence_lengths};
 
 pub struct Classifier {
@@ -282,12 +282,12 @@ impl Classifier {
         let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.session_nanos.fetch_add(nanos, Ordering::Relaxed);
         let output = |name: &str| outputs.get(name).with_context(|| format!("the graph returned no `{name}` output"));
-        let probs = output("probs")?;
-        let attention = outputs.get("attention");
-        let contribution = outputs.get("contribution");
-        let embedding = outputs.get("embedding");
+        let probs = output(tensor::PROBS)?;
+        let attention = outputs.get(tensor::ATTENTION);
+        let contribution = outputs.get(tensor::CONTRIBUTION);
+        let embedding = outputs.get(tensor::EMBEDDING);
         let hierarchical = match self.sentence_words {
-            Some(_) => Some((output("word_attention")?, output("sentence_attention")?)),
+            Some(_) => Some((output(tensor::WORD_ATTENTION)?, output(tensor::SENTENCE_ATTENTION)?)),
             None => None,
         };
         let mut predictions = Vec::with_capacity(chunk.len());
@@ -330,15 +330,15 @@ impl NonFiniteOutput {
         let all_finite = |values: &[f32]| values.iter().all(|v| v.is_finite());
         let rows_finite = |rows: &Option<Vec<Vec<f32>>>| rows.iter().flatten().all(|r| all_finite(r));
         let bad = if !all_finite(&doc.probabilities) {
-            Some("probs")
+            Some(tensor::PROBS)
         } else if !rows_finite(&doc.attention) {
-            Some("attention")
+            Some(tensor::ATTENTION)
         } else if !rows_finite(&doc.contribution) {
-            Some("contribution")
+            Some(tensor::CONTRIBUTION)
         } else if !doc.embedding.as_deref().is_none_or(all_finite) {
-            Some("embedding")
+            Some(tensor::EMBEDDING)
         } else if !doc.sentences.as_ref().is_none_or(|s| all_finite(&s.weights)) {
-            Some("sentence_attention")
+            Some(tensor::SENTENCE_ATTENTION)
         } else {
             None
         };
@@ -356,10 +356,10 @@ impl NonFiniteOutput {
         let more = self.rows.len().saturating_sub(10);
         let rows = if more > 0 { format!("{} and {more} more", shown.join(", ")) } else { shown.join(", ") };
         let what = match self.output {
-            "probs" => "probabilities",
-            "attention" => "attention weights",
-            "contribution" => "contributions",
-            "sentence_attention" => "sentence attention weights",
+            tensor::PROBS => "probabilities",
+            tensor::ATTENTION => "attention weights",
+            tensor::CONTRIBUTION => "contributions",
+            tensor::SENTENCE_ATTENTION => "sentence attention weights",
             _ => "embedding values",
         };
         format!(

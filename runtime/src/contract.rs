@@ -17,7 +17,7 @@ use tokenizers::Tokenizer;
 use tract_onnx::prelude::Framework;
 
 use crate::inference::{InferenceBackend, ModelInputs, ModelOutputs};
-use crate::package::{InputLayout, MANIFEST_FILE, ModelPackage};
+use crate::package::{InputLayout, MANIFEST_FILE, ModelPackage, tensor};
 use crate::text::{VOCABULARY_DIGEST_KEY, Vocabulary};
 
 /// The optional columns a graph's outputs fill.
@@ -38,7 +38,7 @@ pub fn check_graph_outputs(package: &ModelPackage, backend: &dyn InferenceBacken
     let manifest = &package.manifest;
     let names = backend.output_names();
     let has = |name: &str| names.iter().any(|n| n == name);
-    if !has("probs") {
+    if !has(tensor::PROBS) {
         bail!(
             "{} does not match the package contract: it has outputs {names:?}, but `probs` is required",
             graph.display()
@@ -46,7 +46,8 @@ pub fn check_graph_outputs(package: &ModelPackage, backend: &dyn InferenceBacken
     }
     let hierarchical = manifest.input_layout == InputLayout::SentencesWords;
     if hierarchical {
-        let missing: Vec<&str> = ["word_attention", "sentence_attention"].into_iter().filter(|n| !has(n)).collect();
+        let missing: Vec<&str> =
+            [tensor::WORD_ATTENTION, tensor::SENTENCE_ATTENTION].into_iter().filter(|n| !has(n)).collect();
         if !missing.is_empty() {
             bail!(
                 "{} does not match the package contract: a hierarchical model needs outputs {}, it has {names:?}",
@@ -55,7 +56,7 @@ pub fn check_graph_outputs(package: &ModelPackage, backend: &dyn InferenceBacken
             );
         }
     }
-    let has_attention = has("attention");
+    let has_attention = has(tensor::ATTENTION);
     if !hierarchical && has_attention != manifest.attention_heads.is_some() {
         let graph_has = if has_attention { "has an `attention` output" } else { "has no `attention` output" };
         bail!(
@@ -76,7 +77,7 @@ pub fn check_graph_outputs(package: &ModelPackage, backend: &dyn InferenceBacken
         .with_context(|| format!("{} fails on a one-token document; is it a model package graph?", graph.display()))?;
     let shape = |name: &str| -> anyhow::Result<&[usize]> { Ok(outputs_get(&outputs, name, &graph)?.shape.as_slice()) };
 
-    let probs = outputs_get(&outputs, "probs", &graph)?;
+    let probs = outputs_get(&outputs, tensor::PROBS, &graph)?;
     if probs.data.iter().any(|p| !p.is_finite()) {
         bail!("{} returns probabilities that are not finite (NaN); the model is broken, retrain it", graph.display());
     }
@@ -93,7 +94,7 @@ pub fn check_graph_outputs(package: &ModelPackage, backend: &dyn InferenceBacken
         other => bail!("{}: `probs` has shape {other:?} for one document, expected [1, classes]", graph.display()),
     }
     if has_attention && !hierarchical {
-        match (shape("attention")?, manifest.attention_heads) {
+        match (shape(tensor::ATTENTION)?, manifest.attention_heads) {
             ([1, rows, 1], Some(heads)) if *rows == heads => {}
             ([1, rows, 1], Some(heads)) => bail!(
                 "{} outputs {rows} attention rows (hops or heads), but {} says attention_heads = {heads}",
@@ -114,8 +115,8 @@ pub fn check_graph_outputs(package: &ModelPackage, backend: &dyn InferenceBacken
                 manifest.attention_heads
             );
         }
-        let words = shape("word_attention")?;
-        let sentences = shape("sentence_attention")?;
+        let words = shape(tensor::WORD_ATTENTION)?;
+        let sentences = shape(tensor::SENTENCE_ATTENTION)?;
         if words != [1, 1, 1] || sentences != [1, 1] {
             bail!(
                 "{}: for one one-word sentence `word_attention` has shape {words:?} (expected [1, 1, 1]) and \
@@ -124,8 +125,8 @@ pub fn check_graph_outputs(package: &ModelPackage, backend: &dyn InferenceBacken
             );
         }
     }
-    if has("embedding") {
-        match shape("embedding")? {
+    if has(tensor::EMBEDDING) {
+        match shape(tensor::EMBEDDING)? {
             [1, dim] if *dim == manifest.embedding_dim => {}
             other => bail!(
                 "{}: `embedding` has shape {other:?} for one document, but {} says embedding_dim = {}",
@@ -135,7 +136,7 @@ pub fn check_graph_outputs(package: &ModelPackage, backend: &dyn InferenceBacken
             ),
         }
     }
-    let has_contribution = has("contribution");
+    let has_contribution = has(tensor::CONTRIBUTION);
     if has_contribution && hierarchical {
         bail!(
             "{}: a hierarchical model's `contribution` output is not supported (its tokens are words of sentences); \
@@ -144,7 +145,7 @@ pub fn check_graph_outputs(package: &ModelPackage, backend: &dyn InferenceBacken
         );
     }
     if has_contribution {
-        match shape("contribution")? {
+        match shape(tensor::CONTRIBUTION)? {
             [1, classes, 1] if *classes == manifest.labels.len() => {}
             other => bail!(
                 "{}: `contribution` has shape {other:?} for one one-token document, expected [1, {}, 1] (one row \
@@ -273,7 +274,7 @@ fn embedding_rows(model: &tract_onnx::pb::ModelProto) -> Option<usize> {
         .filter(|t| t.dims.len() == 2)
         .map(|t| (t.name.as_str(), t.dims.as_slice()))
         .collect();
-    let mut ids: HashSet<&str> = HashSet::from(["input_ids"]);
+    let mut ids: HashSet<&str> = HashSet::from([tensor::INPUT_IDS]);
     let mut rows: Option<usize> = None;
     // ONNX nodes are stored in topological order.
     for node in &graph_proto.node {

@@ -15,6 +15,19 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 /// Bumped when the manifest or graph contract changes incompatibly.
 pub const FORMAT_VERSION: u32 = 1;
 
+/// The names of the graph's inputs and outputs (ARCHITECTURE.md, "The model package"), as
+/// `export` writes them and the runtime looks them up.
+pub mod tensor {
+    pub const INPUT_IDS: &str = "input_ids";
+    pub const ATTENTION_MASK: &str = "attention_mask";
+    pub const PROBS: &str = "probs";
+    pub const ATTENTION: &str = "attention";
+    pub const WORD_ATTENTION: &str = "word_attention";
+    pub const SENTENCE_ATTENTION: &str = "sentence_attention";
+    pub const EMBEDDING: &str = "embedding";
+    pub const CONTRIBUTION: &str = "contribution";
+}
+
 /// How token ids are laid out in the graph inputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

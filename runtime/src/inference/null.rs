@@ -4,7 +4,7 @@
 //! model's do: constant attention would compress for free and flatter the write stage.
 
 use super::{InferenceBackend, ModelInputs, ModelOutputs, OutputTensor};
-use crate::package::{InputLayout, Manifest};
+use crate::package::{InputLayout, Manifest, tensor};
 
 pub struct NullBackend {
     classes: usize,
@@ -21,11 +21,11 @@ impl NullBackend {
             "--null-model stands in for flat models only, not `{}`",
             manifest.variant
         );
-        let mut output_names = vec!["probs".to_owned()];
+        let mut output_names = vec![tensor::PROBS.to_owned()];
         if manifest.attention_heads.is_some() {
-            output_names.push("attention".to_owned());
+            output_names.push(tensor::ATTENTION.to_owned());
         }
-        output_names.push("embedding".to_owned());
+        output_names.push(tensor::EMBEDDING.to_owned());
         Ok(Self {
             classes: manifest.labels.len(),
             heads: manifest.attention_heads,
@@ -67,7 +67,7 @@ impl InferenceBackend for NullBackend {
             probs.extend(row);
             embedding.extend((0..self.embedding_dim).map(|d| weight(first, d + 7)));
         }
-        outputs.insert("probs".to_owned(), OutputTensor { shape: vec![batch, self.classes], data: probs });
+        outputs.insert(tensor::PROBS.to_owned(), OutputTensor { shape: vec![batch, self.classes], data: probs });
         if let Some(heads) = self.heads {
             let mut attention = Vec::with_capacity(batch * heads * seq);
             for (ids, mask) in &rows {
@@ -78,10 +78,13 @@ impl InferenceBackend for NullBackend {
                     attention.extend(row);
                 }
             }
-            outputs.insert("attention".to_owned(), OutputTensor { shape: vec![batch, heads, seq], data: attention });
+            outputs
+                .insert(tensor::ATTENTION.to_owned(), OutputTensor { shape: vec![batch, heads, seq], data: attention });
         }
-        outputs
-            .insert("embedding".to_owned(), OutputTensor { shape: vec![batch, self.embedding_dim], data: embedding });
+        outputs.insert(
+            tensor::EMBEDDING.to_owned(),
+            OutputTensor { shape: vec![batch, self.embedding_dim], data: embedding },
+        );
         Ok(outputs)
     }
 

@@ -17,6 +17,7 @@ use ort::session::{Session, SessionInputValue};
 use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
 
 use super::{BackendOptions, Device, InferenceBackend, ModelInputs, ModelOutputs, OutputTensor};
+use crate::package::tensor;
 use batch_io::locations::same_location;
 
 /// The ONNX Runtime release this project is tested with on the CPU (and that the install
@@ -349,8 +350,8 @@ impl OrtBackend {
         let mut feeds = Vec::with_capacity(session.inputs().len());
         for input in session.inputs() {
             let feed = match input.name() {
-                "input_ids" => Feed::InputIds,
-                "attention_mask" => Feed::AttentionMask,
+                tensor::INPUT_IDS => Feed::InputIds,
+                tensor::ATTENTION_MASK => Feed::AttentionMask,
                 other => bail!(
                     "the graph {} has an input `{other}`; only `input_ids` and `attention_mask` can be fed",
                     graph.display()

@@ -13,6 +13,7 @@ mod lstm;
 const MAX_FIXED_DIMENSION: i64 = 1 << 24;
 
 use super::{InferenceBackend, ModelInputs, ModelOutputs, OutputTensor};
+use crate::package::tensor;
 
 pub struct TractBackend {
     plan: Arc<TypedRunnableModel>,
@@ -58,7 +59,7 @@ impl TractBackend {
         let inputs: Vec<&str> =
             model.input_outlets()?.iter().map(|outlet| model.node(outlet.node).name.as_str()).collect();
         anyhow::ensure!(
-            inputs == ["input_ids", "attention_mask"],
+            inputs == [tensor::INPUT_IDS, tensor::ATTENTION_MASK],
             "the graph {} has inputs {inputs:?}; a model package graph takes [\"input_ids\", \"attention_mask\"]",
             graph.display()
         );

@@ -23,6 +23,7 @@ use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::recurrent::BiGru;
 use crate::layers::{GraphBatch, TokenBatch};
 use crate::onnx::{Dim, ElemType, GraphBuilder, Value};
+use runtime::package::tensor;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HanConfig {
@@ -127,8 +128,8 @@ impl Network for Han {
     fn emit(&self, g: &mut GraphBuilder) {
         let states = self.states();
         let dims = [Dim::Named("batch"), Dim::Named("sentences"), Dim::Named("words")];
-        let ids = g.input("input_ids", ElemType::Int64, &dims);
-        let mask = g.input("attention_mask", ElemType::Int64, &dims);
+        let ids = g.input(tensor::INPUT_IDS, ElemType::Int64, &dims);
+        let mask = g.input(tensor::ATTENTION_MASK, ElemType::Int64, &dims);
         let input_shape = g.shape(&ids);
 
         // Word level over the real sentences only, gathered into [N, W] rows. Gathering by
@@ -182,11 +183,11 @@ impl Network for Han {
         let sentence_attention = g.squeeze(&sentence_attention, &axis1);
         let classes = self.output.weight.dims()[1];
         let (b, s, w) = (Dim::Named("batch"), Dim::Named("sentences"), Dim::Named("words"));
-        g.output(&probs, "probs", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(classes)]);
-        g.output(&word_attention, "word_attention", ElemType::Float, &[b, s, w]);
+        g.output(&probs, tensor::PROBS, ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(classes)]);
+        g.output(&word_attention, tensor::WORD_ATTENTION, ElemType::Float, &[b, s, w]);
         let (b, s) = (Dim::Named("batch"), Dim::Named("sentences"));
-        g.output(&sentence_attention, "sentence_attention", ElemType::Float, &[b, s]);
-        g.output(&document, "embedding", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(states)]);
+        g.output(&sentence_attention, tensor::SENTENCE_ATTENTION, ElemType::Float, &[b, s]);
+        g.output(&document, tensor::EMBEDDING, ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(states)]);
     }
 
     fn graph_shape(&self) -> GraphShape {

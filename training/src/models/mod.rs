@@ -20,6 +20,7 @@ use serde::Serialize;
 use crate::layers::TokenBatch;
 use crate::layers::embedding::InitialWords;
 use crate::onnx::{Dim, ElemType, GraphBuilder, Value};
+use runtime::package::tensor;
 
 /// What a forward pass returns to the training loop.
 pub struct NetworkOutput {
@@ -60,18 +61,18 @@ pub fn declare_outputs(
     attention: Option<(&Value, usize)>,
     embedding: (&Value, usize),
 ) {
-    g.output(probs.0, "probs", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(probs.1)]);
+    g.output(probs.0, tensor::PROBS, ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(probs.1)]);
     if let Some((attention, heads)) = attention {
         let dims = [Dim::Named("batch"), Dim::Fixed(heads), Dim::Named("seq")];
-        g.output(attention, "attention", ElemType::Float, &dims);
+        g.output(attention, tensor::ATTENTION, ElemType::Float, &dims);
     }
-    g.output(embedding.0, "embedding", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(embedding.1)]);
+    g.output(embedding.0, tensor::EMBEDDING, ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(embedding.1)]);
 }
 
 /// Declares the optional `contribution` output `[batch, classes, seq]`, after the others.
 pub fn declare_contribution(g: &mut GraphBuilder, contribution: &Value, classes: usize) {
     let dims = [Dim::Named("batch"), Dim::Fixed(classes), Dim::Named("seq")];
-    g.output(contribution, "contribution", ElemType::Float, &dims);
+    g.output(contribution, tensor::CONTRIBUTION, ElemType::Float, &dims);
 }
 
 /// A variant's configuration: read from the shared [`ModelFlags`], checked before any data
