@@ -127,26 +127,25 @@ fn is_refused_credentials(error: &object_store::Error) -> bool {
     ["InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "credential"].iter().any(|s| text.contains(s))
 }
 
-/// The runtime that carries every object-storage request of the process.
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
+/// The runtime that carries every object-storage request of the process, started on first
+/// use; the error (no threads or timers to be had) is the caller's to report.
+fn runtime() -> anyhow::Result<&'static tokio::runtime::Runtime> {
+    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    let runtime = RUNTIME.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("object-store")
             .enable_all()
             .build()
-            .unwrap_or_else(|error| {
-                // Without threads or timers nothing can be read; there is no way on.
-                crate::command_line::say_error(&format!("cannot start the object-storage runtime: {error}"));
-                std::process::exit(1)
-            })
-    })
+            .map_err(|error| error.to_string())
+    });
+    runtime.as_ref().map_err(|error| anyhow::anyhow!("cannot start the object-storage runtime: {error}"))
 }
 
-/// Runs `work` to completion from ordinary (non-async) code.
-pub fn block_on<F: Future>(work: F) -> F::Output {
-    runtime().block_on(work)
+/// Runs `work` to completion from ordinary (non-async) code; fails only when the runtime
+/// cannot start.
+pub fn block_on<F: Future>(work: F) -> anyhow::Result<F::Output> {
+    Ok(runtime()?.block_on(work))
 }
 
 /// How long transient failures are retried by default, in seconds.
@@ -375,7 +374,7 @@ impl RemotePrefix {
 
     /// Names of the objects directly under this prefix (not in sub-prefixes).
     pub fn list_names(&self) -> anyhow::Result<Vec<String>> {
-        let listing = block_on(self.store.list_with_delimiter(Some(&self.path)))
+        let listing = block_on(self.store.list_with_delimiter(Some(&self.path)))?
             .map_err(|e| request_failed(&format!("cannot list {}", self.url), e))?;
         let mut names: Vec<String> =
             listing.objects.iter().filter_map(|o| o.location.filename().map(str::to_owned)).collect();
@@ -416,7 +415,7 @@ pub fn list_inputs(location: &str, extensions: &[&str]) -> anyhow::Result<Vec<Re
     }
     let prefix = remote_prefix(location)?;
     if !location.ends_with('/') {
-        match block_on(prefix.store.head(&prefix.path)) {
+        match block_on(prefix.store.head(&prefix.path))? {
             Ok(meta) => return Ok(vec![RemoteObject { store: prefix.store.clone(), meta, url: prefix.url.clone() }]),
             Err(object_store::Error::NotFound { .. }) if !is_http => {}
             Err(error) => return Err(request_failed(&format!("cannot read input {location}"), error)),
@@ -441,7 +440,7 @@ pub fn list_inputs(location: &str, extensions: &[&str]) -> anyhow::Result<Vec<Re
 /// Every object under `prefix`, at any depth, sorted by key.
 fn list_all(prefix: &RemotePrefix) -> anyhow::Result<Vec<RemoteObject>> {
     use futures::TryStreamExt;
-    let metas: Vec<ObjectMeta> = block_on(prefix.store.list(Some(&prefix.path)).try_collect())
+    let metas: Vec<ObjectMeta> = block_on(prefix.store.list(Some(&prefix.path)).try_collect())?
         .map_err(|e| request_failed(&format!("cannot list {}", prefix.url), e))?;
     let root = prefix.path.as_ref().len();
     let mut objects: Vec<RemoteObject> = metas
@@ -463,19 +462,19 @@ mod tests {
     fn an_object_replaced_during_a_run_is_never_read_as_the_listed_version() {
         let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
         let key = ObjectPath::from("corpus/a.parquet");
-        block_on(store.put(&key, b"version one: 0123456789".to_vec().into())).unwrap();
-        let meta = block_on(store.head(&key)).unwrap();
+        block_on(store.put(&key, b"version one: 0123456789".to_vec().into())).expect("runtime").unwrap();
+        let meta = block_on(store.head(&key)).expect("runtime").unwrap();
         let mut reader =
             ObjectReader::new(&RemoteObject { store: store.clone(), meta, url: "s3://corpus/a.parquet".into() });
-        assert_eq!(&block_on(reader.get_bytes(0..7)).unwrap()[..], b"version");
-        let ranges = block_on(reader.get_byte_ranges(vec![0..3, 13..16])).unwrap();
+        assert_eq!(&block_on(reader.get_bytes(0..7)).expect("runtime").unwrap()[..], b"version");
+        let ranges = block_on(reader.get_byte_ranges(vec![0..3, 13..16])).expect("runtime").unwrap();
         assert_eq!((&ranges[0][..], &ranges[1][..]), (&b"ver"[..], &b"012"[..]));
 
         // Re-exported by its producer mid-run, the same size.
-        block_on(store.put(&key, b"version two: 9876543210".to_vec().into())).unwrap();
+        block_on(store.put(&key, b"version two: 9876543210".to_vec().into())).expect("runtime").unwrap();
         for result in [
-            block_on(reader.get_bytes(0..7)).map(|_| ()),
-            block_on(reader.get_byte_ranges(vec![0..3, 13..16])).map(|_| ()),
+            block_on(reader.get_bytes(0..7)).expect("runtime").map(|_| ()),
+            block_on(reader.get_byte_ranges(vec![0..3, 13..16])).expect("runtime").map(|_| ()),
         ] {
             let ParquetError::External(error) = result.unwrap_err() else { panic!("a store error") };
             let error = *error.downcast::<object_store::Error>().unwrap();

@@ -94,7 +94,7 @@ pub fn abort_live_uploads() -> Vec<String> {
         if let Some(writer) = writer {
             // Inside the runtime, whose timers the timeout needs.
             let abort = block_on(async { tokio::time::timeout(Duration::from_secs(10), writer.abort()).await });
-            if matches!(abort, Ok(Ok(()))) {
+            if matches!(abort, Ok(Ok(Ok(())))) {
                 aborted.push(url);
             }
         }
@@ -112,7 +112,7 @@ impl Sink {
         Ok(match destination {
             Destination::Local(target) => Sink::Local { temp: temp_beside(target)?, target: target.clone() },
             Destination::Object { store, path, url } => {
-                let upload = block_on(store.put_multipart(path))
+                let upload = block_on(store.put_multipart(path))?
                     .map_err(|e| request_failed(&format!("cannot upload {url}"), e))?;
                 let writer = Arc::new(Mutex::new(Some(WriteMultipart::new_with_chunk_size(upload, UPLOAD_PART))));
                 lock(&LIVE_UPLOADS).push((url.clone(), Arc::downgrade(&writer)));
@@ -129,7 +129,7 @@ impl Sink {
                 let Some(writer) = lock(&upload.writer).take() else {
                     anyhow::bail!("the upload of {} was aborted", upload.url)
                 };
-                block_on(writer.finish())
+                block_on(writer.finish())?
                     .map(|_| ())
                     .map_err(|e| request_failed(&format!("cannot upload {}", upload.url), e))
             }
@@ -148,6 +148,7 @@ impl std::io::Write for Sink {
                     writer.write(buf);
                     Ok(buf.len())
                 })
+                .map_err(std::io::Error::other)?
                 .map_err(|e: object_store::Error| std::io::Error::other(e)),
                 None => Err(std::io::Error::other("the upload is finished")),
             },

@@ -294,14 +294,16 @@ fn open_remote_unguarded(
     span: RowSpan,
 ) -> anyhow::Result<BatchStream> {
     let display = object.url.clone();
-    let builder = block_on(ParquetRecordBatchStreamBuilder::new(ObjectReader::new(object)))
+    let builder = block_on(ParquetRecordBatchStreamBuilder::new(ObjectReader::new(object)))?
         .map_err(|e| parquet_request_failed(&display, e))
         .with_context(|| format!("{display} is not a readable Parquet file"))?;
     let (builder, plan) = plan_read(builder, &display, batch_size, columns, span)?;
     let mut stream = builder.build().with_context(|| format!("cannot read {display}"))?;
     let batch_schema = stream.schema().clone();
-    let batches = std::iter::from_fn(move || block_on(futures::StreamExt::next(&mut stream)))
-        .map(move |b| b.map_err(|e| parquet_request_failed(&display, e)));
+    let batches = std::iter::from_fn(move || match block_on(futures::StreamExt::next(&mut stream)) {
+        Ok(next) => next.map(|b| b.map_err(|e| parquet_request_failed(&display, e))),
+        Err(error) => Some(Err(error)),
+    });
     Ok(BatchStream { batches: Box::new(batches), batch_schema, ..plan })
 }
 
@@ -315,7 +317,7 @@ pub fn parquet_footer(file: &InputFile) -> anyhow::Result<Arc<ParquetMetaData>> 
             Ok(ParquetRecordBatchReaderBuilder::try_new(handle).with_context(unreadable)?.metadata().clone())
         }
         InputFile::Remote(object) => {
-            let builder = block_on(ParquetRecordBatchStreamBuilder::new(ObjectReader::new(object)))
+            let builder = block_on(ParquetRecordBatchStreamBuilder::new(ObjectReader::new(object)))?
                 .map_err(|e| parquet_request_failed(&display, e))
                 .with_context(unreadable)?;
             Ok(builder.metadata().clone())

@@ -16,12 +16,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
-use batch_io::object_storage::block_on;
 use common::*;
 use futures::TryStreamExt;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+/// Runs `work` on the object-storage runtime (which starts in a test process, or the test
+/// cannot run at all).
+fn block_on<F: std::future::Future>(work: F) -> F::Output {
+    batch_io::object_storage::block_on(work).expect("the object-storage runtime starts")
+}
 
 const BUCKET: &str = "corpus";
 

@@ -279,8 +279,8 @@ impl DatasetDir {
             Place::Remote(prefix) => {
                 let path = prefix.child(name);
                 let url = prefix.child_url(name);
-                let meta =
-                    block_on(prefix.store.head(&path)).map_err(|e| request_failed(&format!("cannot read {url}"), e))?;
+                let meta = block_on(prefix.store.head(&path))?
+                    .map_err(|e| request_failed(&format!("cannot read {url}"), e))?;
                 InputFile::Remote(RemoteObject { store: prefix.store.clone(), meta, url })
             }
         })
@@ -320,7 +320,7 @@ impl DatasetDir {
             }
             Destination::Object { store, path, url } => {
                 let read = async { store.get(path).await?.bytes().await };
-                let bytes = block_on(read).map_err(|e| request_failed(&format!("cannot read {url}"), e))?;
+                let bytes = block_on(read)?.map_err(|e| request_failed(&format!("cannot read {url}"), e))?;
                 String::from_utf8_lossy(&bytes).into_owned()
             }
         };
@@ -338,7 +338,7 @@ impl DatasetDir {
                 _ => Ok(()),
             },
             Destination::Object { store, path, url } => {
-                block_on(store.delete(&path)).map_err(|e| request_failed(&format!("cannot delete {url}"), e))
+                block_on(store.delete(&path))?.map_err(|e| request_failed(&format!("cannot delete {url}"), e))
             }
         }
     }

@@ -22,7 +22,7 @@ pub fn open(url: &str) -> anyhow::Result<ModelPackage> {
     let metas: Vec<ObjectMeta> = names
         .iter()
         .map(|name| {
-            block_on(prefix.store.head(&prefix.child(name)))
+            block_on(prefix.store.head(&prefix.child(name)))?
                 .map_err(|e| request_failed(&format!("--model {url}: cannot read {}", prefix.child_url(name)), e))
         })
         .collect::<anyhow::Result<_>>()?;
@@ -104,7 +104,7 @@ fn download(store: &std::sync::Arc<dyn ObjectStore>, meta: &ObjectMeta, url: &st
         let result = store.get_opts(&meta.location, options).await?;
         let e_tag = result.meta.e_tag.clone();
         Ok::<_, object_store::Error>((e_tag, result.bytes().await?))
-    });
+    })?;
     let bytes = match bytes {
         Ok((e_tag, _)) if meta.e_tag.is_some() && e_tag != meta.e_tag => return Err(replaced()),
         Ok((_, bytes)) => bytes,
@@ -136,10 +136,10 @@ mod tests {
     fn an_object_replaced_between_listing_and_download_is_never_cached_as_the_listed_version() {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let key = ObjectPath::from("models/tiny/model.onnx");
-        block_on(store.put(&key, b"version one".to_vec().into())).unwrap();
-        let listed = block_on(store.head(&key)).unwrap();
+        block_on(store.put(&key, b"version one".to_vec().into())).unwrap().unwrap();
+        let listed = block_on(store.head(&key)).unwrap().unwrap();
         // The same size, so a length check alone would take it for the listed version.
-        block_on(store.put(&key, b"version two".to_vec().into())).unwrap();
+        block_on(store.put(&key, b"version two".to_vec().into())).unwrap().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("model.onnx");
         let error = download(&store, &listed, "s3://models/tiny/model.onnx", &path).unwrap_err();
@@ -147,7 +147,7 @@ mod tests {
         assert!(error.chain().any(|cause| cause.is::<TransientIo>()), "a rerun fetches the new version: exit 75");
         assert!(!path.exists());
 
-        let current = block_on(store.head(&key)).unwrap();
+        let current = block_on(store.head(&key)).unwrap().unwrap();
         download(&store, &current, "s3://models/tiny/model.onnx", &path).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"version two");
     }
