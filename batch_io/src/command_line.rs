@@ -6,7 +6,7 @@
 //! |---|---|
 //! | 0 | success |
 //! | 1 | bad input or configuration: the message says which file, column or row, and what to do |
-//! | 2 | usage: an unknown flag or a value clap refuses |
+//! | 2 | usage: an unknown flag or a value the command line refuses (the `flags` crate) |
 //! | 70 | internal error (a bug): please report it |
 //! | 75 | object storage failed after retries (a timeout, a refused connection, a server error): rerun later |
 //! | 128 + N | stopped by signal N (130 for Ctrl-C, 143 for SIGTERM) |
@@ -29,7 +29,7 @@ pub const EXIT_INTERNAL: u8 = 70;
 pub const EXIT_TRANSIENT_IO: u8 = 75;
 
 /// How logs are written to stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LogFormat {
     /// Lines for a person (and a progress bar on a terminal).
     #[default]
@@ -38,17 +38,14 @@ pub enum LogFormat {
     Json,
 }
 
-/// The `--log-format` flag both programs take. It is read from the raw arguments before
-/// parsing (see [`parse_command_line`]); the field is here for `--help` and validation.
-#[derive(Debug, Clone, clap::Args)]
-pub struct LogFormatFlag {
-    /// Logs on stderr: `human`, or `json` (one object per line: progress, per-stage metrics,
-    /// warnings, errors, usage errors and signals as fields, for log shippers).
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
-    pub log_format: LogFormat,
-}
-
 static JSON_LOGS: AtomicBool = AtomicBool::new(false);
+
+impl Choice for LogFormat {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (Self::Human, "human", "lines for a person (and a progress bar on a terminal)"),
+        (Self::Json, "json", "one JSON object per line, for log shippers: progress, metrics and warnings as fields"),
+    ];
+}
 
 /// Whether logs are JSON lines (then no progress bar is drawn, even on a terminal).
 pub fn logs_are_json() -> bool {
@@ -76,39 +73,6 @@ pub fn log_to_stderr(format: LogFormat) {
             logs.json().flatten_event(true).with_current_span(false).init();
         }
     }
-}
-
-/// Whether the raw arguments ask for JSON logs (`--log-format json` or `--log-format=json`):
-/// read before parsing, so that a usage error is reported in the format asked for.
-fn asks_for_json_logs(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
-    let args: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
-    args.iter().any(|a| a == "--log-format=json")
-        || args.windows(2).any(|pair| matches!(pair, [flag, value] if flag == "--log-format" && value == "json"))
-}
-
-/// Sets up logging and parses the command line. A usage error is reported on stderr (as a
-/// JSON event with `--log-format json`) and becomes the exit code 2 to return; `--help` and
-/// `--version` print as usual and exit 0.
-pub fn parse_command_line<T: clap::Parser>() -> Result<T, ExitCode> {
-    let json = asks_for_json_logs(std::env::args_os());
-    log_to_stderr(if json { LogFormat::Json } else { LogFormat::Human });
-    T::try_parse().map_err(|error| {
-        use clap::error::ErrorKind;
-        let code = u8::try_from(error.exit_code()).unwrap_or(2);
-        if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) || !json {
-            let _ = error.print();
-        } else {
-            tracing::error!(exit_code = code, error = %error.render().to_string().trim_end(), "usage error");
-        }
-        ExitCode::from(code)
-    })
-}
-
-/// A flag's parser for a [`Choice`]: its names as the possible values, with their help.
-pub fn choice<T: Choice>() -> impl clap::builder::TypedValueParser<Value = T> {
-    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-    PossibleValuesParser::new(T::CHOICES.iter().map(|(_, name, help)| PossibleValue::new(*name).help(*help)))
-        .try_map(|name| T::from_name(&name).ok_or("not one of the possible values"))
 }
 
 /// Writes `text` and a newline to stderr, ignoring failure: with stderr closed a message
@@ -247,25 +211,6 @@ pub fn print_report(text: &str) -> anyhow::Result<()> {
     }
 }
 
-/// A count that must be at least 1, for a flag's value parser: 0 is a usage error (exit code
-/// 2) that says "at least 1", not "not in 1..18446744073709551615".
-pub fn at_least_one(value: &str) -> Result<usize, String> {
-    match value.trim().parse::<usize>() {
-        Ok(0) => Err("must be at least 1".to_owned()),
-        Ok(count) => Ok(count),
-        Err(_) => Err(format!("`{value}` is not a whole number (it must be at least 1)")),
-    }
-}
-
 /// The most worker threads a run may ask for (`--threads`, Python's `threads=`): more is a
 /// typo, and each thread costs a stack.
 pub const MAX_THREADS: usize = 1024;
-
-/// A thread count in `1..=MAX_THREADS`, for a flag's value parser.
-pub fn thread_count(value: &str) -> Result<usize, String> {
-    let count = at_least_one(value)?;
-    if count > MAX_THREADS {
-        return Err(format!("must be at most {MAX_THREADS}"));
-    }
-    Ok(count)
-}

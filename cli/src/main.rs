@@ -17,7 +17,7 @@ struct Cli {
     /// Read from the raw arguments before parsing (see `parse_command_line`).
     #[command(flatten)]
     #[allow(dead_code)]
-    logs: batch_io::command_line::LogFormatFlag,
+    logs: flags::LogFormatFlag,
 }
 
 #[derive(Subcommand)]
@@ -38,7 +38,7 @@ enum Command {
 
 fn main() -> ExitCode {
     // Logging is set up from `--log-format` before parsing, so usage errors use it too.
-    match batch_io::command_line::parse_command_line::<Cli>() {
+    match flags::parse_command_line::<Cli>() {
         Ok(cli) => batch_io::command_line::run_main(|| run(cli)),
         Err(code) => code,
     }

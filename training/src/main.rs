@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use batch_io::atomic_file::{TempFile, temp_beside, write_failed};
 use batch_io::choice::Choice;
-use batch_io::command_line::choice;
 use batch_io::locations::same_location;
 use clap::{Args, Parser, Subcommand};
+use flags::choice;
 use runtime::inference::{BackendKind, BackendOptions, Device};
 use runtime::long_documents::{Aggregate, LongDocuments, Mode};
 use runtime::package::{GRAPH_FILE, MANIFEST_FILE, TOKENIZER_FILE};
@@ -28,7 +28,7 @@ struct Cli {
     /// Read from the raw arguments before parsing (see `parse_command_line`).
     #[command(flatten)]
     #[allow(dead_code)]
-    logs: batch_io::command_line::LogFormatFlag,
+    logs: flags::LogFormatFlag,
 }
 
 #[derive(Subcommand)]
@@ -130,7 +130,7 @@ struct EvalArgs {
     backend: BackendKind,
     #[arg(long, value_parser = choice::<Device>(), default_value = Device::Cpu.name())]
     device: Device,
-    #[arg(long, default_value_t = 64, value_parser = batch_io::command_line::at_least_one)]
+    #[arg(long, default_value_t = 64, value_parser = flags::at_least_one)]
     batch_size: usize,
     /// ONNX Runtime shared library: a file, a directory holding it, or `python` for the onnxruntime
     /// package of the python3 on PATH (default: $ORT_DYLIB_PATH, then target/onnxruntime/).
@@ -166,7 +166,7 @@ fn checked_output(output: &std::path::Path, inputs: &[&std::path::Path]) -> anyh
 
 fn main() -> ExitCode {
     // Logging is set up from `--log-format` before parsing, so usage errors use it too.
-    match batch_io::command_line::parse_command_line::<Cli>() {
+    match flags::parse_command_line::<Cli>() {
         Ok(cli) => batch_io::command_line::run_main(|| run(cli)),
         Err(code) => code,
     }

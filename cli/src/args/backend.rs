@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use batch_io::choice::Choice;
-use batch_io::command_line::choice;
 use clap::Args;
+use flags::choice;
 use runtime::inference::{BackendKind, BackendOptions, Device};
 
 #[derive(Debug, Args)]

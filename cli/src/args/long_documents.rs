@@ -2,8 +2,8 @@
 //! `pipeline run` and `pipeline sql` (for `classify()`).
 
 use batch_io::choice::Choice;
-use batch_io::command_line::choice;
 use clap::Args;
+use flags::choice;
 use runtime::long_documents::{Aggregate, LongDocuments, Mode};
 
 #[derive(Debug, Args)]
@@ -14,7 +14,7 @@ pub struct LongDocumentFlags {
     long_documents: Mode,
     /// --long-documents windows: tokens from one window's start to the next (default: half
     /// the token limit). A document gets at most 1,000 windows: past that the stride widens.
-    #[arg(long, value_name = "TOKENS", value_parser = batch_io::command_line::at_least_one)]
+    #[arg(long, value_name = "TOKENS", value_parser = flags::at_least_one)]
     long_document_stride: Option<usize>,
     /// --long-documents windows: how the windows' probabilities combine.
     #[arg(long, value_parser = choice::<Aggregate>(), default_value = Aggregate::Mean.name())]

@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use batch_io::command_line::{at_least_one, logs_are_json, print_report, say, thread_count};
+use batch_io::command_line::{logs_are_json, print_report, say};
 use clap::Args;
+use flags::{at_least_one, thread_count};
 use pipeline::job::spec::defaults;
 use pipeline::job::{RunSpec, run_job};
 use pipeline::units::Shard;

@@ -25,7 +25,7 @@ pub struct SqlArgs {
     #[arg(long = "table", value_name = "NAME=LOCATION")]
     tables: Vec<String>,
     /// Output format (default: from --output's extension, else a table).
-    #[arg(long, value_parser = batch_io::command_line::choice::<OutputFormat>())]
+    #[arg(long, value_parser = flags::choice::<OutputFormat>())]
     format: Option<OutputFormat>,
     /// Write the result to this file (or object-storage URL) instead of stdout.
     #[arg(long)]
@@ -42,7 +42,7 @@ pub struct SqlArgs {
     #[command(flatten)]
     long_documents: LongDocumentFlags,
     /// Documents per inference batch in classify().
-    #[arg(long, default_value_t = 64, value_parser = batch_io::command_line::at_least_one)]
+    #[arg(long, default_value_t = 64, value_parser = flags::at_least_one)]
     batch_size: usize,
 }
 

@@ -1,0 +1,71 @@
+//! What the command lines of both programs (`pipeline`, `export`) share: the `--log-format`
+//! flag, parsing with usage errors reported as logs (exit code 2), and value parsers for
+//! counts and named choices. The libraries take no command-line crate; this one turns their
+//! settings into flags.
+
+use std::process::ExitCode;
+
+use batch_io::choice::Choice;
+use batch_io::command_line::{LogFormat, MAX_THREADS, log_to_stderr};
+
+/// The `--log-format` flag both programs take. It is read from the raw arguments before
+/// parsing (see [`parse_command_line`]); the field is here for `--help` and validation.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LogFormatFlag {
+    /// Logs on stderr: `human`, or `json` (one object per line: progress, per-stage metrics,
+    /// warnings, errors, usage errors and signals as fields, for log shippers).
+    #[arg(long, global = true, value_parser = choice::<LogFormat>(), default_value = LogFormat::Human.name())]
+    pub log_format: LogFormat,
+}
+
+/// Whether the raw arguments ask for JSON logs (`--log-format json` or `--log-format=json`):
+/// read before parsing, so that a usage error is reported in the format asked for.
+fn asks_for_json_logs(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    let args: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
+    args.iter().any(|a| a == "--log-format=json")
+        || args.windows(2).any(|pair| matches!(pair, [flag, value] if flag == "--log-format" && value == "json"))
+}
+
+/// Sets up logging and parses the command line. A usage error is reported on stderr (as a
+/// JSON event with `--log-format json`) and becomes the exit code 2 to return; `--help` and
+/// `--version` print as usual and exit 0.
+pub fn parse_command_line<T: clap::Parser>() -> Result<T, ExitCode> {
+    let json = asks_for_json_logs(std::env::args_os());
+    log_to_stderr(if json { LogFormat::Json } else { LogFormat::Human });
+    T::try_parse().map_err(|error| {
+        use clap::error::ErrorKind;
+        let code = u8::try_from(error.exit_code()).unwrap_or(2);
+        if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) || !json {
+            let _ = error.print();
+        } else {
+            tracing::error!(exit_code = code, error = %error.render().to_string().trim_end(), "usage error");
+        }
+        ExitCode::from(code)
+    })
+}
+
+/// A flag's parser for a [`Choice`]: its names as the possible values, with their help.
+pub fn choice<T: Choice>() -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(T::CHOICES.iter().map(|(_, name, help)| PossibleValue::new(*name).help(*help)))
+        .try_map(|name| T::from_name(&name).ok_or("not one of the possible values"))
+}
+
+/// A count that must be at least 1, for a flag's value parser: 0 is a usage error (exit code
+/// 2) that says "at least 1", not "not in 1..18446744073709551615".
+pub fn at_least_one(value: &str) -> Result<usize, String> {
+    match value.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(count) => Ok(count),
+        Err(_) => Err(format!("`{value}` is not a whole number (it must be at least 1)")),
+    }
+}
+
+/// A thread count in `1..=MAX_THREADS`, for a flag's value parser.
+pub fn thread_count(value: &str) -> Result<usize, String> {
+    let count = at_least_one(value)?;
+    if count > MAX_THREADS {
+        return Err(format!("must be at most {MAX_THREADS}"));
+    }
+    Ok(count)
+}
