@@ -12,7 +12,10 @@ use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchReader};
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ArrowReaderBuilder, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderBuilder, ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelector,
+};
 use parquet::errors::ParquetError;
 use parquet::file::metadata::ParquetMetaData;
 
@@ -145,6 +148,9 @@ pub struct BatchStream {
     pub rows: Option<usize>,
     /// Rows in each row group, for Parquet; `None` for Arrow IPC, which is read whole.
     pub row_groups: Option<Vec<usize>>,
+    /// A Parquet file's footer, so that later reads of the file need not fetch it again
+    /// ([`open_span_with`]).
+    pub footer: Option<ArrowReaderMetadata>,
     /// The schema of the batches (the projection asked for).
     pub batch_schema: SchemaRef,
     pub batches: Batches,
@@ -194,11 +200,28 @@ pub fn open_span(
     columns: Option<&[String]>,
     span: RowSpan,
 ) -> anyhow::Result<BatchStream> {
+    open_span_with(file, None, batch_size, columns, span)
+}
+
+/// [`open_span`] of a Parquet file whose `footer` an earlier open read ([`BatchStream::footer`]):
+/// a unit of a large input costs no second footer request.
+pub fn open_span_with(
+    file: &InputFile,
+    footer: Option<&ArrowReaderMetadata>,
+    batch_size: usize,
+    columns: Option<&[String]>,
+    span: RowSpan,
+) -> anyhow::Result<BatchStream> {
     let display = file.to_string();
     let what = || display.clone();
-    let stream = guarded(what, || match file {
-        InputFile::Local(path) => open_batches_unguarded(path, batch_size, columns, span),
-        InputFile::Remote(object) => open_remote_unguarded(object, batch_size, columns, span),
+    let stream = guarded(what, || match (file, footer) {
+        (InputFile::Local(path), Some(footer)) => {
+            let handle = File::open(path).with_context(|| format!("cannot open {display}"))?;
+            let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(handle, footer.clone());
+            read_local_parquet(builder, &display, batch_size, columns, span)
+        }
+        (InputFile::Local(path), None) => open_batches_unguarded(path, batch_size, columns, span),
+        (InputFile::Remote(object), footer) => open_remote_unguarded(object, footer, batch_size, columns, span),
     })?;
     Ok(BatchStream { batches: guard_batches(display, stream.batches), ..stream })
 }
@@ -273,15 +296,27 @@ fn open_batches_unguarded(
             schema: whole,
             rows: None,
             row_groups: None,
+            footer: None,
             batch_schema,
             batches: Box::new(batches),
         });
     }
     let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(path)?)
         .with_context(|| format!("{display} is neither a readable Parquet file nor an Arrow IPC file"))?;
-    let (builder, plan) = plan_read(builder, &display, batch_size, columns, span)?;
+    read_local_parquet(builder, &display, batch_size, columns, span)
+}
+
+fn read_local_parquet(
+    builder: ParquetRecordBatchReaderBuilder<File>,
+    display: &str,
+    batch_size: usize,
+    columns: Option<&[String]>,
+    span: RowSpan,
+) -> anyhow::Result<BatchStream> {
+    let (builder, plan) = plan_read(builder, display, batch_size, columns, span)?;
     let reader = builder.build().with_context(|| format!("cannot read {display}"))?;
     let batch_schema = reader.schema();
+    let display = display.to_owned();
     let batches = reader.map(move |b| b.with_context(|| format!("cannot read a record batch of {display}")));
     Ok(BatchStream { batches: Box::new(batches), batch_schema, ..plan })
 }
@@ -289,14 +324,18 @@ fn open_batches_unguarded(
 /// Reads a Parquet object through the store's range requests.
 fn open_remote_unguarded(
     object: &RemoteObject,
+    footer: Option<&ArrowReaderMetadata>,
     batch_size: usize,
     columns: Option<&[String]>,
     span: RowSpan,
 ) -> anyhow::Result<BatchStream> {
     let display = object.url.clone();
-    let builder = block_on(ParquetRecordBatchStreamBuilder::new(ObjectReader::new(object)))?
-        .map_err(|e| parquet_request_failed(&display, e))
-        .with_context(|| format!("{display} is not a readable Parquet file"))?;
+    let builder = match footer {
+        Some(footer) => ParquetRecordBatchStreamBuilder::new_with_metadata(ObjectReader::new(object), footer.clone()),
+        None => block_on(ParquetRecordBatchStreamBuilder::new(ObjectReader::new(object)))?
+            .map_err(|e| parquet_request_failed(&display, e))
+            .with_context(|| format!("{display} is not a readable Parquet file"))?,
+    };
     let (builder, plan) = plan_read(builder, &display, batch_size, columns, span)?;
     let mut stream = builder.build().with_context(|| format!("cannot read {display}"))?;
     let batch_schema = stream.schema().clone();
@@ -347,6 +386,8 @@ fn plan_read<T>(
     span: RowSpan,
 ) -> anyhow::Result<(ArrowReaderBuilder<T>, BatchStream)> {
     let schema = builder.schema().clone();
+    let footer = ArrowReaderMetadata::try_new(builder.metadata().clone(), ArrowReaderOptions::new())
+        .with_context(|| format!("{display} is not a readable Parquet file"))?;
     let row_groups: Vec<usize> =
         builder.metadata().row_groups().iter().map(|g| usize::try_from(g.num_rows()).unwrap_or(0)).collect();
     let mut rows = usize::try_from(builder.metadata().file_metadata().num_rows()).ok();
@@ -373,6 +414,7 @@ fn plan_read<T>(
         schema,
         rows,
         row_groups: Some(row_groups),
+        footer: Some(footer),
         batches: Box::new(std::iter::empty()),
     };
     Ok((builder, plan))

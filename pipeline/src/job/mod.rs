@@ -80,6 +80,7 @@ pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSumm
     };
     let line = Line {
         files: &files,
+        footers: &plan.footers,
         units: &plan.todo,
         columns: &plan.read_columns,
         classifier: &classifier,

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use anyhow::Context;
+use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 
 use batch_io::publish::Destination;
 use batch_io::source::{BatchStream, InputFile, RowSpan, open_span};
@@ -33,6 +34,8 @@ pub struct Plan {
     pub run: Option<Run>,
     /// Rows per input file, where its footer says.
     file_rows: Vec<Option<usize>>,
+    /// Each Parquet input's footer, read once here for every unit of the file.
+    pub footers: Vec<Option<ArrowReaderMetadata>>,
 }
 
 impl Plan {
@@ -84,7 +87,8 @@ impl Plan {
         }
         let layout = ParquetLayout::new(Arc::new(output_schema.with_metadata(metadata)), spec.attention.is_sparse())?;
         let file_rows = streams.iter().map(|s| s.rows).collect();
-        Ok(Self { kept_columns, read_columns, layout, todo, skipped: 0, run, file_rows })
+        let footers = streams.into_iter().map(|s| s.footer).collect();
+        Ok(Self { kept_columns, read_columns, layout, todo, skipped: 0, run, file_rows, footers })
     }
 
     /// Creates the output: one file, or a dataset whose committed parts (of this very run)

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
 use batch_io::source::InputFile;
+use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use runtime::classifier::{BatchLimit, Classifier, EncodedTexts, TextCounts};
 use runtime::output::DocumentPrediction;
 use serde::Serialize;
@@ -85,6 +86,8 @@ pub struct Inferred {
 /// What the line needs besides the writer.
 pub struct Line<'a> {
     pub files: &'a [InputFile],
+    /// Each file's Parquet footer, as the plan read it (`None` for Arrow IPC).
+    pub footers: &'a [Option<ArrowReaderMetadata>],
     /// The units this run does, in order.
     pub units: &'a [WorkUnit],
     /// The input columns read (the text column and the pass-through columns).

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use arrow::array::RecordBatch;
-use batch_io::source::{open_span, string_values, text_array};
+use batch_io::source::{open_span_with, string_values, text_array};
 
 use super::{Chunk, Line, pass_on, timed};
 
@@ -15,7 +15,9 @@ pub fn run(line: &Line<'_>, out: &SyncSender<Chunk>) -> anyhow::Result<Duration>
     for (unit, work) in line.units.iter().enumerate() {
         let file = work.file;
         let input = line.files.get(file).context("a unit names a file that is not an input")?;
-        let stream = timed(&mut busy, || open_span(input, line.chunk_rows, Some(line.columns), work.span))?;
+        let footer = line.footers.get(work.file).and_then(Option::as_ref);
+        let stream =
+            timed(&mut busy, || open_span_with(input, footer, line.chunk_rows, Some(line.columns), work.span))?;
         let empty = RecordBatch::new_empty(stream.batch_schema.clone());
         let mut batches = stream.batches.peekable();
         let mut first_row = work.first_row;
