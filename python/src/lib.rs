@@ -58,31 +58,15 @@ fn python_error(error: anyhow::Error) -> PyErr {
     }
 }
 
-/// The parameters of `Classifier` and `run` that are spelt as flags of `pipeline run` in the
-/// messages they share with it; booleans are said as `name=True`.
-const PARAMETERS: [&str; 21] = [
-    "input",
-    "output",
-    "model",
-    "text-column",
-    "pass-through",
-    "backend",
-    "device",
-    "ort-library",
-    "batch-size",
-    "max-batch-tokens",
-    "window",
-    "max-tokens",
-    "long-documents",
-    "long-document-stride",
-    "long-document-aggregate",
-    "attention",
-    "embedding",
-    "shard",
-    "rows-per-part",
-    "overwrite",
-    "threads",
-];
+/// `run`'s own keyword arguments, beside the [`SHARED`] ones.
+const RUN_OWN: [&str; 7] =
+    ["pass_through", "max_batch_tokens", "window", "rows_per_part", "overwrite", "shard", "threads"];
+
+/// Whether `name` (as Python spells it) is an argument of `Classifier` or `run`: the flag
+/// `--name` of `pipeline run` is then said as `name=` in messages.
+fn is_parameter(name: &str) -> bool {
+    ["input", "output", "model"].contains(&name) || is_shared(name) || RUN_OWN.contains(&name)
+}
 
 /// `message` with the flags of `pipeline run` it names (`--long-document-stride`) said as the
 /// Python parameters the caller used (`long_document_stride=`).
@@ -93,17 +77,14 @@ fn in_python_words(message: &str) -> String {
         out.push_str(before);
         let name_end = after.find(|c: char| !(c.is_ascii_lowercase() || c == '-')).unwrap_or(after.len());
         let name = after.get(..name_end).unwrap_or_default().trim_end_matches('-');
-        match PARAMETERS.iter().find(|parameter| **parameter == name) {
-            Some(parameter) => {
-                let python = parameter.replace('-', "_");
-                let value = if matches!(python.as_str(), "overwrite" | "embedding") { "True" } else { "" };
-                out.push_str(&format!("{python}={value}"));
-                rest = after.get(name.len()..).unwrap_or_default();
-            }
-            None => {
-                out.push_str("--");
-                rest = after;
-            }
+        let python = name.replace('-', "_");
+        if is_parameter(&python) {
+            let value = if matches!(python.as_str(), "overwrite" | "embedding") { "True" } else { "" };
+            out.push_str(&format!("{python}={value}"));
+            rest = after.get(name.len()..).unwrap_or_default();
+        } else {
+            out.push_str("--");
+            rest = after;
         }
     }
     out.push_str(rest);
@@ -472,8 +453,7 @@ fn run(
     let mut shared = SharedOptions::default();
     let mut spec = RunSpec::new(input);
     let (mut shard, mut threads): (Option<String>, Option<usize>) = (None, None);
-    let own = ["pass_through", "max_batch_tokens", "window", "rows_per_part", "overwrite", "shard", "threads"];
-    let known: Vec<&str> = SHARED.iter().copied().chain(own).collect();
+    let known: Vec<&str> = SHARED.iter().copied().chain(RUN_OWN).collect();
     keyword_arguments("run", options, &known, |name, value| {
         if value.is_none() {
             return Ok(known.contains(&name));
