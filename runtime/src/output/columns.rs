@@ -427,6 +427,22 @@ mod tests {
     use super::*;
     use crate::output::SentenceAttention;
 
+    /// The README's output table lists every column, in the order a table has them: a new
+    /// column is not done until its row is there.
+    #[test]
+    fn the_readme_lists_every_column_in_order() {
+        let readme = std::fs::read_to_string(test_support::repo_root().join("README.md")).expect("README.md");
+        let section = readme.split("### Output table").nth(1).expect("an Output table section");
+        let rows: Vec<&str> = section
+            .lines()
+            .skip_while(|line| !line.starts_with("| column |"))
+            .take_while(|line| line.starts_with('|'))
+            .filter_map(|line| line.strip_prefix("| `")?.split('`').next())
+            .collect();
+        let columns: Vec<&str> = COLUMNS.iter().map(|column| column.name).collect();
+        assert_eq!(rows, columns);
+    }
+
     /// A column's name is reserved exactly once, and every reserved name is a column's.
     #[test]
     fn reserved_names_are_the_columns_names() {
