@@ -28,7 +28,8 @@ FROM ${RUNTIME_IMAGE}
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --user-group --home-dir /home/pipeline --create-home pipeline
+    && groupadd --system --gid 10001 pipeline \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /home/pipeline --create-home pipeline
 COPY --from=build /usr/local/bin/pipeline /usr/local/bin/pipeline
 COPY --from=build /opt/onnxruntime/ /opt/onnxruntime/
 COPY deploy/run-shard.sh /deploy/run-shard.sh

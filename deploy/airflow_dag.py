@@ -1,5 +1,10 @@
 """Classify a corpus in object storage with one Airflow task per shard, then finalize.
 
+Each run takes its input, output, model and shard count as DAG parameters (the defaults
+below; override them when triggering, `airflow dags trigger classify_corpus --conf
+'{"input": "s3://...", "shards": 16}'`), and the DAG runs daily. A daily corpus names its
+day in the paths: `{ds}` in `input` and `output` becomes the run's logical date.
+
 Dynamic task mapping runs deploy/run-shard.sh (`pipeline run --shard I/N`, the same script the
 Kubernetes Job calls) for I in 0..N-1; a retried task skips
 the parts its earlier attempt committed. `pipeline run --finalize` then writes _SUCCESS (a
@@ -21,6 +26,11 @@ import os
 import pendulum
 from airflow.decorators import dag, task
 from airflow.exceptions import AirflowFailException
+
+try:  # Airflow 3
+    from airflow.sdk import Param
+except ImportError:  # Airflow 2
+    from airflow.models.param import Param
 
 INPUT = "s3://my-corpus/reviews/*.parquet"
 OUTPUT = "s3://my-results/reviews-predictions/"
@@ -48,20 +58,47 @@ def run(command: list[str], env: dict[str, str] | None = None) -> None:
         raise RuntimeError(f"{' '.join(command)} exited {result.returncode}; Airflow retries it")
 
 
-@dag(schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False, tags=["classify"])
+def location(template: str, ds: str) -> str:
+    """A parameter's path with `{ds}` (the run's logical date, 2026-11-25) filled in."""
+    return template.replace("{ds}", ds)
+
+
+@dag(
+    schedule="@daily",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["classify"],
+    params={
+        "input": Param(INPUT, type="string", description="Parquet/IPC file, directory, glob or URL; {ds} = date"),
+        "output": Param(OUTPUT, type="string", description="the dataset output (a prefix); {ds} = date"),
+        "model": Param(None, type=["null", "string"], description="a model package; none: the default model"),
+        "shards": Param(SHARDS, type="integer", minimum=1, description="tasks the run is split into"),
+    },
+)
 def classify_corpus():
+    @task
+    def shard_indices(params: dict | None = None) -> list[int]:
+        return list(range(int((params or {})["shards"])))
+
     @task(retries=3, retry_exponential_backoff=True)
-    def classify_shard(index: int) -> None:
-        shard = {"PIPELINE": PIPELINE, "PIPELINE_INPUT": INPUT, "PIPELINE_OUTPUT": OUTPUT}
-        threads = shard_threads(os.cpu_count(), SHARDS)
-        env = {**shard, "SHARD_COUNT": str(SHARDS), "SHARD_INDEX": str(index)}
-        run([RUN_SHARD, "--threads", str(threads)], env=env)
+    def classify_shard(index: int, params: dict | None = None, ds: str | None = None) -> None:
+        params, ds = params or {}, ds or ""
+        shards = int(params["shards"])
+        env = {
+            "PIPELINE": PIPELINE,
+            "PIPELINE_INPUT": location(params["input"], ds),
+            "PIPELINE_OUTPUT": location(params["output"], ds),
+            "SHARD_COUNT": str(shards),
+            "SHARD_INDEX": str(index),
+        }
+        model = ["--model", params["model"]] if params.get("model") else []
+        run([RUN_SHARD, "--threads", str(shard_threads(os.cpu_count(), shards)), *model], env=env)
 
     @task(retries=2)
-    def finalize() -> None:
-        run([PIPELINE, "run", "--finalize", OUTPUT])
+    def finalize(params: dict | None = None, ds: str | None = None) -> None:
+        run([PIPELINE, "run", "--finalize", location((params or {})["output"], ds or "")])
 
-    classify_shard.expand(index=list(range(SHARDS))) >> finalize()
+    classify_shard.expand(index=shard_indices()) >> finalize()
 
 
 classify_corpus()

@@ -37,12 +37,37 @@ fn the_kubernetes_jobs_match_the_kubernetes_schema_and_map_exit_codes() {
     let Some(python) = checkers("the_kubernetes_jobs_match_the_kubernetes_schema_and_map_exit_codes") else { return };
     let deploy = repo_root().join("deploy");
     let jobs = [deploy.join("kubernetes-indexed-job.yaml"), deploy.join("kubernetes-finalize-job.yaml")];
-    let output = validate(&python, &jobs);
+    let credentials = deploy.join("kubernetes-credentials.yaml");
+    // kubernetes-validate names each resource by `metadata.name` and stops without one; the
+    // Jobs have `generateName` (a Kubernetes field like any other), so it checks copies that
+    // name them.
+    let named = tempfile::tempdir().expect("tempdir");
+    let copies: Vec<PathBuf> = jobs
+        .iter()
+        .map(|job| {
+            let text = std::fs::read_to_string(job).expect("job").replace("  generateName: ", "  name: ");
+            let copy = named.path().join(job.file_name().expect("a file name"));
+            std::fs::write(&copy, text).expect("write a copy");
+            copy
+        })
+        .collect();
+    let output = validate(&python, &[copies[0].clone(), copies[1].clone(), credentials.clone()]);
     assert!(output.status.success(), "{}", text(&output));
-    assert_eq!(text(&output).matches("passed").count(), 2, "{}", text(&output));
+    // Two Jobs, and the ServiceAccount and Secret they name.
+    assert_eq!(text(&output).matches("passed").count(), 4, "{}", text(&output));
+    let credentials = std::fs::read_to_string(&credentials).expect("credentials");
+    for job in &jobs {
+        let job = std::fs::read_to_string(job).expect("job");
+        // A new run is `kubectl create` again: no fixed name to collide with the last run's.
+        assert!(job.contains("  generateName: ") && !job.contains("\n  name: "), "{job}");
+        assert!(job.contains("serviceAccountName: attention-classifier"), "{job}");
+        assert!(job.contains("name: corpus-s3-credentials"), "{job}");
+    }
+    assert!(credentials.contains("kind: ServiceAccount\nmetadata:\n  name: attention-classifier"), "{credentials}");
+    assert!(credentials.contains("kind: Secret\nmetadata:\n  name: corpus-s3-credentials"), "{credentials}");
 
     // The policy the issue asks for: 1 and 2 fail the index, 75 is retried.
-    let job = std::fs::read_to_string(&jobs[0]).expect("job");
+    let job = std::fs::read_to_string(&copies[0]).expect("job");
     let rules = job.split("podFailurePolicy:").nth(1).expect("a podFailurePolicy");
     let fail_index = rules.find("action: FailIndex").expect("FailIndex");
     let count = rules.find("action: Count").expect("Count");
@@ -70,9 +95,12 @@ fn airflow_loads_the_dag_with_a_task_per_shard_then_finalize() {
             dag = bag.dags['classify_corpus']\n\
             print('tasks', sorted(t.task_id for t in dag.tasks))\n\
             print('upstream of finalize', sorted(dag.get_task('finalize').upstream_task_ids))\n\
+            print('params', sorted(dag.params.keys()), dag.params['shards'])\n\
+            print('schedule', dag.schedule)\n\
             sys.path.insert(0, sys.argv[2])\n\
-            from airflow_dag import shard_threads\n\
-            print('threads', shard_threads(16, 8), shard_threads(2, 8), shard_threads(None, 8))\n";
+            from airflow_dag import location, shard_threads\n\
+            print('threads', shard_threads(16, 8), shard_threads(2, 8), shard_threads(None, 8))\n\
+            print('location', location('s3://b/day={ds}/', '2026-11-25'))\n";
         Command::new(&python)
             .args(["-W", "ignore", "-c", script])
             .arg(dag)
@@ -85,7 +113,11 @@ fn airflow_loads_the_dag_with_a_task_per_shard_then_finalize() {
     let output = load(&dag);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
-    assert!(said.contains("tasks ['classify_shard', 'finalize']"), "{said}");
+    assert!(said.contains("tasks ['classify_shard', 'finalize', 'shard_indices']"), "{said}");
+    // Input, output, model and shard count are parameters of each run; it runs daily.
+    assert!(said.contains("params ['input', 'model', 'output', 'shards'] 8"), "{said}");
+    assert!(said.contains("schedule @daily"), "{said}");
+    assert!(said.contains("location s3://b/day=2026-11-25/"), "{said}");
     assert!(said.contains("upstream of finalize ['classify_shard']"), "{said}");
     // Threads are the worker's cores shared by the shards, at least one.
     assert!(said.contains("threads 2 1 1"), "{said}");
@@ -120,6 +152,11 @@ fn the_dockerfile_provides_what_the_deploy_files_call() {
     assert!(image.contains("COPY deploy/run-shard.sh /deploy/run-shard.sh"), "{image}");
     let user = image.lines().find_map(|line| line.strip_prefix("USER ")).expect("a USER in the runtime stage");
     assert!(!user.starts_with('0') && !user.starts_with("root"), "runs as {user}");
+    // The user and group the image runs as are the ones it creates (`useradd --user-group`
+    // gave the group a system id, 999, while USER said 10001).
+    let (uid, gid) = user.trim().split_once(':').expect("USER uid:gid");
+    assert!(image.contains(&format!("groupadd --system --gid {gid} pipeline")), "{image}");
+    assert!(image.contains(&format!("useradd --system --uid {uid} --gid {gid} ")), "{image}");
     let library = image
         .lines()
         .find_map(|line| line.trim().strip_prefix("ENV ORT_DYLIB_PATH=/opt/onnxruntime/"))
