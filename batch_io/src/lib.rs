@@ -5,7 +5,8 @@
 //! `source` decodes them into Arrow record batches, under `panic_guard` so a corrupt file is an
 //! error rather than a crash → … the program's work … → `atomic_file` publishes each output
 //! whole or not at all. `command_line` is what both programs do around their work: exit codes,
-//! and removing unfinished output on a signal or a panic; `choice`, settings with named values.
+//! and removing unfinished output on a signal or a panic; `choice`, settings with named values;
+//! `progress`, a bar on a terminal and a log line every ten seconds elsewhere.
 
 // This crate reads what users hand us; a panic on it would break the batch-job contract, so it
 // neither unwraps nor indexes unchecked (tests may: clippy.toml).
@@ -18,5 +19,6 @@ pub mod inputs;
 pub mod locations;
 pub mod object_storage;
 pub mod panic_guard;
+pub mod progress;
 pub mod publish;
 pub mod source;

@@ -1,15 +1,14 @@
 //! The training loop shared by every variant: length-bucketed shuffled mini-batches, Adam with
 //! gradient-norm clipping, validation each epoch, early stopping on validation accuracy.
 
-use std::io::IsTerminal;
 use std::time::Instant;
 
+use batch_io::progress::{Progress, Unit};
 use burn::grad_clipping::GradientClippingConfig;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -122,18 +121,6 @@ fn targets(examples: &[Example], indices: &[usize], device: &Device) -> Tensor<1
     Tensor::from_data(TensorData::new(labels, [indices.len()]), device)
 }
 
-fn progress_bar(len: usize, epoch: usize) -> ProgressBar {
-    let bar = ProgressBar::new(len as u64);
-    if !std::io::stderr().is_terminal() {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
-    }
-    let style = ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} docs {per_sec} eta {eta} {msg}")
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-    bar.set_style(style.progress_chars("=> "));
-    bar.set_prefix(epoch.to_string());
-    bar
-}
-
 /// Trains `model` (created on an autodiff device) and returns the best epoch's weights.
 pub fn train<M: Network>(
     mut model: M,
@@ -155,7 +142,7 @@ pub fn train<M: Network>(
     for epoch in 1..=config.epochs {
         let started = Instant::now();
         let batches = length_bucketed_batches(train_set, config.batch_size, &mut rng);
-        let bar = progress_bar(train_set.len(), epoch);
+        let mut progress = Progress::new(format!("epoch {epoch}"), Unit::Docs, Some(train_set.len()));
         let (mut loss_sum, mut penalty_sum, mut correct) = (0.0, 0.0, 0usize);
         for indices in &batches {
             let batch = TokenBatch::new(&padded(train_set, indices), &device);
@@ -170,9 +157,9 @@ pub fn train<M: Network>(
             loss_sum += scalar(loss.clone()) * indices.len() as f64;
             let gradients = GradientsParams::from_grads(loss.backward(), &model);
             model = optimizer.step(config.learning_rate, model, gradients);
-            bar.inc(indices.len() as u64);
+            progress.advance(indices.len());
         }
-        bar.finish_and_clear();
+        progress.finish();
         let seconds = started.elapsed().as_secs_f64();
         let evaluated = model.valid();
         let validation_accuracy = accuracy(&evaluated, validation_set, config.batch_size)?;

@@ -26,7 +26,9 @@ use runtime::package::ModelPackage;
 
 use crate::dataset::{DatasetDir, Finalized, RunManifest};
 use crate::output::Output;
-use crate::stages::{Line, Progress, WriteStage, run_line};
+use batch_io::progress::{Progress, Unit};
+
+use crate::stages::{Line, WriteStage, run_line};
 use crate::units::part_name;
 
 mod metadata;
@@ -75,7 +77,7 @@ pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSumm
         table,
         labels: &package.manifest.labels,
         assemble_threads: rayon::current_num_threads(),
-        progress: Progress::new(plan.rows_to_do()),
+        progress: Progress::new("", Unit::Rows, plan.rows_to_do()),
         panic_after_first_window: spec.panic_after_first_window,
     };
     let line = Line {

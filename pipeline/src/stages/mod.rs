@@ -14,7 +14,6 @@
 
 mod assemble;
 mod infer;
-mod progress;
 mod read;
 mod tokenize;
 mod write;
@@ -31,7 +30,6 @@ use serde::Serialize;
 
 use crate::units::WorkUnit;
 
-pub use progress::Progress;
 pub use write::{WriteStage, Written};
 
 /// Chunks waiting between two stages.

@@ -12,9 +12,9 @@ use runtime::classifier::TextCounts;
 use runtime::output::OutputTable;
 
 use super::assemble::{Assembler, Job, RowGroup};
-use super::progress::Progress;
 use super::{Inferred, Line, next, timed};
 use crate::output::{Output, ParquetLayout};
+use batch_io::progress::Progress;
 
 /// The most chunks assembled at once. Each thread holds a chunk's predictions and the
 /// columns built from them, so the count is capped rather than one per core. A thread
@@ -182,7 +182,7 @@ impl Appender<'_> {
         timed(busy, || self.output.append(unit, pending.ends_unit, self.format, row_group))?;
         self.rows += pending.rows;
         self.counts.add(pending.counts);
-        self.progress.advance(pending.rows, self.rows);
+        self.progress.advance(pending.rows);
         if self.panic_after_first_window {
             injected_panic();
         }
