@@ -68,7 +68,8 @@ pub struct OptionalColumns {
 }
 
 impl OptionalColumns {
-    fn fill(self, requires: Requires, encoding: AttentionEncoding) -> bool {
+    /// Whether a table of this model under `encoding` has a column that `requires` this.
+    fn include(self, requires: Requires, encoding: AttentionEncoding) -> bool {
         match requires {
             Requires::Always => true,
             Requires::Explanation(part @ Explanation::Contribution) => self.contribution && encoding.keeps(part),
@@ -305,7 +306,7 @@ pub struct OutputTable {
 impl OutputTable {
     /// Every column a model with these optional outputs fills under `encoding`, in order.
     pub fn for_model(model: OptionalColumns, encoding: AttentionEncoding) -> Self {
-        let columns = COLUMNS.iter().copied().filter(|column| model.fill(column.requires, encoding)).collect();
+        let columns = COLUMNS.iter().copied().filter(|column| model.include(column.requires, encoding)).collect();
         Self { columns, settings: Settings { encoding, embedding_dim: model.embedding_dim.unwrap_or(0) } }
     }
 
