@@ -215,11 +215,7 @@ pub fn open_span_with(
     let display = file.to_string();
     let what = || display.clone();
     let stream = guarded(what, || match (file, footer) {
-        (InputFile::Local(path), Some(footer)) => {
-            let handle = File::open(path).with_context(|| format!("cannot open {display}"))?;
-            let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(handle, footer.clone());
-            read_local_parquet(builder, &display, batch_size, columns, span)
-        }
+        (InputFile::Local(path), Some(footer)) => read_local_parquet(path, footer.clone(), batch_size, columns, span),
         (InputFile::Local(path), None) => open_batches_unguarded(path, batch_size, columns, span),
         (InputFile::Remote(object), footer) => open_remote_unguarded(object, footer, batch_size, columns, span),
     })?;
@@ -301,22 +297,25 @@ fn open_batches_unguarded(
             batches: Box::new(batches),
         });
     }
-    let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(path)?)
+    let footer = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
         .with_context(|| format!("{display} is neither a readable Parquet file nor an Arrow IPC file"))?;
-    read_local_parquet(builder, &display, batch_size, columns, span)
+    read_local_parquet(path, footer, batch_size, columns, span)
 }
 
+/// Reads a local Parquet file whose footer is loaded.
 fn read_local_parquet(
-    builder: ParquetRecordBatchReaderBuilder<File>,
-    display: &str,
+    path: &Path,
+    footer: ArrowReaderMetadata,
     batch_size: usize,
     columns: Option<&[String]>,
     span: RowSpan,
 ) -> anyhow::Result<BatchStream> {
-    let (builder, plan) = plan_read(builder, display, batch_size, columns, span)?;
+    let display = path.display().to_string();
+    let handle = File::open(path).with_context(|| format!("cannot open {display}"))?;
+    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(handle, footer.clone());
+    let (builder, plan) = plan_read(builder, footer, &display, batch_size, columns, span)?;
     let reader = builder.build().with_context(|| format!("cannot read {display}"))?;
     let batch_schema = reader.schema();
-    let display = display.to_owned();
     let batches = reader.map(move |b| b.with_context(|| format!("cannot read a record batch of {display}")));
     Ok(BatchStream { batches: Box::new(batches), batch_schema, ..plan })
 }
@@ -330,13 +329,12 @@ fn open_remote_unguarded(
     span: RowSpan,
 ) -> anyhow::Result<BatchStream> {
     let display = object.url.clone();
-    let builder = match footer {
-        Some(footer) => ParquetRecordBatchStreamBuilder::new_with_metadata(ObjectReader::new(object), footer.clone()),
-        None => block_on(ParquetRecordBatchStreamBuilder::new(ObjectReader::new(object)))?
-            .map_err(|e| parquet_request_failed(&display, e))
-            .with_context(|| format!("{display} is not a readable Parquet file"))?,
+    let footer = match footer {
+        Some(footer) => footer.clone(),
+        None => remote_footer(object)?,
     };
-    let (builder, plan) = plan_read(builder, &display, batch_size, columns, span)?;
+    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(ObjectReader::new(object), footer.clone());
+    let (builder, plan) = plan_read(builder, footer, &display, batch_size, columns, span)?;
     let mut stream = builder.build().with_context(|| format!("cannot read {display}"))?;
     let batch_schema = stream.schema().clone();
     let batches = std::iter::from_fn(move || match block_on(futures::StreamExt::next(&mut stream)) {
@@ -355,13 +353,16 @@ pub fn parquet_footer(file: &InputFile) -> anyhow::Result<Arc<ParquetMetaData>> 
             let handle = File::open(path).with_context(|| format!("cannot open {display}"))?;
             Ok(ParquetRecordBatchReaderBuilder::try_new(handle).with_context(unreadable)?.metadata().clone())
         }
-        InputFile::Remote(object) => {
-            let builder = block_on(ParquetRecordBatchStreamBuilder::new(ObjectReader::new(object)))?
-                .map_err(|e| parquet_request_failed(&display, e))
-                .with_context(unreadable)?;
-            Ok(builder.metadata().clone())
-        }
+        InputFile::Remote(object) => Ok(remote_footer(object)?.metadata().clone()),
     })
+}
+
+/// The footer of a Parquet object, read by range requests.
+fn remote_footer(object: &RemoteObject) -> anyhow::Result<ArrowReaderMetadata> {
+    let mut reader = ObjectReader::new(object);
+    block_on(ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new()))?
+        .map_err(|e| parquet_request_failed(&object.url, e))
+        .with_context(|| format!("{} is not a readable Parquet file", object.url))
 }
 
 /// A Parquet error that carries a failed store request becomes that request's error (a
@@ -380,14 +381,13 @@ fn parquet_request_failed(display: &str, error: ParquetError) -> anyhow::Error {
 /// object store); the returned stream holds everything but the batches.
 fn plan_read<T>(
     builder: ArrowReaderBuilder<T>,
+    footer: ArrowReaderMetadata,
     display: &str,
     batch_size: usize,
     columns: Option<&[String]>,
     span: RowSpan,
 ) -> anyhow::Result<(ArrowReaderBuilder<T>, BatchStream)> {
     let schema = builder.schema().clone();
-    let footer = ArrowReaderMetadata::try_new(builder.metadata().clone(), ArrowReaderOptions::new())
-        .with_context(|| format!("{display} is not a readable Parquet file"))?;
     let row_groups: Vec<usize> =
         builder.metadata().row_groups().iter().map(|g| usize::try_from(g.num_rows()).unwrap_or(0)).collect();
     let mut rows = usize::try_from(builder.metadata().file_metadata().num_rows()).ok();

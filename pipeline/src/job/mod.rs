@@ -70,14 +70,15 @@ pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSumm
 
     let mut metrics_file =
         spec.metrics_json.as_deref().map(|path| anyhow::Ok((temp_beside(path)?, path))).transpose()?;
+    let rows_to_do = plan.rows_to_do();
     let writer = WriteStage {
         output,
-        layout: plan.layout.clone(),
+        layout: plan.layout,
         kept_columns: &plan.kept_columns,
         table,
         labels: &package.manifest.labels,
         assemble_threads: rayon::current_num_threads(),
-        progress: Progress::new("", Unit::Rows, plan.rows_to_do()),
+        progress: Progress::new("", Unit::Rows, rows_to_do),
         panic_after_first_window: spec.panic_after_first_window,
     };
     let line = Line {
