@@ -7,6 +7,8 @@
 
 use arrow::datatypes::DataType;
 
+use crate::explain::{heaviest, strongest};
+
 /// How much of the attention and explanation an output keeps (`--attention`): per-hop
 /// attention in 32-bit floats is most of an output's size (220 of 273 MB on IMDB test).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -138,7 +140,7 @@ pub fn keep_heaviest(weights: &[f32], k: usize) -> Vec<f32> {
 /// Each weight as `round(255 · w / heaviest)`: the heaviest token of the list is 255. A list
 /// with no positive weight is all 0.
 pub fn quantise_weights(weights: &[f32]) -> Vec<u8> {
-    let heaviest = weights.iter().copied().filter(|w| w.is_finite()).fold(0.0f32, f32::max);
+    let heaviest = heaviest(weights.iter().copied());
     if heaviest <= 0.0 {
         return vec![0; weights.len()];
     }
@@ -149,7 +151,7 @@ pub fn quantise_weights(weights: &[f32]) -> Vec<u8> {
 /// Each value as `round(127 · v / largest |v|)`, keeping its sign: the strongest push either
 /// way is ±127. A list of zeros (or of non-finite values) is all 0.
 pub fn quantise_signed(values: &[f32]) -> Vec<i8> {
-    let largest = values.iter().copied().filter(|v| v.is_finite()).fold(0.0f32, |m, v| m.max(v.abs()));
+    let largest = strongest(values.iter().copied());
     if largest <= 0.0 {
         return vec![0; values.len()];
     }
