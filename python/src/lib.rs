@@ -133,6 +133,35 @@ impl SharedOptions {
         }
         Ok(true)
     }
+
+    /// Sets these options in `spec`, parsed as `pipeline` parses its flags.
+    fn apply(self, spec: &mut RunSpec) -> anyhow::Result<()> {
+        if let Some(backend) = self.backend {
+            spec.backend.kind = BackendKind::parse_argument("backend", &backend)?;
+        }
+        if let Some(device) = self.device {
+            spec.backend.device = Device::parse_argument("device", &device)?;
+        }
+        spec.backend.ort_library = self.ort_library;
+        spec.backend.ort_search_dirs = self.ort_search_dirs;
+        if let Some(text_column) = self.text_column {
+            spec.text_column = text_column;
+        }
+        if let Some(batch_size) = self.batch_size {
+            spec.batch_size = batch_size;
+        }
+        spec.max_tokens = self.max_tokens;
+        let mode = self.long_documents.map(|mode| Mode::parse_argument("long_documents", &mode)).transpose()?;
+        let aggregate = self.long_document_aggregate;
+        let aggregate = aggregate.map(|a| Aggregate::parse_argument("long_document_aggregate", &a)).transpose()?;
+        spec.long_documents =
+            LongDocuments::choose(mode.unwrap_or_default(), self.long_document_stride, aggregate.unwrap_or_default())?;
+        if let Some(attention) = self.attention {
+            spec.attention = attention.parse().map_err(|e: String| anyhow::anyhow!("attention={attention:?}: {e}"))?;
+        }
+        spec.embedding = self.embedding;
+        Ok(())
+    }
 }
 
 /// The keyword arguments [`SharedOptions::take`] knows.
@@ -175,37 +204,6 @@ fn keyword_arguments(
         }
     }
     Ok(())
-}
-
-impl SharedOptions {
-    /// Sets these options in `spec`, parsed as `pipeline` parses its flags.
-    fn apply(self, spec: &mut RunSpec) -> anyhow::Result<()> {
-        if let Some(backend) = self.backend {
-            spec.backend.kind = BackendKind::parse_argument("backend", &backend)?;
-        }
-        if let Some(device) = self.device {
-            spec.backend.device = Device::parse_argument("device", &device)?;
-        }
-        spec.backend.ort_library = self.ort_library;
-        spec.backend.ort_search_dirs = self.ort_search_dirs;
-        if let Some(text_column) = self.text_column {
-            spec.text_column = text_column;
-        }
-        if let Some(batch_size) = self.batch_size {
-            spec.batch_size = batch_size;
-        }
-        spec.max_tokens = self.max_tokens;
-        let mode = self.long_documents.map(|mode| Mode::parse_argument("long_documents", &mode)).transpose()?;
-        let aggregate = self.long_document_aggregate;
-        let aggregate = aggregate.map(|a| Aggregate::parse_argument("long_document_aggregate", &a)).transpose()?;
-        spec.long_documents =
-            LongDocuments::choose(mode.unwrap_or_default(), self.long_document_stride, aggregate.unwrap_or_default())?;
-        if let Some(attention) = self.attention {
-            spec.attention = attention.parse().map_err(|e: String| anyhow::anyhow!("attention={attention:?}: {e}"))?;
-        }
-        spec.embedding = self.embedding;
-        Ok(())
-    }
 }
 
 /// Sizes rayon's global pool, which `run` (the batch job's stages) works on; `None` leaves

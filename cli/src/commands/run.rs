@@ -171,7 +171,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         shard,
         rows_per_part: args.rows_per_part,
         overwrite: args.overwrite,
-        // A signal ends the process (batch_io::command_line), removing its temporaries.
+        // No `cancel`: a signal ends the process (batch_io::command_line), removing its temporaries.
         ..RunSpec::new(args.input.context("--input is required")?)
     };
     let summary = run_job(&package, &spec)?;

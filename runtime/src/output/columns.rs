@@ -317,10 +317,6 @@ impl OutputTable {
         Self { columns, settings: Settings { encoding: AttentionEncoding::Full, embedding_dim: 0 } }
     }
 
-    pub fn encoding(&self) -> AttentionEncoding {
-        self.settings.encoding
-    }
-
     pub fn fields(&self) -> Vec<FieldRef> {
         let field = |column: &Column| Arc::new(Field::new(column.name, (column.data_type)(&self.settings), true));
         self.columns.iter().map(|column| field(column)).collect()
