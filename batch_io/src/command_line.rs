@@ -1,4 +1,4 @@
-//! What both command-line programs (`pipeline`, `export`) do around their work: log to
+//! What both command-line programs (`pipeline`, and `export`, the old name of its training commands) do around their work: log to
 //! stderr, turn an error into its cause chain on stderr, and end with an exit code from one
 //! table (README, "Exit codes"):
 //!

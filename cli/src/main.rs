@@ -1,5 +1,6 @@
 //! `pipeline`: classify Parquet/Arrow corpora with a model package, explain each prediction,
-//! and query the results with SQL.
+//! query the results with SQL, and train the models (`train`, `eval`, `vectors`, from the
+//! `training` crate).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,7 +11,7 @@ mod args;
 mod commands;
 
 #[derive(Parser)]
-#[command(version, about = "Batch text classification with attention explanations")]
+#[command(version, about = "Batch text classification with attention explanations, and training for its models")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -34,6 +35,8 @@ enum Command {
         /// Model package directory (default: the embedded IMDB SAN model).
         dir: Option<PathBuf>,
     },
+    #[command(flatten)]
+    Training(training::commands::Command),
 }
 
 fn main() -> ExitCode {
@@ -53,5 +56,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Report(args) => commands::report::run(args),
         Command::Inspect { dir } => commands::inspect::run(dir),
+        Command::Training(command) => training::commands::run(command),
     }
 }

@@ -436,7 +436,7 @@ fn mutated_parquet_and_arrow_files_read_or_fail_clearly() {
         tally.count(&tally.cases);
         let (_, base) = &bases[which];
         std::fs::write(&mutated, apply(base, &edits)).expect("write");
-        // The projected reader `export` trains from.
+        // The projected reader `pipeline train` trains from.
         if let Ok(source) = open_parquet(&mutated, &["text"], window) {
             source.batches.take_while(Result::is_ok).for_each(drop);
         }

@@ -6,7 +6,7 @@
 //!   be symbolic, so they are read from a one-token probe run;
 //! - the tokenizer against the graph: every id it can produce (and the padding id) must be a
 //!   row of the graph's embedding table;
-//! - the manifest's labels, and the tokenizer's vocabulary digest, against those `export`
+//! - the manifest's labels, and the tokenizer's vocabulary digest, against those `pipeline train`
 //!   recorded in the graph's metadata.
 
 use std::collections::HashSet;
@@ -168,7 +168,7 @@ fn outputs_get<'a>(
 
 /// Checks the manifest's labels against the graph's metadata, and that every id `tokenizer`
 /// can produce, and the manifest's padding id, index a row of the graph's embedding table.
-/// A graph whose table or labels cannot be found (not written by `export`) is not checked.
+/// A graph whose table or labels cannot be found (not written by `pipeline train`) is not checked.
 pub fn check_labels_and_vocabulary(package: &ModelPackage, tokenizer: &Tokenizer) -> anyhow::Result<()> {
     let graph = package.graph_path();
     let model = tract_onnx::onnx()
@@ -212,9 +212,9 @@ fn check_ids_index_the_table(package: &ModelPackage, tokenizer: &Tokenizer, rows
 const ID_PRESERVING: [&str; 9] =
     ["Reshape", "Gather", "Cast", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Slice", "Transpose"];
 
-/// The labels `export` recorded in the graph's metadata (`labels`, a JSON list) must be the
+/// The labels `pipeline train` recorded in the graph's metadata (`labels`, a JSON list) must be the
 /// manifest's, in the same order: manifest labels swapped by hand would invert every
-/// prediction. A graph without that metadata (not written by `export`) is not checked.
+/// prediction. A graph without that metadata (not written by `pipeline train`) is not checked.
 fn check_labels(package: &ModelPackage, model: &tract_onnx::pb::ModelProto) -> anyhow::Result<()> {
     let Some(recorded) = model.metadata_props.iter().find(|p| p.key == "labels") else { return Ok(()) };
     let Ok(graph_labels) = serde_json::from_str::<Vec<String>>(&recorded.value) else { return Ok(()) };
@@ -239,7 +239,7 @@ fn check_labels(package: &ModelPackage, model: &tract_onnx::pb::ModelProto) -> a
     Ok(())
 }
 
-/// The tokenizer's vocabulary must be the one `export` recorded in the graph's metadata
+/// The tokenizer's vocabulary must be the one `pipeline train` recorded in the graph's metadata
 /// ([`VOCABULARY_DIGEST_KEY`]): another package's tokenizer of the same size passes the
 /// embedding-table check, yet maps most words to other rows and classifies garbage. Graphs
 /// exported before the digest existed are not checked.

@@ -1,7 +1,7 @@
 //! The model-package runtime: what training, the batch job, SQL and the report share to read a
 //! model package and run it.
 //!
-//! `package` is the contract `export` writes and everything else reads (ARCHITECTURE.md, "The
+//! `package` is the contract `pipeline train` writes and everything else reads (ARCHITECTURE.md, "The
 //! model package"); `contract` checks, when a package opens, that its parts belong together.
 //! `text` tokenizes, `inference` runs the graph (tract or ONNX Runtime), and `classifier` joins
 //! the two for one model, and `long_documents` what it does with documents past the token

@@ -1,5 +1,5 @@
 //! The model-package contract: one directory holding `model.onnx`, `tokenizer.json` and
-//! `manifest.json`. `export` writes it; the pipeline, `export eval` and the SQL functions read it.
+//! `manifest.json`. `pipeline train` writes it; the pipeline, `pipeline eval` and the SQL functions read it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 pub const FORMAT_VERSION: u32 = 1;
 
 /// The names of the graph's inputs and outputs (ARCHITECTURE.md, "The model package"), as
-/// `export` writes them and the runtime looks them up.
+/// `pipeline train` writes them and the runtime looks them up.
 pub mod tensor {
     pub const INPUT_IDS: &str = "input_ids";
     pub const ATTENTION_MASK: &str = "attention_mask";
@@ -77,7 +77,7 @@ pub struct Manifest {
     /// Width of the `embedding` output.
     pub embedding_dim: usize,
     pub parameter_count: u64,
-    /// The variant's hyper-parameters, as given to `export train`.
+    /// The variant's hyper-parameters, as given to `pipeline train`.
     pub hyper_parameters: BTreeMap<String, serde_json::Value>,
     pub training: TrainingSummary,
     /// Named metrics, e.g. `validation_accuracy`.
@@ -102,7 +102,7 @@ impl ModelPackage {
             [GRAPH_FILE, TOKENIZER_FILE, MANIFEST_FILE].into_iter().filter(|f| !dir.join(f).is_file()).collect();
         if !missing.is_empty() {
             bail!(
-                "model package {} is incomplete: missing {} (a package holds {GRAPH_FILE}, {TOKENIZER_FILE} and {MANIFEST_FILE}, as written by `export train`)",
+                "model package {} is incomplete: missing {} (a package holds {GRAPH_FILE}, {TOKENIZER_FILE} and {MANIFEST_FILE}, as written by `pipeline train`)",
                 dir.display(),
                 missing.join(", ")
             );

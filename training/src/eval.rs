@@ -1,4 +1,4 @@
-//! `export eval`: scores a package on a labelled corpus by running its exported ONNX graph
+//! `pipeline eval`: scores a package on a labelled corpus by running its exported ONNX graph
 //! through the pipeline's backends (not the burn model), so the figures are production's.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! `export train` from corpus to verified package: the steps in order.
+//! `pipeline train` from corpus to verified package: the steps in order.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

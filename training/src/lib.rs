@@ -1,10 +1,10 @@
-//! Training, the crate behind the `export` command: trains the attention classifiers in burn
+//! Training, the crate behind `pipeline train|eval|vectors` (`commands`): trains the attention classifiers in burn
 //! and writes model packages (ONNX graph + tokenizer + manifest) that the runtime runs.
 //!
 //! Data flow: `data` (corpus → vocabulary → split, word vectors) → `fit` (burn's training
 //! loop over a `models` variant built from `layers`) → `onnx` (graph emission) →
 //! `package_writer` (verified with tract, published whole). `job` runs that flow for
-//! `export train`; `eval` scores a written package through the runtime.
+//! `pipeline train`; `eval` scores a written package through the runtime.
 
 // No unwrap/expect/panic on what users hand us (corpora, word vectors, packages); tests may
 // (clippy.toml). Unchecked indexing stays allowed here, unlike in the runtime and `sql`: it
@@ -12,6 +12,7 @@
 // itself, where a checked access per element would cost speed and hide the arithmetic.
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod commands;
 pub mod data;
 pub mod eval;
 pub mod fit;

@@ -4,7 +4,7 @@
 
 use tokenizers::Tokenizer;
 
-/// The graph metadata key under which `export` records [`Vocabulary::digest`].
+/// The graph metadata key under which `pipeline train` records [`Vocabulary::digest`].
 pub const VOCABULARY_DIGEST_KEY: &str = "vocabulary_sha256";
 
 /// Every token string of a tokenizer, by id (added tokens included).
@@ -26,7 +26,7 @@ impl Vocabulary {
         Self { by_id }
     }
 
-    /// A digest of the id → token table (sha256, hex): `export` records it in the graph's
+    /// A digest of the id → token table (sha256, hex): `pipeline train` records it in the graph's
     /// metadata as [`VOCABULARY_DIGEST_KEY`], so that a tokenizer of another package (even
     /// of the same size, where the embedding-table check passes) is refused at open. Each
     /// id in order contributes its token's byte length (u64, little-endian) and bytes, or

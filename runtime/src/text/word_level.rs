@@ -1,4 +1,4 @@
-//! A fast path for the word-level tokenizers `export` builds (`training::data::vocabulary`):
+//! A fast path for the word-level tokenizers `pipeline train` builds (`training::data::vocabulary`):
 //! `<br>` tags replaced by spaces, lower-casing, BERT's pre-tokenizer (split on whitespace,
 //! each punctuation character its own token), a word-level vocabulary with `[UNK]`, and the
 //! special tokens `[PAD]` and `[UNK]` matched in the raw text.
@@ -34,7 +34,7 @@ pub struct WordLevelFast {
 
 impl WordLevelFast {
     /// The fast path for `tokenizer`, or `None` when any part of it is not exactly what
-    /// `export` writes (the crate then does the work).
+    /// `pipeline train` writes (the crate then does the work).
     pub fn recognise(tokenizer: &Tokenizer) -> Option<Self> {
         let spec = serde_json::to_value(tokenizer).ok()?;
         let normalizer = json!({

@@ -158,7 +158,7 @@ fn standard_normal(rng: &mut StdRng) -> f32 {
 }
 
 /// Trains vectors for the words of `texts` that make `vocabulary`'s cut (tokenized exactly
-/// as `export train` tokenizes), logging one line per epoch.
+/// as `pipeline train` tokenizes), logging one line per epoch.
 pub fn train_word_vectors(
     texts: &[String],
     vocabulary: &VocabularyConfig,

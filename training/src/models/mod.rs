@@ -132,7 +132,7 @@ pub trait VariantVisitor {
 
 macro_rules! define_variants {
     ($($(#[$doc:meta])* $variant:ident = $name:literal, $module:ident: $config:ty;)*) => {
-        /// The variants `export train --variant` accepts.
+        /// The variants `pipeline train --variant` accepts.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
         pub enum Variant {
             $($(#[$doc])* #[value(name = $name)] $variant,)*
@@ -169,7 +169,7 @@ pub fn hyper_parameters_of(config: &impl Serialize) -> HyperParameters {
     }
 }
 
-/// The model flags of `export train`, shared by the variants: each reads the ones it uses
+/// The model flags of `pipeline train`, shared by the variants: each reads the ones it uses
 /// (named in brackets). Defaults are the papers' values where they fit a 2-core machine
 /// (Lin et al. use u = 300, d_a = 350, r = 30 and a 3000-unit MLP on Yelp).
 #[derive(Debug, Clone, PartialEq, clap::Args)]

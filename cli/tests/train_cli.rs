@@ -1,5 +1,5 @@
-//! `export train` / `export eval` as a user runs them: bad input gets a clear error, a
-//! non-zero exit, and leaves no package (complete or partial) behind.
+//! `pipeline train` / `pipeline eval` / `pipeline vectors` as a user runs them: bad input gets
+//! a clear error, a non-zero exit, and leaves no package (complete or partial) behind.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -28,8 +28,8 @@ const TINY_MODEL: [&str; 16] = [
     "1",
 ];
 
-fn export() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_export"))
+fn pipeline() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_pipeline"))
 }
 
 fn fixture(name: &str) -> PathBuf {
@@ -41,7 +41,7 @@ fn stderr(output: &Output) -> String {
 }
 
 fn train(corpus: &Path, out: &Path, extra: &[&str]) -> Output {
-    export()
+    pipeline()
         .args(["train", "--variant", "san", "--train"])
         .arg(corpus)
         .arg("--out")
@@ -49,7 +49,7 @@ fn train(corpus: &Path, out: &Path, extra: &[&str]) -> Output {
         .args(TINY_MODEL)
         .args(extra)
         .output()
-        .expect("run export")
+        .expect("run pipeline")
 }
 
 /// The directory holds nothing but the inputs the test wrote (no package, no staging dir).
@@ -227,7 +227,7 @@ fn settings_that_would_train_a_nan_model_are_refused() {
     assert!(stderr(&output).contains("line 2 has a value that is not finite"), "{}", stderr(&output));
     assert_nothing_written(dir.path(), &["nan.txt"]);
 
-    let eval = export()
+    let eval = pipeline()
         .args(["eval", "--batch-size", "0", "--model"])
         .arg(fixture("tiny-san"))
         .arg("--data")
@@ -262,7 +262,7 @@ fn eval_refuses_labels_that_do_not_match_the_graph() {
     let mut manifest: serde_json::Value = serde_json::from_str(&manifest).expect("json");
     manifest["labels"] = serde_json::json!(["neg", "pos"]);
     std::fs::write(model.join("manifest.json"), manifest.to_string()).expect("write");
-    let eval = export()
+    let eval = pipeline()
         .args(["eval", "--model"])
         .arg(&model)
         .arg("--data")
@@ -279,11 +279,16 @@ fn outputs_that_are_inputs_are_refused() {
     let corpus = dir.path().join("corpus.parquet");
     std::fs::copy(fixture("reviews.parquet"), &corpus).expect("copy");
     let before = std::fs::read(&corpus).expect("read");
-    let output =
-        export().args(["vectors", "--force", "--corpus"]).arg(&corpus).arg("--out").arg(&corpus).output().expect("run");
+    let output = pipeline()
+        .args(["vectors", "--force", "--corpus"])
+        .arg(&corpus)
+        .arg("--out")
+        .arg(&corpus)
+        .output()
+        .expect("run");
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("is also an input"), "{}", stderr(&output));
-    let eval = export()
+    let eval = pipeline()
         .args(["eval", "--model"])
         .arg(fixture("tiny-san"))
         .arg("--data")
@@ -318,7 +323,7 @@ fn null_rows_are_skipped_counted_and_training_completes_with_force() {
     assert_nothing_written(dir.path(), &["nulls.parquet", "model"]);
 
     // eval runs the exported graph and reports metrics over the labelled rows
-    let eval = export().args(["eval", "--model"]).arg(&out).arg("--data").arg(&corpus).output().expect("run eval");
+    let eval = pipeline().args(["eval", "--model"]).arg(&out).arg("--data").arg(&corpus).output().expect("run eval");
     assert!(eval.status.success(), "{}", stderr(&eval));
     let report = String::from_utf8_lossy(&eval.stdout);
     assert!(
@@ -327,7 +332,7 @@ fn null_rows_are_skipped_counted_and_training_completes_with_force() {
     );
 
     // --record keeps the figures with the package
-    let eval = export()
+    let eval = pipeline()
         .args(["eval", "--record", "holdout", "--model"])
         .arg(&out)
         .arg("--data")
@@ -349,7 +354,7 @@ fn null_rows_are_skipped_counted_and_training_completes_with_force() {
 
 #[test]
 fn unknown_variant_lists_the_valid_ones() {
-    let output = export().args(["train", "--variant", "gpt", "--train", "x", "--out", "y"]).output().expect("run");
+    let output = pipeline().args(["train", "--variant", "gpt", "--train", "x", "--out", "y"]).output().expect("run");
     assert!(!output.status.success());
     assert!(
         stderr(&output).contains("possible values: san, avg, cnn, bigru, lama, lama-ctx, nal, te"),
@@ -361,13 +366,13 @@ fn unknown_variant_lists_the_valid_ones() {
 #[test]
 fn transformer_heads_must_divide_the_embedding_width() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let output = export()
+    let output = pipeline()
         .args(["train", "--variant", "te", "--embedding-dim", "100", "--heads", "3", "--train"])
         .arg(fixture("imdb-train-600.parquet"))
         .arg("--out")
         .arg(dir.path().join("model"))
         .output()
-        .expect("run export");
+        .expect("run pipeline");
     assert!(!output.status.success());
     assert!(stderr(&output).contains("--embedding-dim (100) must be a multiple of --heads (3)"), "{}", stderr(&output));
     assert_nothing_written(dir.path(), &[]);
@@ -388,13 +393,13 @@ fn impossible_hyper_parameters_are_refused_before_training() {
         ("te", "--layers", "--layers must be at least 1"),
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let output = export()
+        let output = pipeline()
             .args(["train", "--variant", variant, flag, "0", "--train"])
             .arg(fixture("imdb-train-600.parquet"))
             .arg("--out")
             .arg(dir.path().join("model"))
             .output()
-            .expect("run export");
+            .expect("run pipeline");
         assert!(!output.status.success());
         assert!(stderr(&output).contains(expected), "{variant} {flag}: {}", stderr(&output));
         assert_nothing_written(dir.path(), &[]);
@@ -405,26 +410,26 @@ fn impossible_hyper_parameters_are_refused_before_training() {
 fn pre_trained_word_vectors_start_the_embedding_and_are_recorded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let vectors = dir.path().join("vectors.txt");
-    let output = export()
+    let output = pipeline()
         .args(["vectors", "--corpus"])
         .arg(fixture("imdb-train-600.parquet"))
         .arg("--out")
         .arg(&vectors)
         .args(["--dim", "8", "--epochs", "1", "--min-count", "2"])
         .output()
-        .expect("run export vectors");
+        .expect("run pipeline vectors");
     assert!(output.status.success(), "{}", stderr(&output));
     let header = std::fs::read_to_string(&vectors).expect("vectors written");
     let header = header.lines().next().expect("a header line").to_owned();
     assert!(header.ends_with(" 8"), "word2vec header `WORDS DIM`: {header}");
 
-    let again = export()
+    let again = pipeline()
         .args(["vectors", "--corpus"])
         .arg(fixture("imdb-train-600.parquet"))
         .arg("--out")
         .arg(&vectors)
         .output()
-        .expect("run export vectors");
+        .expect("run pipeline vectors");
     assert!(!again.status.success());
     assert!(stderr(&again).contains("already exists; pass --force"), "{}", stderr(&again));
 
@@ -481,7 +486,7 @@ fn an_out_that_cannot_be_written_is_refused_before_training() {
 
 #[test]
 fn logs_can_be_json_and_a_closed_stderr_does_not_stop_training() {
-    let output = export().args(["--log-format", "json", "train", "--bogus"]).output().expect("run export");
+    let output = pipeline().args(["--log-format", "json", "train", "--bogus"]).output().expect("run pipeline");
     assert_eq!(output.status.code(), Some(2));
     let err = stderr(&output);
     assert!(err.lines().all(|line| serde_json::from_str::<serde_json::Value>(line).is_ok()), "{err}");
@@ -491,21 +496,21 @@ fn logs_can_be_json_and_a_closed_stderr_does_not_stop_training() {
     let corpus = dir.path().join("small.parquet");
     write_parquet(&corpus, vec![("text", strings(&reviews(40))), ("label", strings(&labels(40)))]);
     let out = dir.path().join("model");
-    let output = export()
+    let output = pipeline()
         .args(["--log-format", "json", "train", "--variant", "san", "--train"])
         .arg(&corpus)
         .arg("--out")
         .arg(&out)
         .args(TINY_MODEL)
         .output()
-        .expect("run export");
+        .expect("run pipeline");
     assert!(output.status.success(), "{}", stderr(&output));
     let err = stderr(&output);
     assert!(err.lines().all(|line| serde_json::from_str::<serde_json::Value>(line).is_ok()), "{err}");
     std::fs::remove_dir_all(&out).expect("clean");
 
-    // As `export train … 2>&1 | head -1`: the reader of stderr is gone from the start.
-    let mut child = export()
+    // As `pipeline train … 2>&1 | head -1`: the reader of stderr is gone from the start.
+    let mut child = pipeline()
         .args(["train", "--variant", "san", "--train"])
         .arg(&corpus)
         .arg("--out")
@@ -514,7 +519,7 @@ fn logs_can_be_json_and_a_closed_stderr_does_not_stop_training() {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .expect("spawn export");
+        .expect("spawn pipeline");
     drop(child.stderr.take());
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(0));
