@@ -1,5 +1,5 @@
 //! `pipeline run` and `pipeline inspect` as a user runs them, on the committed tiny SAN
-//! package (`fixtures/tiny-san`, trained by `export train` on the fixture slice).
+//! package (`fixtures/tiny-san`, trained by `pipeline train` on the fixture slice).
 
 mod common;
 
@@ -149,13 +149,28 @@ fn tract_and_onnx_runtime_agree() {
     let library = test_support::onnxruntime_library().expect("install ONNX Runtime for tests");
     let (tract, ort) = (dir.path().join("tract.parquet"), dir.path().join("ort.parquet"));
     assert!(run(&reviews(), &tract, &[]).status.success());
-    let output = pipeline(
-        &["run", "--backend", "ort"],
-        &[("--input", &reviews()), ("--model", &tiny_model()), ("--output", &ort), ("--ort-library", &library)],
-    );
+    let home = tempfile::tempdir().expect("HOME");
+    let output = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["run", "--backend", "ort", "--input"])
+        .arg(reviews())
+        .arg("--model")
+        .arg(tiny_model())
+        .arg("--output")
+        .arg(&ort)
+        .arg("--ort-library")
+        .arg(&library)
+        .env("HOME", home.path())
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("ORT_DISABLE_TELEMETRY")
+        .output()
+        .expect("run pipeline");
     assert!(output.status.success(), "{}", stderr(&output));
     let diff = max_diff(&probabilities(&read(&tract)), &probabilities(&read(&ort)));
     assert!(diff <= 1e-5, "tract and ORT differ by {diff}");
+    // ONNX Runtime's telemetry (a device id and an event store under ~/.cache/Microsoft) is off:
+    // the run wrote its output and nothing in the user's home.
+    let written: Vec<_> = std::fs::read_dir(home.path()).expect("home").collect();
+    assert!(written.is_empty(), "the run wrote into HOME: {written:?}");
 }
 
 #[test]

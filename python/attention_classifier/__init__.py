@@ -23,7 +23,12 @@ from typing import Any, Optional, Union
 
 import pyarrow as pa
 
-from . import _native
+# ONNX Runtime's Linux builds write a device id and an event store under
+# ~/.cache/Microsoft/ on every session (and try to send them) unless this is set; the
+# `pipeline` binary sets it the same way. Set before the library is loaded.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+from . import _native  # noqa: E402
 from ._native import PipelineError, TransientError
 
 __version__: str = _native.__version__

@@ -21,6 +21,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    runtime::inference::keep_telemetry_off();
     // Logging is set up from `--log-format` before parsing, so usage errors use it too.
     match flags::parse_command_line::<Cli>() {
         Ok(cli) => batch_io::command_line::run_main(|| {

@@ -1,6 +1,6 @@
 //! Inference backends: one trait, implemented by tract (pure Rust, default) and ONNX Runtime.
 //!
-//! Backends exchange plain row-major buffers so that callers (the pipeline, `export eval`,
+//! Backends exchange plain row-major buffers so that callers (the pipeline, `pipeline eval`,
 //! the parity tests) never depend on a runtime's own tensor types.
 
 mod null;
@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 pub use null::NullBackend;
-pub use onnxruntime::{FROM_PYTHON, INSTALL_DIR, LIBRARY_FILE, ORT_GPU_VERSION, ORT_VERSION, OrtBackend, OrtLibrary};
+pub use onnxruntime::{
+    FROM_PYTHON, INSTALL_DIR, LIBRARY_FILE, ORT_GPU_VERSION, ORT_VERSION, OrtBackend, OrtLibrary,
+    TELEMETRY_OFF_VARIABLE, keep_telemetry_off,
+};
 pub use tract::TractBackend;
 
 /// A batch of right-padded token ids with its mask, both `[batch, seq]` (or

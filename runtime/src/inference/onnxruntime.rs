@@ -197,6 +197,21 @@ struct Runtime {
     environment: Environment,
 }
 
+/// The variable that keeps ONNX Runtime's telemetry off. Since 1.2x its Linux builds write a
+/// device id and an event store under `~/.cache/Microsoft/DeveloperTools/` on every run (and
+/// try to send them); `with_telemetry(false)` does not stop that, this variable does.
+pub const TELEMETRY_OFF_VARIABLE: &str = "ORT_DISABLE_TELEMETRY";
+
+/// Sets `ORT_DISABLE_TELEMETRY=1` unless the user set it, so that a run writes nothing but its
+/// output. Call it first thing in `main`, while the process has one thread.
+pub fn keep_telemetry_off() {
+    if std::env::var_os(TELEMETRY_OFF_VARIABLE).is_none() {
+        // SAFETY: called at the start of `main`, before any other thread exists, so nothing
+        // reads the environment while it changes.
+        unsafe { std::env::set_var(TELEMETRY_OFF_VARIABLE, "1") }
+    }
+}
+
 /// Loads `library` and creates the environment on first use; later calls must name the same library.
 fn runtime(library: &Path) -> anyhow::Result<&'static Runtime> {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
