@@ -1,31 +1,32 @@
-"""Classify a corpus in object storage with one Airflow task per shard, then finalize.
+"""Classify a corpus in object storage with one Kubernetes pod per shard, then finalize.
 
 Each run takes its input, output, model and shard count as DAG parameters (the defaults
 below; override them when triggering, `airflow dags trigger classify_corpus --conf
 '{"input": "s3://...", "shards": 16}'`), and the DAG runs daily. A daily corpus names its
 day in the paths: `{ds}` in `input` and `output` becomes the run's logical date.
 
-Dynamic task mapping runs deploy/run-shard.sh (`pipeline run --shard I/N`, the same script the
-Kubernetes Job calls) for I in 0..N-1; a retried task skips
-the parts its earlier attempt committed. `pipeline run --finalize` then writes _SUCCESS (a
-no-op when the last shard already did), so downstream tasks can wait on that one object.
+Every task is a pod of the image the Dockerfile at the repository root builds
+(registry.example.com/attention-classifier/pipeline:0.1.0, as the Kubernetes Jobs name it),
+run the way deploy/kubernetes-indexed-job.yaml runs it: deploy/run-shard.sh for shard I of N
+(dynamic task mapping, one task per shard; a retried task skips the parts its earlier attempt
+committed), as the image's user on a read-only root filesystem with a scratch volume for the
+model cache, with the credentials of the `corpus-s3-credentials` Secret and the
+`attention-classifier` ServiceAccount (deploy/kubernetes-credentials.yaml). `pipeline run
+--finalize` then writes _SUCCESS (a no-op when the last shard already did), so downstream
+tasks can wait on that one object.
 
-Needs Airflow 2.4+ (dynamic task mapping), and the `pipeline` binary and run-shard.sh on the
-workers where the paths below say: the image the Dockerfile at the repository root builds
-(registry.example.com/attention-classifier/pipeline:0.1.0, as the Kubernetes Jobs name it)
-carries both there, so workers run from it, or from an image built on it. Credentials
-come from the standard environment variables (AWS_*, GOOGLE_*, AZURE_*); set them in the
-worker's environment or through `env=` below. The exit code tells what to do with a failure:
-1 = bad input (retrying will not help), 75 = object storage failed after retries (retry later).
+Needs Airflow 2.4+ (dynamic task mapping) with apache-airflow-providers-cncf-kubernetes, and a
+connection to the cluster (`kubernetes_default`, or in-cluster). The pod's exit code is in the
+task log: 1 = bad input (each retry fails the same way, at once), 75 = object storage failed
+after its own retries (Airflow's retries then try later).
 """
 
 from __future__ import annotations
 
-import os
-
 import pendulum
 from airflow.decorators import dag, task
-from airflow.exceptions import AirflowFailException
+from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+from kubernetes.client import models as k8s
 
 try:  # Airflow 3
     from airflow.sdk import Param
@@ -35,32 +36,59 @@ except ImportError:  # Airflow 2
 INPUT = "s3://my-corpus/reviews/*.parquet"
 OUTPUT = "s3://my-results/reviews-predictions/"
 SHARDS = 8
-PIPELINE = "/usr/local/bin/pipeline"
+IMAGE = "registry.example.com/attention-classifier/pipeline:0.1.0"
+NAMESPACE = "default"
 RUN_SHARD = "/deploy/run-shard.sh"
+# One shard's peak RSS stays under 1 GiB (RESULTS.md); --threads follows the CPU limit.
+SHARD_CPUS = 2
 
-
-def shard_threads(cores: int | None, shards: int) -> int:
-    """Threads for one shard: the worker's cores shared by the shards that may run on it at
-    once (all of them, with the LocalExecutor), at least one. Without --threads every shard
-    would start one thread per core, and N shards on one worker would fight over them."""
-    return max(1, (cores or 1) // shards)
-
-
-def run(command: list[str], env: dict[str, str] | None = None) -> None:
-    import os
-    import subprocess
-
-    result = subprocess.run(command, env={**os.environ, **(env or {})}, check=False)
-    if result.returncode == 1 or result.returncode == 2:
-        # Bad input or usage: a retry would fail the same way.
-        raise AirflowFailException(f"{' '.join(command)} exited {result.returncode}")
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} exited {result.returncode}; Airflow retries it")
+# As the Kubernetes Job: the image's user, nothing written but the model cache.
+POD_SECURITY = k8s.V1PodSecurityContext(run_as_user=10001, run_as_group=10001, run_as_non_root=True)
+CONTAINER_SECURITY = k8s.V1SecurityContext(
+    read_only_root_filesystem=True,
+    allow_privilege_escalation=False,
+    capabilities=k8s.V1Capabilities(drop=["ALL"]),
+)
+MODEL_CACHE = k8s.V1Volume(name="model-cache", empty_dir=k8s.V1EmptyDirVolumeSource(size_limit="1Gi"))
+MODEL_CACHE_MOUNT = k8s.V1VolumeMount(name="model-cache", mount_path="/home/pipeline/.cache")
+CREDENTIALS = [k8s.V1EnvFromSource(secret_ref=k8s.V1SecretEnvSource(name="corpus-s3-credentials"))]
 
 
 def location(template: str, ds: str) -> str:
     """A parameter's path with `{ds}` (the run's logical date, 2026-11-25) filled in."""
     return template.replace("{ds}", ds)
+
+
+def shard_pod(index: int, params: dict, ds: str) -> dict:
+    """The arguments and environment of shard `index`'s pod: run-shard.sh's variables, as the
+    Kubernetes Job sets them, and `--model` when the run names one."""
+    model = ["--model", params["model"]] if params.get("model") else []
+    return {
+        "arguments": ["--threads", str(SHARD_CPUS), *model],
+        "env_vars": {
+            "PIPELINE_INPUT": location(params["input"], ds),
+            "PIPELINE_OUTPUT": location(params["output"], ds),
+            "SHARD_COUNT": str(int(params["shards"])),
+            "SHARD_INDEX": str(index),
+        },
+    }
+
+
+def pod(**kwargs) -> dict:
+    """What every pod of the DAG shares with the Kubernetes Jobs."""
+    return dict(
+        image=IMAGE,
+        namespace=NAMESPACE,
+        service_account_name="attention-classifier",
+        security_context=POD_SECURITY,
+        container_security_context=CONTAINER_SECURITY,
+        volumes=[MODEL_CACHE],
+        volume_mounts=[MODEL_CACHE_MOUNT],
+        env_from=CREDENTIALS,
+        get_logs=True,
+        on_finish_action="delete_succeeded_pod",
+        **kwargs,
+    )
 
 
 @dag(
@@ -72,33 +100,43 @@ def location(template: str, ds: str) -> str:
         "input": Param(INPUT, type="string", description="Parquet/IPC file, directory, glob or URL; {ds} = date"),
         "output": Param(OUTPUT, type="string", description="the dataset output (a prefix); {ds} = date"),
         "model": Param(None, type=["null", "string"], description="a model package; none: the default model"),
-        "shards": Param(SHARDS, type="integer", minimum=1, description="tasks the run is split into"),
+        "shards": Param(SHARDS, type="integer", minimum=1, description="pods the run is split into"),
     },
 )
 def classify_corpus():
     @task
-    def shard_indices(params: dict | None = None) -> list[int]:
-        return list(range(int((params or {})["shards"])))
+    def shard_pods(params: dict | None = None, ds: str | None = None) -> list[dict]:
+        params = params or {}
+        return [shard_pod(index, params, ds or "") for index in range(int(params["shards"]))]
 
-    @task(retries=3, retry_exponential_backoff=True)
-    def classify_shard(index: int, params: dict | None = None, ds: str | None = None) -> None:
-        params, ds = params or {}, ds or ""
-        shards = int(params["shards"])
-        env = {
-            "PIPELINE": PIPELINE,
-            "PIPELINE_INPUT": location(params["input"], ds),
-            "PIPELINE_OUTPUT": location(params["output"], ds),
-            "SHARD_COUNT": str(shards),
-            "SHARD_INDEX": str(index),
-        }
-        model = ["--model", params["model"]] if params.get("model") else []
-        run([RUN_SHARD, "--threads", str(shard_threads(os.cpu_count(), shards)), *model], env=env)
+    classify_shard = KubernetesPodOperator.partial(
+        **pod(
+            task_id="classify_shard",
+            name="classify-shard",
+            cmds=[RUN_SHARD],
+            container_resources=k8s.V1ResourceRequirements(
+                requests={"cpu": str(SHARD_CPUS), "memory": "1Gi"},
+                limits={"cpu": str(SHARD_CPUS), "memory": "1536Mi"},
+            ),
+            retries=3,
+            retry_exponential_backoff=True,
+        )
+    ).expand_kwargs(shard_pods())
 
-    @task(retries=2)
-    def finalize(params: dict | None = None, ds: str | None = None) -> None:
-        run([PIPELINE, "run", "--finalize", location((params or {})["output"], ds or "")])
+    finalize = KubernetesPodOperator(
+        **pod(
+            task_id="finalize",
+            name="classify-finalize",
+            cmds=["pipeline"],
+            arguments=["run", "--finalize", "{{ params.output.replace('{ds}', ds) }}"],
+            container_resources=k8s.V1ResourceRequirements(
+                requests={"cpu": "100m", "memory": "256Mi"}, limits={"cpu": "1", "memory": "512Mi"}
+            ),
+            retries=2,
+        )
+    )
 
-    classify_shard.expand(index=shard_indices()) >> finalize()
+    classify_shard >> finalize
 
 
 classify_corpus()

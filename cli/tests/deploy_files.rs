@@ -84,8 +84,8 @@ fn the_kubernetes_jobs_match_the_kubernetes_schema_and_map_exit_codes() {
 }
 
 #[test]
-fn airflow_loads_the_dag_with_a_task_per_shard_then_finalize() {
-    let Some(python) = checkers("airflow_loads_the_dag_with_a_task_per_shard_then_finalize") else { return };
+fn airflow_loads_the_dag_with_a_pod_per_shard_then_finalize() {
+    let Some(python) = checkers("airflow_loads_the_dag_with_a_pod_per_shard_then_finalize") else { return };
     let home = tempfile::tempdir().expect("AIRFLOW_HOME");
     let load = |dag: &Path| {
         let script = "import sys\n\
@@ -97,9 +97,22 @@ fn airflow_loads_the_dag_with_a_task_per_shard_then_finalize() {
             print('upstream of finalize', sorted(dag.get_task('finalize').upstream_task_ids))\n\
             print('params', sorted(dag.params.keys()), dag.params['shards'])\n\
             print('schedule', dag.schedule)\n\
+            shard, finalize = dag.get_task('classify_shard'), dag.get_task('finalize')\n\
+            kwargs = shard.partial_kwargs\n\
+            print('shard pod', kwargs['image'], kwargs['cmds'], kwargs['service_account_name'])\n\
+            print('finalize pod', finalize.image, finalize.cmds, finalize.arguments[:2])\n\
+            from airflow.sdk.definitions._internal.templater import SandboxedEnvironment\n\
+            output = SandboxedEnvironment().from_string(finalize.arguments[2])\n\
+            print('finalizes', output.render(params={'output': 's3://out/day={ds}/'}, ds='2026-11-25'))\n\
+            security = kwargs['container_security_context']\n\
+            print('read-only root', security.read_only_root_filesystem, kwargs['security_context'].run_as_user)\n\
+            print('cache', [(m.name, m.mount_path) for m in kwargs['volume_mounts']])\n\
+            print('secret', [e.secret_ref.name for e in kwargs['env_from']])\n\
             sys.path.insert(0, sys.argv[2])\n\
-            from airflow_dag import location, shard_threads\n\
-            print('threads', shard_threads(16, 8), shard_threads(2, 8), shard_threads(None, 8))\n\
+            from airflow_dag import location, shard_pod\n\
+            params = {'input': 's3://in/day={ds}/', 'output': 's3://out/day={ds}/', 'model': None, 'shards': 8}\n\
+            print('pod 3', shard_pod(3, params, '2026-11-25'))\n\
+            print('with a model', shard_pod(0, {**params, 'model': 's3://m/san/'}, '2026-11-25')['arguments'])\n\
             print('location', location('s3://b/day={ds}/', '2026-11-25'))\n";
         Command::new(&python)
             .args(["-W", "ignore", "-c", script])
@@ -113,14 +126,29 @@ fn airflow_loads_the_dag_with_a_task_per_shard_then_finalize() {
     let output = load(&dag);
     let said = text(&output);
     assert!(output.status.success(), "{said}");
-    assert!(said.contains("tasks ['classify_shard', 'finalize', 'shard_indices']"), "{said}");
+    assert!(said.contains("tasks ['classify_shard', 'finalize', 'shard_pods']"), "{said}");
     // Input, output, model and shard count are parameters of each run; it runs daily.
     assert!(said.contains("params ['input', 'model', 'output', 'shards'] 8"), "{said}");
     assert!(said.contains("schedule @daily"), "{said}");
     assert!(said.contains("location s3://b/day=2026-11-25/"), "{said}");
     assert!(said.contains("upstream of finalize ['classify_shard']"), "{said}");
-    // Threads are the worker's cores shared by the shards, at least one.
-    assert!(said.contains("threads 2 1 1"), "{said}");
+    // Every task is a pod of the image, run as the Kubernetes Job runs it.
+    let image = "registry.example.com/attention-classifier/pipeline:0.1.0";
+    assert!(said.contains(&format!("shard pod {image} ['/deploy/run-shard.sh'] attention-classifier")), "{said}");
+    assert!(said.contains(&format!("finalize pod {image} ['pipeline'] ['run', '--finalize']")), "{said}");
+    assert!(said.contains("finalizes s3://out/day=2026-11-25/"), "{said}");
+    assert!(said.contains("read-only root True 10001"), "{said}");
+    assert!(said.contains("cache [('model-cache', '/home/pipeline/.cache')]"), "{said}");
+    assert!(said.contains("secret ['corpus-s3-credentials']"), "{said}");
+    // Shard 3 of 8 gets run-shard.sh's variables, with the day filled in.
+    assert!(
+        said.contains(
+            "pod 3 {'arguments': ['--threads', '2'], 'env_vars': {'PIPELINE_INPUT': 's3://in/day=2026-11-25/', \
+             'PIPELINE_OUTPUT': 's3://out/day=2026-11-25/', 'SHARD_COUNT': '8', 'SHARD_INDEX': '3'}}"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("with a model ['--threads', '2', '--model', 's3://m/san/']"), "{said}");
 
     // The check can fail: a DAG file that does not import is reported.
     let dir = tempfile::tempdir().expect("tempdir");
@@ -136,32 +164,38 @@ fn airflow_loads_the_dag_with_a_task_per_shard_then_finalize() {
     assert!(text(&output).contains("import errors"), "{}", text(&output));
 }
 
-/// The Dockerfile cannot be built here (no Docker daemon, no base-image registry), so this
-/// checks what ties it to the deploy files: the image they name is the one the README says to
-/// build, and its last stage has the paths they call, a stripped binary, and a user that is
-/// not root.
+/// What ties the Dockerfile to the deploy files, beyond what `container_image.rs` sees by
+/// building and running it: both sources of the binary (compiled from the sources, or prebuilt
+/// by CI) give the final stage the same files, the compiled binary is stripped, and the image
+/// the deploy files name is the one the README says to build.
 #[test]
 fn the_dockerfile_provides_what_the_deploy_files_call() {
     let root = repo_root();
     let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).expect("Dockerfile");
-    let stages: Vec<&str> = dockerfile.split("\nFROM ").skip(1).collect();
-    assert_eq!(stages.len(), 2, "a build stage and a runtime stage");
-    let (build, image) = (stages[0], stages[1]);
-    assert!(build.contains("strip -o /usr/local/bin/pipeline"), "{build}");
-    assert!(image.contains("COPY --from=build /usr/local/bin/pipeline /usr/local/bin/pipeline"), "{image}");
-    assert!(image.contains("COPY deploy/run-shard.sh /deploy/run-shard.sh"), "{image}");
-    let user = image.lines().find_map(|line| line.strip_prefix("USER ")).expect("a USER in the runtime stage");
-    assert!(!user.starts_with('0') && !user.starts_with("root"), "runs as {user}");
-    // The user and group the image runs as are the ones it creates (`useradd --user-group`
-    // gave the group a system id, 999, while USER said 10001).
-    let (uid, gid) = user.trim().split_once(':').expect("USER uid:gid");
-    assert!(image.contains(&format!("groupadd --system --gid {gid} pipeline")), "{image}");
-    assert!(image.contains(&format!("useradd --system --uid {uid} --gid {gid} ")), "{image}");
+    let stage = |name: &str| -> &str {
+        dockerfile
+            .split("\nFROM ")
+            .find(|stage| stage.lines().next().is_some_and(|line| line.ends_with(&format!(" AS {name}"))))
+            .unwrap_or_else(|| panic!("no stage {name}"))
+    };
+    let (compiled, prebuilt) = (stage("compiled"), stage("prebuilt"));
+    assert!(compiled.contains("strip -o /usr/local/bin/pipeline"), "{compiled}");
+    assert!(compiled.contains("scripts/install-onnxruntime.sh /opt/onnxruntime"), "{compiled}");
+    assert!(prebuilt.contains("COPY target/image-context/pipeline /usr/local/bin/pipeline"), "{prebuilt}");
+    assert!(prebuilt.contains("COPY target/image-context/onnxruntime/ /opt/onnxruntime/"), "{prebuilt}");
+    assert!(
+        dockerfile.contains("ARG BINARY_SOURCE=compiled") && dockerfile.contains("FROM ${BINARY_SOURCE} AS binary")
+    );
+    let image = dockerfile.rsplit("\nFROM ").next().expect("a final stage");
+    assert!(image.contains("COPY --from=binary /usr/local/bin/pipeline /usr/local/bin/pipeline"), "{image}");
+    assert!(image.contains("COPY --from=binary /opt/onnxruntime/ /opt/onnxruntime/"), "{image}");
     let library = image
         .lines()
         .find_map(|line| line.trim().strip_prefix("ENV ORT_DYLIB_PATH=/opt/onnxruntime/"))
         .expect("ORT_DYLIB_PATH");
     assert_eq!(library, runtime::inference::LIBRARY_FILE, "the library install-onnxruntime.sh installs");
+    let ignored = std::fs::read_to_string(root.join(".dockerignore")).expect(".dockerignore");
+    assert!(ignored.contains("\ntarget/\n!target/image-context/\n"), "the prebuilt files reach the build context");
 
     let tag = "registry.example.com/attention-classifier/pipeline:0.1.0";
     let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
@@ -173,8 +207,5 @@ fn the_dockerfile_provides_what_the_deploy_files_call() {
     let job = std::fs::read_to_string(root.join("deploy").join("kubernetes-indexed-job.yaml")).expect("job");
     assert!(job.contains(r#"command: ["/deploy/run-shard.sh""#), "{job}");
     let dag = std::fs::read_to_string(root.join("deploy").join("airflow_dag.py")).expect("dag");
-    assert!(
-        dag.contains(r#"RUN_SHARD = "/deploy/run-shard.sh""#)
-            && dag.contains(r#"PIPELINE = "/usr/local/bin/pipeline""#)
-    );
+    assert!(dag.contains(r#"RUN_SHARD = "/deploy/run-shard.sh""#), "the DAG's pods run the Job's script");
 }

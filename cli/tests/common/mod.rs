@@ -11,6 +11,8 @@ use arrow::datatypes::{Field, Float32Type, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::properties::WriterProperties;
+
+pub mod s3_server;
 pub use test_support::repo_root;
 
 pub fn tiny_model() -> PathBuf {
