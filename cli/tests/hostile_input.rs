@@ -397,7 +397,9 @@ fn a_panic_is_reported_as_an_internal_error_and_removes_the_output() {
     let output = run(&reviews(), &out, &["--window", "10", "--panic-after-first-window"]);
     let err = stderr(&output);
     assert_eq!(exit_code(&output), Some(70), "{err}");
-    assert!(err.contains("internal error, please report") && err.contains("job/mod.rs"), "{err}");
+    // The report names where it panicked (file and line; the backtrace names the functions).
+    assert!(err.contains("internal error, please report") && err.contains("at pipeline/src/stages/write.rs:"), "{err}");
+    assert!(err.contains("pipeline::stages::write::injected_panic"), "{err}");
     assert!(err.contains("removed the unfinished"), "{err}");
     assert!(files_in(dir.path()).is_empty(), "{:?}", files_in(dir.path()));
 }

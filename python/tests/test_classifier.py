@@ -349,3 +349,38 @@ def test_run_errors_name_the_python_parameters_too(tmp_path):
     with pytest.raises(ac.PipelineError) as raised:
         ac.run(str(REVIEWS), str(out) + "/", rows_per_part=100, attention="full")
     assert "overwrite=True" in str(raised.value) and "--overwrite" not in str(raised.value), raised.value
+
+
+def test_the_module_writes_nothing_into_home(tmp_path):
+    """ONNX Runtime's telemetry (a device id and an event store under ~/.cache/Microsoft) stays
+    off: classifying leaves the home directory with the model cache and nothing else."""
+    script = (
+        "import pyarrow.parquet as pq, attention_classifier as ac\n"
+        "classifier = ac.Classifier()\n"
+        f"print(classifier.backend, classifier.classify(pq.read_table({str(REVIEWS)!r})).num_rows)\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")}
+    done = subprocess.run([sys.executable, "-c", script], env={**env, "HOME": str(tmp_path)}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ort-cpu", "300"]
+    written = sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*") if path.is_file())
+    assert written and all(path.startswith(".cache/attention-classifier/models/") for path in written), written
+
+
+def test_the_wheel_s_pipeline_trains_a_package_the_module_runs(pipeline_command, tmp_path):
+    """Training ships in the wheel: `pipeline train` from the installed wheel writes a package
+    that `Classifier` loads and runs."""
+    package = tmp_path / "avg"
+    trained = subprocess.run(
+        [str(pipeline_command), "train", "--variant", "avg", "--train", str(REVIEWS.parent / "imdb-train-600.parquet"),
+         "--out", str(package), "--embedding-dim", "8", "--mlp-hidden", "8", "--epochs", "1", "--max-tokens", "64",
+         "--min-count", "2", "--seed", "7"],
+        capture_output=True,
+        text=True,
+    )
+    assert trained.returncode == 0, trained.stderr
+    assert f"wrote {package}" in trained.stdout
+    classifier = ac.Classifier(str(package))
+    assert classifier.labels == ["neg", "pos"]
+    predictions = classifier.classify(pq.read_table(REVIEWS)).column("prediction").to_pylist()
+    assert len(predictions) == 300 and set(predictions) <= {"neg", "pos"}
