@@ -9,11 +9,9 @@ data=${2:-../shared/datasets/imdb/test.parquet}
 work=target/bench
 mkdir -p "$work"
 
-# --workspace, like CI and the tests: building one package alone resolves features differently
-# and rebuilds DataFusion. The binary is where CARGO_TARGET_DIR puts it.
-# The same build as the tests (`cargo test` resolves dev-dependency features too): a
-# `--bins`-only build would resolve features differently and rebuild the workspace.
-cargo test --release --workspace --no-run
+# The README's build, which the tests share (workspace-hack: ARCHITECTURE.md, "One build").
+# The binary is where CARGO_TARGET_DIR puts it.
+cargo build --release --bin pipeline
 export PIPELINE_BIN="${CARGO_TARGET_DIR:-target}/release/pipeline"
 ort_lib=$(bash scripts/install-onnxruntime.sh | tail -n 1)
 if [ ! -x "$work/venv/bin/python" ]; then
