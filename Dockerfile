@@ -12,6 +12,8 @@
 #   its PyPI wheel; a cold build, about 40 minutes on 2 cores.
 # - `prebuilt`: both taken from target/image-context/, where scripts/build-image.sh puts a
 #   binary built earlier (CI's own test build) and the library the tests installed; seconds.
+# buildah 1.28 (Debian bookworm) picks stages without the ARG's default: pass
+# `--build-arg BINARY_SOURCE=compiled` to it explicitly (Docker's BuildKit needs nothing).
 # The final stage is Debian slim with CA certificates (object storage over TLS), the binary,
 # the library and deploy/run-shard.sh, run as an unprivileged user. Both base images can be
 # overridden (a mirror, a pinned digest, or a base made locally by mmdebstrap).
