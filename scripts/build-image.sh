@@ -42,6 +42,8 @@ if ! podman image exists "$base"; then
         --dpkgopt='path-include=/usr/share/doc/*/copyright' \
         bookworm "$tmp/base.tar" "$mirror" >&2 || die "mmdebstrap could not make the base from $mirror"
     podman import "$tmp/base.tar" "$base" >&2
+    rm -rf "$tmp"
+    trap - EXIT
 fi
 
 binary="${PIPELINE_BINARY:-}"
@@ -50,14 +52,24 @@ if [[ -z "$binary" ]]; then
     cargo build --release --bin pipeline >&2
     binary="$CARGO_TARGET_DIR/release/pipeline"
 fi
-[[ -x "$binary" ]] || die "$binary is not an executable; set PIPELINE_BINARY to the pipeline binary"
+[[ -f "$binary" && -x "$binary" ]] || die "$binary is not an executable file; set PIPELINE_BINARY to the pipeline binary"
 library="$(bash scripts/install-onnxruntime.sh)"
+mkdir -p target
 
+# The context is made beside the old one and swapped in whole, so a bad binary leaves the last
+# good context as it was.
 context="target/image-context"
+staging="$(mktemp -d target/.image-context.XXXXXX)"
+trap 'rm -rf "$staging"' EXIT
+chmod 755 "$staging"
+mkdir -p "$staging/onnxruntime"
+strip -o "$staging/pipeline" "$binary" 2>/dev/null \
+    || die "$binary is not a program strip can read; set PIPELINE_BINARY to the pipeline binary"
+"$staging/pipeline" --version >/dev/null 2>&1 \
+    || die "$binary does not run here; set PIPELINE_BINARY to the pipeline binary"
+cp "$(dirname "$library")"/libonnxruntime*.so* "$staging/onnxruntime/"
 rm -rf "$context"
-mkdir -p "$context/onnxruntime"
-strip -o "$context/pipeline" "$binary"
-cp "$(dirname "$library")"/libonnxruntime*.so* "$context/onnxruntime/"
+mv "$staging" "$context"
 
 echo "build-image: building $tag" >&2
 buildah bud --isolation=chroot --network=host --layers \

@@ -249,6 +249,20 @@ fn bad_input_and_a_store_that_is_down_exit_as_the_pod_failure_policy_expects() {
 }
 
 #[test]
+fn without_a_writable_cache_the_error_says_what_to_mount() {
+    if !image_built("without_a_writable_cache_the_error_says_what_to_mount") {
+        return;
+    }
+    let job = Job::load();
+    let pod = podman()
+        .args(["run", "--rm", "--user", &job.user, "--read-only", "--read-only-tmpfs=false", TAG, "inspect"])
+        .output()
+        .expect("podman");
+    assert_eq!(pod.status.code(), Some(1), "{}", text(&pod));
+    assert!(text(&pod).contains(&format!("mount a volume at {}", job.cache_mount)), "{}", text(&pod));
+}
+
+#[test]
 fn the_image_carries_training() {
     if !image_built("the_image_carries_training") {
         return;

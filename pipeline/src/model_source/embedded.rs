@@ -21,10 +21,12 @@ pub struct Unpacked {
 
 /// Unpacks the embedded package into a temporary directory that lives as long as the guard.
 pub fn unpack() -> anyhow::Result<(Unpacked, ModelPackage)> {
-    let dir = tempfile::Builder::new()
-        .prefix("pipeline-default-model-")
-        .tempdir()
-        .context("cannot unpack the embedded model into the temporary directory (is TMPDIR writable?)")?;
+    let dir = tempfile::Builder::new().prefix("pipeline-default-model-").tempdir().context(
+        "cannot unpack the default model: it needs one writable directory, the model cache \
+             (PIPELINE_MODEL_CACHE, XDG_CACHE_HOME or ~/.cache; in a container with a read-only root, \
+             mount a volume at /home/pipeline/.cache, as deploy/kubernetes-indexed-job.yaml does) \
+             or the temporary directory (TMPDIR); or pass --model",
+    )?;
     let registration = Registration::new(dir.path());
     for (name, bytes) in FILES {
         let path = dir.path().join(name);
