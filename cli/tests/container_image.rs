@@ -130,6 +130,15 @@ impl Job {
     }
 }
 
+/// The values of the Job's variables for a run over the bucket's `input` into its `out/`.
+fn job_variables(input: &str, shards: usize) -> BTreeMap<&'static str, String> {
+    BTreeMap::from([
+        ("PIPELINE_INPUT", format!("s3://{BUCKET}/{input}")),
+        ("PIPELINE_OUTPUT", format!("s3://{BUCKET}/out/")),
+        ("SHARD_COUNT", shards.to_string()),
+    ])
+}
+
 /// An emptyDir as Kubernetes makes it: empty, and writable by any user.
 fn scratch_volume(parent: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
@@ -177,11 +186,7 @@ fn the_image_runs_the_sharded_job_as_kubernetes_runs_it() {
     let before = s3.list("");
     let dir = tempfile::tempdir().expect("tempdir");
     let cache = scratch_volume(dir.path());
-    let values = BTreeMap::from([
-        ("PIPELINE_INPUT", format!("s3://{BUCKET}/in/*.parquet")),
-        ("PIPELINE_OUTPUT", format!("s3://{BUCKET}/out/")),
-        ("SHARD_COUNT", "2".to_owned()),
-    ]);
+    let values = job_variables("in/*.parquet", 2);
     for index in 0..2 {
         let pod = job.run_pod(index, &values, &s3.env(), &cache);
         assert!(pod.status.success(), "pod {index}: {}", text(&pod));
@@ -193,12 +198,7 @@ fn the_image_runs_the_sharded_job_as_kubernetes_runs_it() {
     assert!(written.iter().filter(|key| key.contains("/part-")).count() >= 2, "{written:?}");
     assert_eq!(s3.read_parts("out/").num_rows(), 600, "every review of both inputs, once");
     for key in ["in/reviews-a.parquet", "in/reviews-b.parquet"] {
-        let bytes = block_on(async {
-            use object_store::ObjectStoreExt;
-            s3.store().get(&object_store::path::Path::from(key)).await?.bytes().await
-        })
-        .expect("get");
-        assert_eq!(bytes.as_ref(), std::fs::read(reviews()).expect("read"), "{key} is untouched");
+        assert_eq!(s3.get(key), std::fs::read(reviews()).expect("read"), "{key} is untouched");
     }
     // The scratch volume holds the default model's cache entry and nothing else.
     let cached = files_under(&cache);
@@ -223,11 +223,7 @@ fn bad_input_and_a_store_that_is_down_exit_as_the_pod_failure_policy_expects() {
     let notes = dir.path().join("notes.txt");
     std::fs::write(&notes, "these are notes, not a table\n").expect("write");
     s3.put("in/broken.parquet", &notes);
-    let values = BTreeMap::from([
-        ("PIPELINE_INPUT", format!("s3://{BUCKET}/in/broken.parquet")),
-        ("PIPELINE_OUTPUT", format!("s3://{BUCKET}/out/")),
-        ("SHARD_COUNT", "1".to_owned()),
-    ]);
+    let values = job_variables("in/broken.parquet", 1);
     let pod = job.run_pod(0, &values, &s3.env(), &cache);
     assert_eq!(pod.status.code(), Some(1), "{}", text(&pod));
     assert!(text(&pod).contains("in/broken.parquet"), "the error names the object: {}", text(&pod));
@@ -239,11 +235,7 @@ fn bad_input_and_a_store_that_is_down_exit_as_the_pod_failure_policy_expects() {
     down.push(("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{closed}")));
     down.push(("PIPELINE_STORAGE_RETRY_SECONDS", "2".to_owned()));
     s3.put("in/reviews.parquet", &reviews());
-    let values = BTreeMap::from([
-        ("PIPELINE_INPUT", format!("s3://{BUCKET}/in/reviews.parquet")),
-        ("PIPELINE_OUTPUT", format!("s3://{BUCKET}/out/")),
-        ("SHARD_COUNT", "1".to_owned()),
-    ]);
+    let values = job_variables("in/reviews.parquet", 1);
     let pod = job.run_pod(0, &values, &down, &cache);
     assert_eq!(pod.status.code(), Some(75), "{}", text(&pod));
 }

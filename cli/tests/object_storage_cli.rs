@@ -33,8 +33,7 @@ fn inputs_and_outputs_in_a_bucket_give_what_local_files_give() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(s3.list("").contains(&"one.parquet".to_owned()), "{:?}", s3.list(""));
     let copy = dir.path().join("copy.parquet");
-    let bytes = block_on(async { s3.store().get(&ObjectPath::from("one.parquet")).await?.bytes().await }).expect("get");
-    std::fs::write(&copy, &bytes).expect("write");
+    std::fs::write(&copy, s3.get("one.parquet")).expect("write");
     assert_same_rows(&read(&local), &read(&copy));
 
     // A glob in, a dataset out.
@@ -71,7 +70,7 @@ fn inputs_and_outputs_in_a_bucket_give_what_local_files_give() {
     let report = s3.report(&["--input", "s3://corpus/ds/", "--output", "s3://corpus/report.html"]);
     assert!(report.status.success(), "{}", stderr(&report));
     assert!(String::from_utf8_lossy(&report.stdout).contains("300 rows from 5 file(s)"));
-    let page = block_on(async { s3.store().get(&ObjectPath::from("report.html")).await?.bytes().await }).expect("get");
+    let page = s3.get("report.html");
     assert!(String::from_utf8_lossy(&page).contains("id=\"confusion-matrix\""));
 
     // A location that holds no Parquet is named in the error.
@@ -210,9 +209,6 @@ fn credentials_refused_or_missing_are_clear_errors() {
 }
 
 /// The bytes of the object at `key`.
-fn object_bytes(s3: &S3Server, key: &str) -> Vec<u8> {
-    block_on(async { s3.store().get(&ObjectPath::from(key)).await?.bytes().await }).expect("get").to_vec()
-}
 
 #[test]
 fn aliases_of_an_input_key_are_refused_as_outputs_by_run_report_and_sql() {
@@ -220,7 +216,7 @@ fn aliases_of_an_input_key_are_refused_as_outputs_by_run_report_and_sql() {
         return;
     };
     s3.put("in/reviews.parquet", &reviews());
-    let before = object_bytes(&s3, "in/reviews.parquet");
+    let before = s3.get("in/reviews.parquet");
     for alias in
         ["s3://corpus/in/./reviews.parquet", "s3://corpus/x/../in/reviews.parquet", "s3://corpus/in/%72eviews.parquet"]
     {
@@ -228,7 +224,7 @@ fn aliases_of_an_input_key_are_refused_as_outputs_by_run_report_and_sql() {
         assert_eq!(output.status.code(), Some(1), "{alias}: {}", stderr(&output));
         assert!(stderr(&output).contains("is covered by the input"), "{alias}: {}", stderr(&output));
     }
-    assert_eq!(object_bytes(&s3, "in/reviews.parquet"), before, "the input is untouched");
+    assert_eq!(s3.get("in/reviews.parquet"), before, "the input is untouched");
 
     // A dataset read as input, and written through an alias with --overwrite: its parts stay.
     let into_dataset =
@@ -254,11 +250,11 @@ fn aliases_of_an_input_key_are_refused_as_outputs_by_run_report_and_sql() {
     let predictions = dir.path().join("p.parquet");
     assert!(run(&reviews(), &predictions, &[]).status.success());
     s3.put("out/predictions", &predictions);
-    let stored = object_bytes(&s3, "out/predictions");
+    let stored = s3.get("out/predictions");
     let report = s3.report(&["--input", "s3://corpus/out/predictions", "--output", "s3://corpus/out/./predictions"]);
     assert_eq!(report.status.code(), Some(1), "{}", stderr(&report));
     assert!(stderr(&report).contains("is covered by the input"), "{}", stderr(&report));
-    assert_eq!(object_bytes(&s3, "out/predictions"), stored, "the predictions are untouched");
+    assert_eq!(s3.get("out/predictions"), stored, "the predictions are untouched");
     // A page beside the parts of a dataset is fine.
     let report = s3.report(&["--input", "s3://corpus/ds/", "--output", "s3://corpus/ds/report.html"]);
     assert!(report.status.success(), "{}", stderr(&report));
@@ -268,7 +264,7 @@ fn aliases_of_an_input_key_are_refused_as_outputs_by_run_report_and_sql() {
     // SQL writes to object storage, and never over a table it reads.
     let output = s3.sql(&["SELECT count(*) AS n FROM 's3://corpus/ds/'", "--output", "s3://corpus/results/count.csv"]);
     assert!(output.status.success(), "{}", stderr(&output));
-    assert_eq!(String::from_utf8_lossy(&object_bytes(&s3, "results/count.csv")), "n\n300\n");
+    assert_eq!(String::from_utf8_lossy(&s3.get("results/count.csv")), "n\n300\n");
     assert!(!Path::new("s3:").exists(), "nothing written to a local path named s3:");
     let output = s3.sql(&[
         "SELECT * FROM p",
@@ -281,7 +277,7 @@ fn aliases_of_an_input_key_are_refused_as_outputs_by_run_report_and_sql() {
     ]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("is covered by the input"), "{}", stderr(&output));
-    assert_eq!(object_bytes(&s3, "out/predictions"), stored);
+    assert_eq!(s3.get("out/predictions"), stored);
 }
 
 #[test]

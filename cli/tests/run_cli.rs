@@ -161,7 +161,7 @@ fn tract_and_onnx_runtime_agree() {
         .arg(&library)
         .env("HOME", home.path())
         .env_remove("XDG_CACHE_HOME")
-        .env_remove("ORT_DISABLE_TELEMETRY")
+        .env_remove(runtime::inference::TELEMETRY_OFF_VARIABLE)
         .output()
         .expect("run pipeline");
     assert!(output.status.success(), "{}", stderr(&output));

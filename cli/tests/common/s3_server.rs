@@ -138,6 +138,11 @@ impl S3Server {
         keys
     }
 
+    /// The bytes of the object at `key`.
+    pub fn get(&self, key: &str) -> Vec<u8> {
+        block_on(async { self.store().get(&ObjectPath::from(key)).await?.bytes().await }).expect("get").to_vec()
+    }
+
     /// Every part under `prefix`, downloaded and read, in part order.
     pub fn read_parts(&self, prefix: &str) -> RecordBatch {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -146,10 +151,8 @@ impl S3Server {
             .iter()
             .filter(|k| k.contains("/part-"))
             .map(|key| {
-                let bytes = block_on(async { self.store().get(&ObjectPath::from(key.as_str())).await?.bytes().await })
-                    .expect("get");
                 let local = dir.path().join(key.replace('/', "_"));
-                std::fs::write(&local, &bytes).expect("write");
+                std::fs::write(&local, self.get(key)).expect("write");
                 read(&local)
             })
             .collect();
