@@ -59,7 +59,7 @@ pub fn logs_are_json() -> bool {
 pub fn log_to_stderr(format: LogFormat) {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -104,6 +104,11 @@ fn notice(text: &str) {
     }
 }
 
+/// Our events and the libraries' from `info`, but for delta-rs's: it narrates every log read,
+/// and logs as errors what are none for us (a table not created yet, a lost race to create
+/// it), while every failure of its reaches us as an error we report.
+const DEFAULT_LOG_FILTER: &str = "info,deltalake_core=off,buoyant_kernel=off,buoyant_kernel_engine=off";
+
 /// Set once a signal has arrived: the process is on its way out with 128 + N.
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
@@ -123,10 +128,16 @@ pub fn run_main(work: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             say_error(&format!("{error:#}"));
-            let transient = error.chain().any(|cause| cause.is::<crate::object_storage::TransientIo>());
-            ExitCode::from(if transient { EXIT_TRANSIENT_IO } else { EXIT_BAD_INPUT })
+            ExitCode::from(exit_code_for(&error))
         }
     }
+}
+
+/// The exit code a failed run's `error` ends the process with: transient I/O (75) or bad
+/// input (1).
+pub fn exit_code_for(error: &anyhow::Error) -> u8 {
+    let transient = error.chain().any(|cause| cause.is::<crate::object_storage::TransientIo>());
+    if transient { EXIT_TRANSIENT_IO } else { EXIT_BAD_INPUT }
 }
 
 /// Ends the process at once with `code`, without running exit handlers or static destructors:

@@ -24,7 +24,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Classify every document of the input and write predictions with attention to Parquet.
-    Run(commands::run::RunArgs),
+    Run(Box<commands::run::RunArgs>),
     /// Query predictions (or any Parquet) with SQL, with attention functions and classify(text).
     Sql(commands::sql::SqlArgs),
     /// Write an HTML page that shows why documents were classified as they were: accuracy,
@@ -50,7 +50,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Run(args) => commands::run::run(args),
+        Command::Run(args) => commands::run::run(*args),
         Command::Sql(args) => {
             let (_guard, default_model) = pipeline::model_source::embedded::cached()?;
             commands::sql::run(args, default_model.dir)

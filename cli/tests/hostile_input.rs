@@ -1155,3 +1155,17 @@ fn memory_is_bounded_by_the_text_in_flight_not_by_documents() {
     eprintln!("peak RSS {peak} MiB");
     assert!(peak < 600, "peak RSS {peak} MiB");
 }
+
+#[test]
+fn a_delta_table_on_an_unreachable_store_is_transient() {
+    let output = pipeline_on_a_dead_store("2")
+        .args(["run", "--output-format", "delta", "--output", "s3://lake/predictions/", "--model"])
+        .arg(tiny_model())
+        .arg("--input")
+        .arg(reviews())
+        .output()
+        .expect("run pipeline");
+    assert_eq!(exit_code(&output), Some(75), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("cannot list s3://lake/predictions/") && err.contains("rerunning later may succeed"), "{err}");
+}

@@ -9,8 +9,10 @@
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
 pub mod dataset;
+pub mod delta;
 pub mod job;
 pub mod model_source;
 pub mod output;
+pub mod reporting;
 pub mod stages;
 pub mod units;

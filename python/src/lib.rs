@@ -20,7 +20,7 @@ use batch_io::choice::Choice;
 use batch_io::command_line::MAX_THREADS;
 use batch_io::object_storage::TransientIo;
 use batch_io::source::{is_text_type, string_values, text_array};
-use pipeline::job::{RunSpec, model_sha256, run_job, table_metadata};
+use pipeline::job::{OutputFormat, RunSpec, model_sha256, run_job, table_metadata};
 use pipeline::model_source::Unpacked;
 use pipeline::units::Shard;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
@@ -59,8 +59,21 @@ fn python_error(error: anyhow::Error) -> PyErr {
 }
 
 /// `run`'s own keyword arguments, beside the [`SHARED`] ones.
-const RUN_OWN: [&str; 7] =
-    ["pass_through", "max_batch_tokens", "window", "rows_per_part", "overwrite", "shard", "threads"];
+const RUN_OWN: [&str; 13] = [
+    "pass_through",
+    "max_batch_tokens",
+    "window",
+    "rows_per_part",
+    "overwrite",
+    "shard",
+    "threads",
+    "output_format",
+    "job_name",
+    "metrics_push",
+    "metrics_textfile",
+    "openlineage_url",
+    "openlineage_namespace",
+];
 
 /// Whether `name` (as Python spells it) is an argument of `Classifier` or `run`: the flag
 /// `--name` of `pipeline run` is then said as `name=` in messages.
@@ -450,6 +463,11 @@ fn run(
     let cancel = Arc::new(AtomicBool::new(false));
     let mut shared = SharedOptions::default();
     let mut spec = RunSpec::new(input);
+    // As `pipeline run` reads them: the standard OpenLineage variables, unless an argument says.
+    spec.reporting.openlineage_url = std::env::var("OPENLINEAGE_URL").ok().filter(|url| !url.trim().is_empty());
+    if let Ok(namespace) = std::env::var("OPENLINEAGE_NAMESPACE") {
+        spec.reporting.openlineage_namespace = namespace;
+    }
     let (mut shard, mut threads): (Option<String>, Option<usize>) = (None, None);
     let known: Vec<&str> = SHARED.iter().copied().chain(RUN_OWN).collect();
     keyword_arguments("run", options, &known, |name, value| {
@@ -464,6 +482,15 @@ fn run(
             "overwrite" => spec.overwrite = value.extract()?,
             "shard" => shard = Some(value.extract()?),
             "threads" => threads = Some(value.extract()?),
+            "output_format" => {
+                let text: String = value.extract()?;
+                spec.output_format = OutputFormat::parse_argument("output_format", &text).map_err(python_error)?;
+            }
+            "job_name" => spec.reporting.job_name = value.extract()?,
+            "metrics_push" => spec.reporting.metrics_push = Some(value.extract()?),
+            "metrics_textfile" => spec.reporting.metrics_textfile = Some(value.extract()?),
+            "openlineage_url" => spec.reporting.openlineage_url = Some(value.extract()?),
+            "openlineage_namespace" => spec.reporting.openlineage_namespace = value.extract()?,
             _ => return shared.take(name, value),
         }
         Ok(true)

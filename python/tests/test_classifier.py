@@ -384,3 +384,17 @@ def test_the_wheel_s_pipeline_trains_a_package_the_module_runs(pipeline_command,
     assert classifier.labels == ["neg", "pos"]
     predictions = classifier.classify(pq.read_table(REVIEWS)).column("prediction").to_pylist()
     assert len(predictions) == 300 and set(predictions) <= {"neg", "pos"}
+
+
+def test_run_writes_a_delta_table_and_reports_as_pipeline_run_does(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENLINEAGE_URL", raising=False)
+    table = tmp_path / "table"
+    textfile = tmp_path / "pipeline.prom"
+    summary = ac.run(str(REVIEWS), str(table), output_format="delta", metrics_textfile=str(textfile), job_name="daily")
+    assert summary["parts"]["table"]["version"] == 1, summary
+    assert (table / "_delta_log" / "00000000000000000001.json").is_file()
+    assert 'pipeline_run_rows{job="daily",shard="0"} 300' in textfile.read_text()
+    again = ac.run(str(REVIEWS), str(table), output_format="delta")
+    assert again["parts"]["table"]["version"] is None, "the table held every part already"
+    with pytest.raises(ac.PipelineError, match='output_format="iceberg" is not one of: parquet, delta'):
+        ac.run(str(REVIEWS), str(tmp_path / "other"), output_format="iceberg")

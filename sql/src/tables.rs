@@ -1,7 +1,7 @@
 //! Parquet files as SQL tables: `--table NAME=LOCATION` registrations and locations quoted
 //! in a query (`FROM 'reviews.parquet'`, `FROM 's3://bucket/out/'`). A location is a file, a
 //! directory of `*.parquet` files or a glob, locally or in object storage. Every file is
-//! checked up front, so a file that is not Parquet fails with its name instead of an
+//! checked up front (a Delta table: the files its log lists now), so a file that is not Parquet fails with its name instead of an
 //! anonymous footer error in the middle of a query.
 
 use std::fs::File;
@@ -12,8 +12,8 @@ use anyhow::Context;
 use arrow::datatypes::Schema;
 use async_trait::async_trait;
 use batch_io::inputs::{InputFiles, resolve_input_files};
-use batch_io::locations::InputLocation;
-use batch_io::object_storage::{TransientIo, is_url};
+use batch_io::locations::{InputLocation, LocationKind};
+use batch_io::object_storage::{TransientIo, is_url, list_inputs};
 use batch_io::source::{InputFile, parquet_footer};
 use datafusion::catalog::{TableProvider, UrlTableFactory};
 use datafusion::datasource::listing::{ListingTable, ListingTableConfig, ListingTableUrl};
@@ -42,7 +42,10 @@ fn table_urls(files: &[InputFile]) -> Result<Vec<ListingTableUrl>> {
 /// the first file's schema and would cast the others' weights silently).
 /// This blocks: from async code call [`find_parquet_files`].
 pub fn resolve_parquet_files(location: &str) -> anyhow::Result<InputFiles> {
-    let input = resolve_input_files(location, &["parquet"])?;
+    let input = match delta_table_files(location)? {
+        Some(files) => files,
+        None => resolve_input_files(location, &["parquet"])?,
+    };
     let mut first: Option<(String, Schema)> = None;
     for file in &input.files {
         let footer = match file {
@@ -71,6 +74,40 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<InputFiles> {
         }
     }
     Ok(input)
+}
+
+/// The data files of the Delta table at `location` as its log lists them now (a table's
+/// directory also holds files the log does not list); `None` where it is not a table.
+fn delta_table_files(location: &str) -> anyhow::Result<Option<InputFiles>> {
+    let Some(uris) = pipeline::delta::data_files(location)? else { return Ok(None) };
+    if uris.is_empty() {
+        anyhow::bail!(
+            "the Delta table {location} holds no data files yet; run `pipeline run --output-format delta` into it first"
+        );
+    }
+    if is_url(location) {
+        let mut files = Vec::new();
+        for uri in &uris {
+            files.extend(list_inputs(uri, &["parquet"])?.into_iter().map(InputFile::Remote));
+        }
+        return Ok(Some(InputFiles { local: None, files }));
+    }
+    let mut paths = Vec::new();
+    for uri in &uris {
+        // delta-rs lists a local table's files as paths, or as file:// URLs.
+        let path = match url::Url::parse(uri) {
+            Ok(url) if url.scheme() == "file" => url.to_file_path().ok(),
+            Ok(_) => None,
+            Err(_) => Some(std::path::PathBuf::from(uri)),
+        };
+        paths.push(path.with_context(|| format!("the Delta table {location} lists {uri}, which is not a local file"))?);
+    }
+    let local = InputLocation {
+        location: location.to_owned(),
+        kind: LocationKind::Directory { extensions: vec!["parquet".to_owned()] },
+        files: paths.clone(),
+    };
+    Ok(Some(InputFiles { local: Some(local), files: paths.into_iter().map(InputFile::Local).collect() }))
 }
 
 /// [`resolve_parquet_files`] off the query runtime's threads: listing and footer reads block,

@@ -59,6 +59,25 @@ pub fn python_engines_python() -> anyhow::Result<PathBuf> {
     installed_python("install-python-engines.sh", "python-engines")
 }
 
+/// The Python of `target/lakehouse-checks`, with delta-rs's Python reader (`deltalake`) and
+/// jsonschema for `scripts/validate-openlineage.py`, running
+/// `scripts/install-lakehouse-checks.sh` first when it is missing.
+pub fn lakehouse_checks_python() -> anyhow::Result<PathBuf> {
+    installed_python("install-lakehouse-checks.sh", "lakehouse-checks")
+}
+
+/// Debian's Prometheus Pushgateway, installed by `scripts/install-pushgateway.sh` when it is
+/// missing.
+pub fn pushgateway_binary() -> anyhow::Result<PathBuf> {
+    static INSTALL: Mutex<()> = Mutex::new(());
+    let _guard = INSTALL.lock().unwrap_or_else(PoisonError::into_inner);
+    let (script, output) = run_install_script("install-pushgateway.sh", Path::new("-"))?;
+    let printed = String::from_utf8_lossy(&output.stdout);
+    let binary = PathBuf::from(printed.lines().last().unwrap_or_default().trim());
+    ensure!(binary.is_file(), "`bash {}` printed no pushgateway binary", script.display());
+    Ok(binary)
+}
+
 /// The Python of the virtual environment `target/DIR` that `scripts/SCRIPT` installs (a
 /// no-op when it is there). Parallel callers install one at a time.
 fn installed_python(script: &str, dir: &str) -> anyhow::Result<PathBuf> {

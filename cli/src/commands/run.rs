@@ -4,18 +4,19 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use batch_io::choice::Choice;
 use batch_io::command_line::{logs_are_json, print_report, say};
 use clap::Args;
-use flags::{at_least_one, thread_count};
+use flags::{at_least_one, choice, thread_count};
 use pipeline::job::spec::defaults;
-use pipeline::job::{RunSpec, run_job};
+use pipeline::job::{OutputFormat, Reporting, RunSpec, run_job};
 use pipeline::units::Shard;
 use runtime::output::AttentionEncoding;
 
 use crate::args::{BackendFlags, LongDocumentFlags};
 
 /// Every flag of `run` that `--finalize` does not use: given with it, it would be ignored.
-const FINALIZE_CONFLICTS: [&str; 26] = [
+const FINALIZE_CONFLICTS: [&str; 33] = [
     "input",
     "model",
     "output",
@@ -42,6 +43,13 @@ const FINALIZE_CONFLICTS: [&str; 26] = [
     "metrics_json",
     "panic_after_first_window",
     "null_model",
+    "kill_before_commit",
+    "output_format",
+    "job_name",
+    "metrics_push",
+    "metrics_textfile",
+    "openlineage_url",
+    "openlineage_namespace",
 ];
 
 #[derive(Args)]
@@ -72,6 +80,12 @@ pub struct RunArgs {
     /// Dataset outputs: delete another run's parts (and its _SUCCESS) instead of refusing.
     #[arg(long)]
     overwrite: bool,
+    /// `delta`: --output is a Delta Lake table (a directory or a storage prefix, created if
+    /// new). Each shard commits its parts to the table once (a Delta `txn` per input unit);
+    /// every run is incremental: input files already in the table are skipped, new ones
+    /// classified and appended.
+    #[arg(long, value_parser = choice::<OutputFormat>(), default_value = OutputFormat::Parquet.name())]
+    output_format: OutputFormat,
     /// Write _SUCCESS into this dataset output once every shard's parts are committed. Takes
     /// no other flag of `run` but --threads: the run's options are read from its parts.
     #[arg(long, value_name = "DIR", conflicts_with_all = FINALIZE_CONFLICTS)]
@@ -117,9 +131,34 @@ pub struct RunArgs {
     /// Also write the run summary as JSON to this file.
     #[arg(long)]
     metrics_json: Option<PathBuf>,
+    /// The name the run reports under: the Pushgateway's `job`, OpenLineage's job name.
+    #[arg(long, default_value = defaults::JOB_NAME)]
+    job_name: String,
+    /// PUT the run's figures to this Prometheus Pushgateway (http://host:9091), grouped by
+    /// --job-name and shard; a failed run POSTs its exit code and keeps the last success.
+    /// A Pushgateway that is down or refuses is a warning, never a failed run.
+    #[arg(long, value_name = "URL")]
+    metrics_push: Option<String>,
+    /// Write the same figures to this file for node_exporter's textfile collector (*.prom),
+    /// replaced whole.
+    #[arg(long, value_name = "PATH")]
+    metrics_textfile: Option<PathBuf>,
+    /// Send OpenLineage START and COMPLETE/FAIL events to this endpoint (POST
+    /// URL/api/v1/lineage; OPENLINEAGE_ENDPOINT, OPENLINEAGE_API_KEY and the parent run in
+    /// OPENLINEAGE_PARENT_ID / OPENLINEAGE_ROOT_PARENT_ID are read as OpenLineage's clients
+    /// read them). A lineage service that is down is a warning, never a failed run.
+    #[arg(long, value_name = "URL", env = "OPENLINEAGE_URL")]
+    openlineage_url: Option<String>,
+    /// The OpenLineage namespace of the job.
+    #[arg(long, env = "OPENLINEAGE_NAMESPACE", default_value = defaults::OPENLINEAGE_NAMESPACE)]
+    openlineage_namespace: String,
     /// Test hook: panic after the first window (exercises exit code 70 and the clean-up).
     #[arg(long, hide = true)]
     panic_after_first_window: bool,
+    /// Test hook: with a Delta output, SIGKILL this process after its parts are written and
+    /// before it commits them.
+    #[arg(long, hide = true)]
+    kill_before_commit: bool,
     /// Bench hook: replace inference by a stand-in that costs nothing (outputs of the right
     /// shapes, varied weights), to measure the pipeline's own ceiling.
     #[arg(long, hide = true)]
@@ -141,6 +180,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         rayon::ThreadPoolBuilder::new().num_threads(threads).build_global()?;
     }
     if let Some(dir) = args.finalize {
+        // A Delta table's shards each commit their own parts: there is no _SUCCESS to write.
+        if let Some(files) = pipeline::delta::data_files(&dir)? {
+            let report = format!(
+                "{dir} is a Delta table of {} data files: each shard committed its own parts; nothing to finalize\n",
+                files.len()
+            );
+            print_report(&report)?;
+            return Ok(());
+        }
         let manifest = pipeline::job::finalize(&dir)?;
         let report =
             format!("{dir} complete: {} rows in {} parts; _SUCCESS written\n", manifest.rows, manifest.parts.len());
@@ -168,9 +216,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         metrics_json: args.metrics_json,
         panic_after_first_window: args.panic_after_first_window,
         null_model: args.null_model,
+        kill_before_commit: args.kill_before_commit,
         shard,
         rows_per_part: args.rows_per_part,
         overwrite: args.overwrite,
+        output_format: args.output_format,
+        reporting: Reporting {
+            job_name: args.job_name,
+            metrics_push: args.metrics_push,
+            metrics_textfile: args.metrics_textfile,
+            openlineage_url: args.openlineage_url.filter(|url| !url.trim().is_empty()),
+            openlineage_namespace: args.openlineage_namespace,
+        },
         // No `cancel`: a signal ends the process (batch_io::command_line), removing its temporaries.
         ..RunSpec::new(args.input.context("--input is required")?)
     };

@@ -12,6 +12,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::properties::WriterProperties;
 
+pub mod http_sink;
 pub mod s3_server;
 pub use test_support::repo_root;
 

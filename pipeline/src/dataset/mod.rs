@@ -429,6 +429,31 @@ impl DatasetDir {
         Ok(())
     }
 
+    /// The committed parts of `units` with their sizes and rows, for a table's log: parts of
+    /// another run are refused (a staging directory is this run's own).
+    pub fn staged_parts(
+        &self,
+        run: &Run,
+        units: impl Iterator<Item = usize>,
+    ) -> anyhow::Result<BTreeMap<usize, crate::delta::StagedPart>> {
+        let (parts, _) = self.scan()?;
+        let mut staged = BTreeMap::new();
+        for index in units {
+            let Some(part) = parts.get(&index) else { continue };
+            if part.run != run.fingerprint {
+                bail!("{} in {} belongs to another run; remove it and rerun", part_name(index), self.location());
+            }
+            let size = match &part.file {
+                InputFile::Local(path) => {
+                    std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.len()
+                }
+                InputFile::Remote(object) => object.meta.size,
+            };
+            staged.insert(index, crate::delta::StagedPart { name: part_name(index), size, rows: part.rows });
+        }
+        Ok(staged)
+    }
+
     /// Writes `_SUCCESS` if every part of the run is committed, or says which are missing.
     /// With `run`, the parts must belong to it; without (`--finalize`), to the run their
     /// footers name. A `_SUCCESS` already there is checked against the parts first.

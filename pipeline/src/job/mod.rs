@@ -24,7 +24,8 @@ use runtime::inference::NullBackend;
 use runtime::output::OutputTable;
 use runtime::package::ModelPackage;
 
-use crate::dataset::{DatasetDir, Finalized, RunManifest};
+use crate::dataset::{DatasetDir, Finalized, Run, RunManifest};
+use crate::delta::ShardCommit;
 use crate::output::Output;
 use batch_io::progress::{Progress, Unit};
 
@@ -32,16 +33,16 @@ use crate::stages::{Line, WriteStage, run_line};
 use crate::units::part_name;
 
 mod metadata;
-mod plan;
+pub(crate) mod plan;
 mod preflight;
 pub mod spec;
 mod summary;
 
 pub use metadata::{model_sha256, table_metadata};
-pub use spec::RunSpec;
-pub use summary::{JobSummary, PartsSummary};
+pub use spec::{OutputFormat, Reporting, RunSpec};
+pub use summary::{JobSummary, PartsSummary, TableCommit};
 
-use plan::Plan;
+use plan::{DeltaPlan, Plan};
 
 /// Whether `--output` names a dataset (a directory or prefix of parts): a location ending in
 /// `/`, an existing directory, or a new location without the `.parquet` extension. Anything
@@ -55,12 +56,21 @@ pub fn is_dataset(output: &str) -> bool {
     !is_parquet && (is_url(output) || std::fs::symlink_metadata(path).is_err())
 }
 
+/// Runs the job, reporting it where `spec.reporting` says (lineage at the start and the end,
+/// metrics at the end); a reporting failure is logged and never changes the result.
 pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSummary> {
     spec.check()?;
+    let watch = crate::reporting::RunWatch::start(package, spec);
+    let result = run_stages(package, spec);
+    watch.finish(&result);
+    result
+}
+
+fn run_stages(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSummary> {
     let started = Instant::now();
     let started_at = chrono::Utc::now();
     let input = resolve_input_files(&spec.input, DATA_EXTENSIONS)?;
-    let dataset = is_dataset(&spec.output);
+    let dataset = spec.output_format == OutputFormat::Delta || is_dataset(&spec.output);
     preflight::check_outputs(spec, &input, package, dataset)?;
     let files = input.files;
     let classifier = open_classifier(package, spec)?;
@@ -71,6 +81,7 @@ pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSumm
     let mut metrics_file =
         spec.metrics_json.as_deref().map(|path| anyhow::Ok((temp_beside(path)?, path))).transpose()?;
     let rows_to_do = plan.rows_to_do();
+    let output_columns = plan.layout.schema().fields().iter().map(|f| f.name().clone()).collect();
     let writer = WriteStage {
         output,
         layout: plan.layout,
@@ -94,13 +105,20 @@ pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSumm
     };
     let (written, stage_seconds) = run_line(&line, writer)?;
     let parts = match (&plan.run, &dataset_dir, &written.output) {
-        (Some(run), Some(dir), Output::Parts { committed, .. }) => Some(PartsSummary {
-            shard: spec.shard,
-            written: *committed,
-            skipped: plan.skipped,
-            total: run.fingerprint.parts,
-            complete: matches!(dir.finalize(Some(run), started_at)?, Finalized::Complete(_)),
-        }),
+        (Some(run), Some(dir), Output::Parts { committed, .. }) => {
+            let (complete, table) = match &plan.delta {
+                None => (matches!(dir.finalize(Some(run), started_at)?, Finalized::Complete(_)), None),
+                Some(delta) => (true, Some(commit_to_table(delta, dir, run, spec)?)),
+            };
+            Some(PartsSummary {
+                shard: spec.shard,
+                written: *committed,
+                skipped: plan.skipped,
+                total: run.fingerprint.parts,
+                complete,
+                table,
+            })
+        }
         _ => None,
     };
     let seconds = started.elapsed().as_secs_f64();
@@ -120,6 +138,8 @@ pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSumm
         stage_seconds,
         session_seconds: classifier.session_seconds(),
         parts,
+        output_columns,
+        passed_through: plan.kept_columns.clone(),
     };
     // The summary is written before the predictions are published, so that a failure here
     // leaves neither file.
@@ -134,6 +154,26 @@ pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSumm
         file.publish(path)?;
     }
     Ok(summary)
+}
+
+/// Adds this shard's staged parts to the Delta table (see [`crate::delta`]).
+fn commit_to_table(delta: &DeltaPlan, dir: &DatasetDir, run: &Run, spec: &RunSpec) -> anyhow::Result<TableCommit> {
+    let parts = dir.staged_parts(run, delta.units.keys().copied())?;
+    if spec.kill_before_commit {
+        // A real SIGKILL: no handler, no clean-up, nothing flushed.
+        let _ = std::process::Command::new("kill").args(["-9", &std::process::id().to_string()]).status();
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
+    let started = Instant::now();
+    let version = delta.table.commit(ShardCommit {
+        staging_name: delta.staging_name.clone(),
+        parts: &parts,
+        units: &delta.units,
+        shard_key: delta.shard_key.clone(),
+        shard_index: spec.shard.index,
+    })?;
+    let added = if version.is_some() { parts.len() } else { 0 };
+    Ok(TableCommit { version, parts: added, seconds: started.elapsed().as_secs_f64() })
 }
 
 /// The package opened for this run: on the backend asked for, or (`--null-model`) on a

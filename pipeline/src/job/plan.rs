@@ -2,6 +2,7 @@
 //! the output's schema and metadata, the units of work this shard owns, and (for a dataset)
 //! the run's fingerprint and the units an earlier attempt already committed.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -15,8 +16,9 @@ use runtime::package::ModelPackage;
 
 use super::metadata::{model_sha256, table_metadata};
 use super::preflight::plan_schema;
-use super::spec::RunSpec;
+use super::spec::{OutputFormat, RunSpec};
 use crate::dataset::{Committed, DatasetDir, InputIdentity, Run, RunFingerprint, inputs_sha256};
+use crate::delta::{DeltaOutput, UnitKey, shard_key, unit_key};
 use crate::output::{Output, OutputFile, ParquetLayout};
 use crate::units::{FileLayout, WorkUnit, plan_units};
 
@@ -36,6 +38,18 @@ pub struct Plan {
     file_rows: Vec<Option<usize>>,
     /// Each Parquet input's footer, read once here for every unit of the file.
     pub footers: Vec<Option<ArrowReaderMetadata>>,
+    /// A Delta table output: where the parts are staged and what this shard commits.
+    pub delta: Option<DeltaPlan>,
+}
+
+/// What a shard of a Delta table output commits once its parts are written.
+pub struct DeltaPlan {
+    pub table: DeltaOutput,
+    /// The staging directory's name under the table root.
+    pub staging_name: String,
+    /// This shard's units that the table does not hold yet, with their `txn` keys.
+    pub units: BTreeMap<usize, UnitKey>,
+    pub shard_key: String,
 }
 
 impl Plan {
@@ -88,25 +102,50 @@ impl Plan {
         let layout = ParquetLayout::new(Arc::new(output_schema.with_metadata(metadata)), spec.attention.is_sparse())?;
         let file_rows = streams.iter().map(|s| s.rows).collect();
         let footers = streams.into_iter().map(|s| s.footer).collect();
-        Ok(Self { kept_columns, read_columns, layout, todo, skipped: 0, run, file_rows, footers })
+        Ok(Self { kept_columns, read_columns, layout, todo, skipped: 0, run, file_rows, footers, delta: None })
     }
 
     /// Creates the output: one file, or a dataset whose committed parts (of this very run)
     /// are taken off the units to do.
     pub fn open_output(&mut self, spec: &RunSpec) -> anyhow::Result<(Output, Option<DatasetDir>)> {
-        let Some(run) = &self.run else {
+        let Some(run) = self.run.clone() else {
             let destination = Destination::parse(&spec.output)?;
             return Ok((Output::File(OutputFile::create(&destination, &self.layout)?), None));
         };
-        let dir = DatasetDir::prepare(&spec.output)?;
         let owned = self.todo.len();
-        match dir.committed(run, spec.overwrite)? {
+        let dir = match spec.output_format {
+            OutputFormat::Parquet => DatasetDir::prepare(&spec.output)?,
+            OutputFormat::Delta => {
+                let (staging, delta) = self.plan_delta(spec, &run)?;
+                self.delta = Some(delta);
+                DatasetDir::prepare(&staging)?
+            }
+        };
+        match dir.committed(&run, spec.overwrite)? {
             Committed::Complete => self.todo.clear(),
             Committed::Partial { committed } => self.todo.retain(|u| committed.binary_search(&u.index).is_err()),
         }
         self.skipped = owned - self.todo.len();
         let part_inputs = run.inputs.iter().map(serde_json::to_string).collect::<Result<_, _>>()?;
         Ok((Output::parts(dir.clone(), part_inputs), Some(dir)))
+    }
+
+    /// A Delta table output: the table checked (or created) before any work, this shard's
+    /// units already in it taken off the units to do, and where the rest are staged.
+    fn plan_delta(&mut self, spec: &RunSpec, run: &Run) -> anyhow::Result<(String, DeltaPlan)> {
+        let table = DeltaOutput::at(&spec.output)?;
+        let mut units = BTreeMap::new();
+        for unit in &self.todo {
+            let input = run.inputs.get(unit.file).context("a unit names an input the run does not have")?;
+            units.insert(unit.index, unit_key(unit, input, &run.fingerprint)?);
+        }
+        let in_table = table.prepare(self.layout.schema(), &units)?;
+        units.retain(|_, key| !in_table.contains(key));
+        self.todo.retain(|unit| units.contains_key(&unit.index));
+        let staging = table.staging_location(run)?;
+        let staging_name = staging.rsplit('/').next().unwrap_or_default().to_owned();
+        let shard_key = shard_key(&run.fingerprint, spec.shard)?;
+        Ok((staging, DeltaPlan { table, staging_name, units, shard_key }))
     }
 
     /// The rows of the units still to do, when every file's footer says.
@@ -123,7 +162,7 @@ impl Plan {
 
 /// An input file's identity for the run fingerprint: its resolved path (or URL), size and
 /// modification time (or ETag).
-fn input_identity(file: &InputFile) -> anyhow::Result<InputIdentity> {
+pub(crate) fn input_identity(file: &InputFile) -> anyhow::Result<InputIdentity> {
     let path = match file {
         InputFile::Local(path) => path,
         InputFile::Remote(object) => {

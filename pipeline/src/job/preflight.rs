@@ -54,18 +54,20 @@ pub fn check_outputs(
             check_replaceable_parquet("pipeline run", path)?;
         }
     }
-    if let Some(metrics) = &options.metrics_json {
+    let side_files =
+        [("--metrics-json", &options.metrics_json), ("--metrics-textfile", &options.reporting.metrics_textfile)];
+    for (flag, metrics) in side_files.into_iter().filter_map(|(flag, path)| path.as_ref().map(|p| (flag, p))) {
         let inputs: Vec<InputLocation> = input.local.iter().cloned().chain([package.as_input()]).collect();
-        check_replaceable(metrics).context("--metrics-json")?;
-        refuse_output_among_inputs("--metrics-json", metrics, &inputs)?;
+        check_replaceable(metrics).context(flag)?;
+        refuse_output_among_inputs(flag, metrics, &inputs)?;
         if same_location(metrics, Path::new(output)) {
-            bail!("--metrics-json {} is also --output; give the summary its own file", metrics.display());
+            bail!("{flag} {} is also --output; give the figures their own file", metrics.display());
         }
         // Beside the parts it could replace a committed part or `_SUCCESS`.
         let folder = metrics.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if dataset && !is_url(output) && same_location(folder, Path::new(output)) {
             bail!(
-                "--metrics-json {} is inside the dataset output {output}; give the summary a file outside it",
+                "{flag} {} is inside the dataset output {output}; give the figures a file outside it",
                 metrics.display()
             );
         }

@@ -20,6 +20,44 @@ pub mod defaults {
     pub const BATCH_SIZE: usize = 64;
     pub const CHUNK_ROWS: usize = 2048;
     pub const ROWS_PER_PART: usize = 2500;
+    /// The Pushgateway's `job` and OpenLineage's job name.
+    pub const JOB_NAME: &str = "pipeline_run";
+    /// OpenLineage's namespace when neither `--openlineage-namespace` nor
+    /// `OPENLINEAGE_NAMESPACE` gives one (the OpenLineage client's own default).
+    pub const OPENLINEAGE_NAMESPACE: &str = "default";
+}
+
+/// What a dataset output is: Parquet parts with `_SUCCESS`, or a Delta Lake table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputFormat {
+    #[default]
+    Parquet,
+    Delta,
+}
+
+impl batch_io::choice::Choice for OutputFormat {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (OutputFormat::Parquet, "parquet", "one Parquet file, or a directory of parts with _SUCCESS"),
+        (
+            OutputFormat::Delta,
+            "delta",
+            "a Delta Lake table (local or object storage): each shard commits its parts once; files already committed are skipped",
+        ),
+    ];
+}
+
+/// Where a run reports itself besides its output: none of these ever fails the run.
+#[derive(Debug, Clone, Default)]
+pub struct Reporting {
+    /// The name the run reports under: the Pushgateway's `job` label, OpenLineage's job name.
+    pub job_name: String,
+    /// A Prometheus Pushgateway's base URL: the figures are PUT there per job and shard.
+    pub metrics_push: Option<String>,
+    /// A file for node_exporter's textfile collector (`*.prom`).
+    pub metrics_textfile: Option<PathBuf>,
+    /// An OpenLineage endpoint's base URL (`/api/v1/lineage` is appended).
+    pub openlineage_url: Option<String>,
+    pub openlineage_namespace: String,
 }
 
 #[derive(Debug, Clone)]
@@ -49,6 +87,9 @@ pub struct RunSpec {
     /// Test hook: panic after the first chunk is written, to exercise the internal-error
     /// path end to end (exit code 70, the unfinished output removed).
     pub panic_after_first_window: bool,
+    /// Test hook: a Delta output's process kills itself with SIGKILL once its parts are
+    /// written, before it commits them (a pod killed at the worst moment).
+    pub kill_before_commit: bool,
     /// Bench hook: a stand-in for the model that costs nothing
     /// ([`runtime::inference::NullBackend`]), to measure the pipeline's own ceiling.
     pub null_model: bool,
@@ -61,6 +102,9 @@ pub struct RunSpec {
     pub rows_per_part: usize,
     /// Dataset outputs only: delete another run's parts instead of refusing them.
     pub overwrite: bool,
+    pub output_format: OutputFormat,
+    /// Metrics and lineage.
+    pub reporting: Reporting,
 }
 
 impl RunSpec {
@@ -81,11 +125,18 @@ impl RunSpec {
             embedding: false,
             metrics_json: None,
             panic_after_first_window: false,
+            kill_before_commit: false,
             null_model: false,
             cancel: None,
             shard: Shard::WHOLE,
             rows_per_part: defaults::ROWS_PER_PART,
             overwrite: false,
+            output_format: OutputFormat::Parquet,
+            reporting: Reporting {
+                job_name: defaults::JOB_NAME.to_owned(),
+                openlineage_namespace: defaults::OPENLINEAGE_NAMESPACE.to_owned(),
+                ..Reporting::default()
+            },
         }
     }
 
@@ -100,6 +151,33 @@ impl RunSpec {
         ];
         for (flag, count) in counts {
             anyhow::ensure!(count != Some(0), "{flag} must be at least 1");
+        }
+        if self.output_format == OutputFormat::Delta {
+            anyhow::ensure!(
+                !self.output.to_ascii_lowercase().ends_with(".parquet"),
+                "--output-format delta writes a table, which is a directory: give --output a path without .parquet"
+            );
+            anyhow::ensure!(
+                !self.overwrite,
+                "--overwrite does not apply to a Delta table: files already committed are skipped, new ones appended; \
+                 to start again, write to a new table"
+            );
+        }
+        let job = &self.reporting.job_name;
+        anyhow::ensure!(
+            !job.trim().is_empty() && !job.contains(['/', '%', '?', '#']) && !job.chars().any(char::is_whitespace),
+            "--job-name {job:?}: give a name without spaces, '/', '%', '?' or '#' (it is a Pushgateway URL segment)"
+        );
+        for (flag, url) in
+            [("--metrics-push", &self.reporting.metrics_push), ("--openlineage-url", &self.reporting.openlineage_url)]
+        {
+            if let Some(url) = url {
+                let parsed = url::Url::parse(url).map_err(|e| anyhow::anyhow!("{flag} {url} is not a URL ({e})"))?;
+                anyhow::ensure!(
+                    matches!(parsed.scheme(), "http" | "https"),
+                    "{flag} {url} is not an http:// or https:// URL"
+                );
+            }
         }
         Ok(())
     }

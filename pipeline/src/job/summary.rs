@@ -17,8 +17,23 @@ pub struct PartsSummary {
     pub skipped: usize,
     /// Parts of the whole run (all shards).
     pub total: usize,
-    /// Whether every part is now committed and `_SUCCESS` written.
+    /// Whether every part is now committed and `_SUCCESS` written (a Delta table: this
+    /// shard's parts are in the table).
     pub complete: bool,
+    /// A Delta table output: what this shard's commit added.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<TableCommit>,
+}
+
+/// What a shard added to a Delta table.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TableCommit {
+    /// The table version of the commit; `None` where the table held every part already.
+    pub version: Option<u64>,
+    /// Parts added by the commit.
+    pub parts: usize,
+    /// The commit's wall time: reading the log, checking the units' `txn`s, writing the entry.
+    pub seconds: f64,
 }
 
 /// The end-of-run summary (also written as JSON with `--metrics-json`).
@@ -47,6 +62,12 @@ pub struct JobSummary {
     /// Dataset outputs only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parts: Option<PartsSummary>,
+    /// The output's columns, for lineage.
+    #[serde(skip)]
+    pub output_columns: Vec<String>,
+    /// The input columns copied to the output, for lineage.
+    #[serde(skip)]
+    pub passed_through: Vec<String>,
 }
 
 impl JobSummary {
@@ -130,7 +151,14 @@ impl std::fmt::Display for JobSummary {
         )?;
         if let Some(parts) = &self.parts {
             let shard = if parts.shard == Shard::WHOLE { String::new() } else { format!("shard {}: ", parts.shard) };
-            let state = if parts.complete { "complete, _SUCCESS written" } else { "other parts still to come" };
+            let state = match parts.table {
+                Some(TableCommit { version: Some(version), parts, .. }) => {
+                    format!("{parts} part(s) committed to the Delta table at version {version}")
+                }
+                Some(TableCommit { version: None, .. }) => "the Delta table held every part already".to_owned(),
+                None if parts.complete => "complete, _SUCCESS written".to_owned(),
+                None => "other parts still to come".to_owned(),
+            };
             let written = if parts.written == 1 {
                 "1 part written".to_owned()
             } else {

@@ -1,0 +1,442 @@
+//! Delta Lake output (`--output-format delta`): the parts are written as for a dataset, into
+//! `run-<id>/` under the table's root, then each shard adds its parts to the table in one
+//! commit of the table's log.
+//!
+//! Exactly once: the commit carries a Delta `txn` per unit of work (its input file as the run
+//! saw it, its rows, the model and every option that changes the output) and one for the shard
+//! (the run fingerprint and the shard). A run first asks the table which of its units' `txn`s
+//! are there, and neither classifies nor adds those again: delta-rs does not deduplicate at
+//! commit time, and this check is what makes a retried, resumed or re-run shard add nothing
+//! twice. Two writers racing to add the same unit conflict in the log (delta-rs fails the
+//! second commit on a `txn` the first one wrote), and the second then finds it committed.
+//! The same check makes every run into a table incremental: files already committed are
+//! skipped, new ones classified and appended.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use arrow::datatypes::Schema;
+use deltalake_core::kernel::engine::arrow_conversion::TryFromArrow;
+use deltalake_core::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
+use deltalake_core::kernel::{Action, Add, StructType, Transaction};
+use deltalake_core::logstore::{
+    LogStore, LogStoreFactory, ObjectStoreRef, StorageConfig, default_logstore, logstore_factories,
+};
+use deltalake_core::operations::create::CreateBuilder;
+use deltalake_core::protocol::{DeltaOperation, SaveMode};
+use deltalake_core::{DeltaResult, DeltaTable, DeltaTableBuilder, DeltaTableError};
+use object_store::ObjectStore;
+use serde::Serialize;
+use url::Url;
+
+use batch_io::object_storage::{RemotePrefix, block_on, is_url, remote_prefix, request_failed};
+use batch_io::source::RowSpan;
+use runtime::output::keys;
+
+use crate::dataset::{InputIdentity, Run, RunFingerprint};
+use crate::units::WorkUnit;
+
+/// The schema-metadata keys that become table properties and must agree for two runs to
+/// share a table: the model and what its rows mean.
+const TABLE_PROPERTY_KEYS: [&str; 6] = [
+    keys::MODEL_VARIANT,
+    keys::MODEL_SHA256,
+    keys::MODEL_LABELS,
+    keys::MAX_TOKENS,
+    keys::LONG_DOCUMENTS,
+    keys::ATTENTION_ENCODING,
+];
+
+/// How many times a commit that lost a race for the next log version is tried again.
+const COMMIT_RETRIES: usize = 30;
+
+/// A Delta table as a run's output: where it is, and the store its log and files live in.
+pub struct DeltaOutput {
+    /// As the user gave it, for messages.
+    location: String,
+    /// The table's root, ending in `/`.
+    url: Url,
+    /// The store, rooted at the file system's root or the bucket.
+    store: Arc<dyn ObjectStore>,
+    /// In object storage: the table's prefix.
+    remote: Option<RemotePrefix>,
+}
+
+/// A unit's key in the table's log: the `txn` appId that says it is committed.
+pub type UnitKey = String;
+
+/// The log store for tables in object storage: delta-rs's default one (commits by a
+/// create-if-absent write, which S3, GCS and Azure support), over the store this crate already
+/// configured from the environment. delta-rs registers it for `file://` and `memory://` only;
+/// its cloud crates would bring their own stores and SDKs.
+#[derive(Debug)]
+struct PlainLogStores;
+
+impl LogStoreFactory for PlainLogStores {
+    fn with_options(
+        &self,
+        prefixed_store: ObjectStoreRef,
+        root_store: ObjectStoreRef,
+        location: &Url,
+        options: &StorageConfig,
+    ) -> DeltaResult<Arc<dyn LogStore>> {
+        Ok(default_logstore(prefixed_store, root_store, location, options))
+    }
+}
+
+fn register_log_stores() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for scheme in ["s3://", "s3a://", "gs://", "az://", "abfs://", "abfss://", "azure://", "adl://"] {
+            if let Ok(url) = Url::parse(scheme) {
+                logstore_factories().insert(url, Arc::new(PlainLogStores));
+            }
+        }
+    });
+}
+
+impl DeltaOutput {
+    /// The table at `location` (a local directory, created if its parent exists, or a storage
+    /// URL); it need not be a table yet.
+    pub fn at(location: &str) -> anyhow::Result<Self> {
+        if is_url(location) {
+            register_log_stores();
+            let prefix = remote_prefix(location)?;
+            let url =
+                Url::parse(&format!("{}/", prefix.url)).with_context(|| format!("`{location}` is not a valid URL"))?;
+            return Ok(Self { location: location.to_owned(), url, store: prefix.store.clone(), remote: Some(prefix) });
+        }
+        let path = Path::new(location);
+        if path.exists() && !path.is_dir() {
+            bail!("--output {location} is a file; a Delta table is a directory (give a new or empty one, or a table)");
+        }
+        if !path.exists() {
+            let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if !parent.is_dir() {
+                bail!("cannot write {location}: the directory {} does not exist", parent.display());
+            }
+            match std::fs::create_dir(path) {
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() => {}
+                result => result.with_context(|| format!("cannot create the table directory {location}"))?,
+            }
+        }
+        let absolute = path.canonicalize().with_context(|| format!("cannot resolve {location}"))?;
+        let url = Url::from_directory_path(&absolute)
+            .map_err(|()| anyhow::anyhow!("{} cannot be written as a file:// URL", absolute.display()))?;
+        let store = Arc::new(object_store::local::LocalFileSystem::new());
+        Ok(Self { location: location.to_owned(), url, store, remote: None })
+    }
+
+    /// Where this run's parts go before they are committed: `run-<id>` under the table's root.
+    pub fn staging_location(&self, run: &Run) -> anyhow::Result<String> {
+        let name = format!("run-{}", short_digest(&run.fingerprint)?);
+        Ok(format!("{}/{name}", self.location.trim_end_matches('/')))
+    }
+
+    /// Whether the location has a Delta log: asked through our own store first, so that a
+    /// store that cannot be reached fails as every other request of ours does (transient,
+    /// exit 75, after the retries), and a location that is no table costs one listing.
+    fn has_log(&self) -> anyhow::Result<bool> {
+        let Some(prefix) = &self.remote else {
+            return Ok(Path::new(&self.location).join("_delta_log").is_dir());
+        };
+        let log = prefix.child("_delta_log");
+        let listing = block_on(prefix.store.list_with_delimiter(Some(&log)))?
+            .map_err(|e| request_failed(&format!("cannot list {}", self.location), e))?;
+        Ok(!listing.objects.is_empty())
+    }
+
+    /// The table as its log says now; `None` where there is no table yet.
+    fn load(&self) -> anyhow::Result<Option<DeltaTable>> {
+        if !self.has_log()? {
+            return Ok(None);
+        }
+        let mut table = DeltaTableBuilder::from_url(self.url.clone())
+            .and_then(|builder| builder.with_storage_backend(self.store.clone(), self.url.clone()).build())
+            .with_context(|| format!("cannot open {} as a Delta table", self.location))?;
+        match block_on(table.load())? {
+            Ok(()) => Ok(Some(table)),
+            Err(DeltaTableError::NotATable(_)) => Ok(None),
+            Err(error) => Err(self.failed("cannot read the Delta log of", error)),
+        }
+    }
+
+    fn failed(&self, what: &str, error: DeltaTableError) -> anyhow::Error {
+        anyhow::anyhow!("{what} {}: {error}", self.location)
+    }
+
+    /// Refuses, before any work, a table that holds another schema or another model's rows
+    /// (blending them would give one column two meanings); creates the table when there is
+    /// none. Returns the keys of `units` already committed.
+    pub fn prepare(&self, schema: &Schema, units: &BTreeMap<usize, UnitKey>) -> anyhow::Result<HashSet<UnitKey>> {
+        let columns = delta_columns(schema)?;
+        let table = match self.load()? {
+            Some(table) => table,
+            None => {
+                self.refuse_if_occupied()?;
+                self.create(&columns, schema)?
+            }
+        };
+        self.check_agrees(&table, &columns, schema)?;
+        let snapshot = table.snapshot().map_err(|e| self.failed("cannot read", e))?;
+        let mut committed = HashSet::new();
+        for key in units.values() {
+            let version = block_on(snapshot.transaction_version(table.log_store().as_ref(), key))?
+                .map_err(|e| self.failed("cannot read the transactions of", e))?;
+            if version.is_some() {
+                committed.insert(key.clone());
+            }
+        }
+        Ok(committed)
+    }
+
+    /// A location that holds files but no table is someone else's: never made into a table.
+    /// What another shard creating the table at the same moment puts there (`_delta_log/`, its
+    /// `run-<id>/`) does not count.
+    fn refuse_if_occupied(&self) -> anyhow::Result<()> {
+        let names: Vec<String> = match &self.remote {
+            Some(prefix) => {
+                let listing = block_on(prefix.store.list_with_delimiter(Some(&prefix.path)))?
+                    .map_err(|e| request_failed(&format!("cannot list {}", self.location), e))?;
+                let objects = listing.objects.iter().map(|o| o.location.clone());
+                objects.chain(listing.common_prefixes).filter_map(|p| p.filename().map(str::to_owned)).collect()
+            }
+            None => std::fs::read_dir(&self.location)
+                .with_context(|| format!("cannot list {}", self.location))?
+                .filter_map(|entry| entry.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+                .collect(),
+        };
+        let ours = |name: &String| name == "_delta_log" || name.starts_with("run-");
+        if names.iter().any(|name| !ours(name)) {
+            bail!(
+                "--output {} holds files but is not a Delta table (it has no _delta_log); \
+                 give a new or empty location, or an existing table",
+                self.location
+            );
+        }
+        Ok(())
+    }
+
+    fn create(&self, columns: &StructType, schema: &Schema) -> anyhow::Result<DeltaTable> {
+        let builder = DeltaTableBuilder::from_url(self.url.clone())
+            .and_then(|builder| builder.with_storage_backend(self.store.clone(), self.url.clone()).build())
+            .with_context(|| format!("cannot open {} as a Delta table", self.location))?;
+        let properties: Vec<(String, Option<String>)> = TABLE_PROPERTY_KEYS
+            .iter()
+            .filter_map(|key| schema.metadata().get(*key).map(|value| ((*key).to_owned(), Some(value.clone()))))
+            .collect();
+        let create = CreateBuilder::new()
+            .with_log_store(builder.log_store())
+            .with_columns(columns.fields().cloned())
+            .with_configuration(properties)
+            .with_raise_if_key_not_exists(false)
+            .with_comment("predictions and explanations written by `pipeline run`")
+            .with_save_mode(SaveMode::Ignore)
+            // A shard that loses the race to create the table must not retry its creation at
+            // the next version (that would replace the table's metadata): it uses the winner's.
+            .with_commit_properties(CommitProperties::default().with_max_retries(0));
+        match block_on(create.into_future())? {
+            Ok(table) => Ok(table),
+            // Another shard created it a moment before (its version 0 won): use theirs, which
+            // the caller checks like any table found.
+            Err(error) => match self.load()? {
+                Some(table) => Ok(table),
+                None => Err(self.failed("cannot create the Delta table", error)),
+            },
+        }
+    }
+
+    /// The table's columns and model must be this run's.
+    fn check_agrees(&self, table: &DeltaTable, columns: &StructType, schema: &Schema) -> anyhow::Result<()> {
+        let snapshot = table.snapshot().map_err(|e| self.failed("cannot read", e))?;
+        let theirs = snapshot.schema();
+        let ours: Vec<String> = columns.fields().map(describe_field).collect();
+        let found: Vec<String> = theirs.fields().map(describe_field).collect();
+        if ours != found {
+            let missing: Vec<&String> = ours.iter().filter(|f| !found.contains(f)).collect();
+            let extra: Vec<&String> = found.iter().filter(|f| !ours.contains(f)).collect();
+            bail!(
+                "the Delta table {} has another schema than this run writes (this run's columns not in it: {}; its columns this run does not write: {}); \
+                 write to a new table, or run with the model and options that made it",
+                self.location,
+                list_or_none(&missing),
+                list_or_none(&extra)
+            );
+        }
+        let configuration = snapshot.metadata().configuration();
+        for key in TABLE_PROPERTY_KEYS {
+            let ours = schema.metadata().get(key);
+            let theirs = configuration.get(key);
+            if ours != theirs {
+                bail!(
+                    "the Delta table {} holds rows of another model or options: its {key} is {}, this run's {}; \
+                     write to a new table, or run with the model and options that made it",
+                    self.location,
+                    theirs.map_or("unset", String::as_str),
+                    ours.map_or("unset", String::as_str)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `parts` (unit index → the part's file name under `staging` and its size) to the
+    /// table in one commit with the units' and the shard's `txn`s; parts whose unit is
+    /// already committed are left out. Returns the table version committed, or `None` where
+    /// every part was committed already.
+    pub fn commit(&self, commit: ShardCommit<'_>) -> anyhow::Result<Option<u64>> {
+        let Some(table) = self.load()? else {
+            bail!("the Delta table {} disappeared during the run; rerun to commit its parts", self.location)
+        };
+        let snapshot = table.snapshot().map_err(|e| self.failed("cannot read", e))?;
+        let log_store = table.log_store();
+        let mut actions = Vec::new();
+        let now = chrono::Utc::now().timestamp_millis();
+        for (index, part) in commit.parts {
+            let Some(key) = commit.units.get(index) else { continue };
+            let version = block_on(snapshot.transaction_version(log_store.as_ref(), key))?
+                .map_err(|e| self.failed("cannot read the transactions of", e))?;
+            if version.is_some() {
+                continue;
+            }
+            actions.push(Action::Txn(Transaction { app_id: key.clone(), version: 1, last_updated: Some(now) }));
+            actions.push(Action::Add(Add {
+                path: format!("{}/{}", commit.staging_name, part.name),
+                partition_values: HashMap::new(),
+                size: i64::try_from(part.size).unwrap_or(i64::MAX),
+                modification_time: now,
+                data_change: true,
+                stats: Some(format!("{{\"numRecords\":{}}}", part.rows)),
+                tags: None,
+                deletion_vector: None,
+                base_row_id: None,
+                default_row_commit_version: None,
+                clustering_provider: None,
+            }));
+        }
+        if actions.is_empty() {
+            return Ok(None);
+        }
+        let shard_version = i64::try_from(commit.shard_index).unwrap_or(i64::MAX);
+        actions.push(Action::Txn(Transaction {
+            app_id: commit.shard_key,
+            version: shard_version,
+            last_updated: Some(now),
+        }));
+        let operation = DeltaOperation::Write { mode: SaveMode::Append, partition_by: None, predicate: None };
+        let prepared = CommitBuilder::default().with_actions(actions).with_max_retries(COMMIT_RETRIES).build(
+            Some(snapshot),
+            log_store,
+            operation,
+        );
+        match block_on(prepared.into_future())? {
+            Ok(done) => Ok(Some(done.version())),
+            // Another attempt of this shard committed the same units first: they are in.
+            Err(DeltaTableError::Transaction { source: TransactionError::CommitConflict(conflict) }) => {
+                tracing::warn!(table = %self.location, "another writer committed these units first ({conflict}); nothing added");
+                Ok(None)
+            }
+            Err(error) => Err(self.failed("cannot commit to the Delta table", error)),
+        }
+    }
+}
+
+/// What one shard adds to the table.
+pub struct ShardCommit<'a> {
+    /// The staging directory's name under the table root (`run-<id>`).
+    pub staging_name: String,
+    /// The shard's committed parts by unit index.
+    pub parts: &'a BTreeMap<usize, StagedPart>,
+    /// Each unit's key.
+    pub units: &'a BTreeMap<usize, UnitKey>,
+    /// The `txn` appId of the run's shard.
+    pub shard_key: String,
+    pub shard_index: usize,
+}
+
+/// A part written to the staging directory.
+#[derive(Debug, Clone)]
+pub struct StagedPart {
+    pub name: String,
+    pub size: u64,
+    pub rows: u64,
+}
+
+/// The appId of a unit: the input file as the run saw it, its rows, and everything else that
+/// makes its output what it is (the fingerprint less the inputs).
+pub fn unit_key(unit: &WorkUnit, input: &InputIdentity, run: &RunFingerprint) -> anyhow::Result<UnitKey> {
+    #[derive(Serialize)]
+    struct Identity<'a> {
+        input: &'a InputIdentity,
+        first_row: usize,
+        rows: Option<usize>,
+        output: &'a RunFingerprint,
+    }
+    let rows = match unit.span {
+        RowSpan::InRowGroup { rows, .. } => Some(rows),
+        RowSpan::Whole => None,
+    };
+    let output = RunFingerprint { input_count: 0, inputs_sha256: String::new(), parts: 0, ..run.clone() };
+    let identity = Identity { input, first_row: unit.first_row, rows, output: &output };
+    Ok(format!("pipeline-unit-{}", sha256_hex(serde_json::to_string(&identity)?.as_bytes())))
+}
+
+/// The appId of a run's shard.
+pub fn shard_key(run: &RunFingerprint, shard: crate::units::Shard) -> anyhow::Result<String> {
+    Ok(format!("pipeline-run-{}-shard-{}-of-{}", short_digest(run)?, shard.index, shard.count))
+}
+
+fn short_digest(run: &RunFingerprint) -> anyhow::Result<String> {
+    let digest = sha256_hex(serde_json::to_string(run)?.as_bytes());
+    Ok(digest.get(..16).unwrap_or(&digest).to_owned())
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+/// The output's Arrow schema as Delta columns (unsigned bytes become Delta's `byte`, a
+/// fixed-size list an array).
+fn delta_columns(schema: &Schema) -> anyhow::Result<StructType> {
+    let plain = Schema::new(schema.fields().clone());
+    StructType::try_from_arrow(&plain).map_err(|e| anyhow::anyhow!("the output's schema has no Delta equivalent: {e}"))
+}
+
+fn describe_field(field: &deltalake_core::kernel::StructField) -> String {
+    format!("{} {}", field.name(), field.data_type())
+}
+
+fn list_or_none(items: &[&String]) -> String {
+    if items.is_empty() { "none".to_owned() } else { items.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ") }
+}
+
+/// The data files of the Delta table at `location`, as URLs or paths `pipeline sql` reads;
+/// `None` where `location` is not a Delta table (no `_delta_log/`).
+pub fn data_files(location: &str) -> anyhow::Result<Option<Vec<String>>> {
+    if location.contains(['*', '?', '[']) || location.to_ascii_lowercase().ends_with(".parquet") {
+        return Ok(None);
+    }
+    if !is_url(location) && !Path::new(location).join("_delta_log").is_dir() {
+        return Ok(None);
+    }
+    let output = DeltaOutput::existing(location)?;
+    if !output.has_log()? {
+        return Ok(None);
+    }
+    let Some(table) = output.load()? else { return Ok(None) };
+    let files = table.get_file_uris().map_err(|e| output.failed("cannot list the files of", e))?;
+    Ok(Some(files.collect()))
+}
+
+impl DeltaOutput {
+    /// An existing location, never created (for readers).
+    fn existing(location: &str) -> anyhow::Result<Self> {
+        if !is_url(location) && !Path::new(location).is_dir() {
+            bail!("{location} is not a directory, so not a Delta table");
+        }
+        Self::at(location)
+    }
+}
