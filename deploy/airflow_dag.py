@@ -15,6 +15,13 @@ model cache, with the credentials of the `corpus-s3-credentials` Secret and the
 --finalize` then writes _SUCCESS (a no-op when the last shard already did), so downstream
 tasks can wait on that one object.
 
+Each run can write a Delta Lake table instead (`output_format: delta`: every shard commits its
+own parts once, and a daily run into the same table appends only the new files), push its
+figures to a Prometheus Pushgateway (`metrics_push`), and send OpenLineage events
+(`openlineage_url`). With Airflow's OpenLineage provider enabled, each shard's events name
+its Airflow task as their parent run (OPENLINEAGE_PARENT_ID and OPENLINEAGE_ROOT_PARENT_ID,
+rendered by the provider's macros), so the lineage graph links the shards to this DAG.
+
 Needs Airflow 2.4+ (dynamic task mapping) with apache-airflow-providers-cncf-kubernetes, and a
 connection to the cluster (`kubernetes_default`, or in-cluster). The pod's exit code is in the
 task log: 1 = bad input (each retry fails the same way, at once), 75 = object storage failed
@@ -54,24 +61,35 @@ MODEL_CACHE_MOUNT = k8s.V1VolumeMount(name="model-cache", mount_path="/home/pipe
 CREDENTIALS = [k8s.V1EnvFromSource(secret_ref=k8s.V1SecretEnvSource(name="corpus-s3-credentials"))]
 
 
-def location(template: str, ds: str) -> str:
-    """A parameter's path with `{ds}` (the run's logical date, 2026-11-25) filled in."""
-    return template.replace("{ds}", ds)
-
-
-def shard_pod(index: int, params: dict, ds: str) -> dict:
-    """The arguments and environment of shard `index`'s pod: run-shard.sh's variables, as the
-    Kubernetes Job sets them, and `--model` when the run names one."""
+def shard_arguments(params: dict) -> list[str]:
+    """run-shard.sh's flags for every shard: the threads, and `--model` when the run names one."""
     model = ["--model", params["model"]] if params.get("model") else []
-    return {
-        "arguments": ["--threads", str(SHARD_CPUS), *model],
-        "env_vars": {
-            "PIPELINE_INPUT": location(params["input"], ds),
-            "PIPELINE_OUTPUT": location(params["output"], ds),
-            "SHARD_COUNT": str(int(params["shards"])),
-            "SHARD_INDEX": str(index),
-        },
-    }
+    return ["--threads", str(SHARD_CPUS), *model]
+
+
+def if_lineage(macro: str) -> str:
+    """A template of the OpenLineage provider's `macro`, or empty where the provider is not
+    installed or not enabled (its macros are then not defined)."""
+    plugin = "macros.OpenLineageProviderPlugin"
+    return "{{ %s.%s(task_instance) if %s is defined else '' }}" % (plugin, macro, plugin)
+
+
+# Each shard pod's environment: run-shard.sh's variables, as the Kubernetes Job sets them,
+# rendered per mapped task (the shard is the task's map index; values handed over from
+# another task through XCom would not be rendered), and the parent run for lineage.
+SHARD_ENV = {
+    "PIPELINE_INPUT": "{{ params.input.replace('{ds}', ds) }}",
+    "PIPELINE_OUTPUT": "{{ params.output.replace('{ds}', ds) }}",
+    "SHARD_COUNT": "{{ params.shards }}",
+    "SHARD_INDEX": "{{ ti.map_index }}",
+    "PIPELINE_OUTPUT_FORMAT": "{{ params.output_format }}",
+    "PIPELINE_JOB_NAME": "{{ dag.dag_id }}",
+    "PIPELINE_METRICS_PUSH": "{{ params.metrics_push or '' }}",
+    "OPENLINEAGE_URL": "{{ params.openlineage_url or '' }}",
+    "OPENLINEAGE_NAMESPACE": "{{ params.openlineage_namespace }}",
+    "OPENLINEAGE_PARENT_ID": if_lineage("lineage_parent_id"),
+    "OPENLINEAGE_ROOT_PARENT_ID": if_lineage("lineage_root_parent_id"),
+}
 
 
 def pod(**kwargs) -> dict:
@@ -101,19 +119,27 @@ def pod(**kwargs) -> dict:
         "output": Param(OUTPUT, type="string", description="the dataset output (a prefix); {ds} = date"),
         "model": Param(None, type=["null", "string"], description="a model package; none: the default model"),
         "shards": Param(SHARDS, type="integer", minimum=1, description="pods the run is split into"),
+        "output_format": Param(
+            "parquet", enum=["parquet", "delta"], description="parquet: parts + _SUCCESS; delta: a Delta Lake table"
+        ),
+        "metrics_push": Param(None, type=["null", "string"], description="a Prometheus Pushgateway URL; none: no push"),
+        "openlineage_url": Param(None, type=["null", "string"], description="an OpenLineage endpoint; none: no events"),
+        "openlineage_namespace": Param("default", type="string", description="the OpenLineage namespace of the job"),
     },
 )
 def classify_corpus():
     @task
-    def shard_pods(params: dict | None = None, ds: str | None = None) -> list[dict]:
+    def shard_pods(params: dict | None = None) -> list[list[str]]:
+        """One entry per shard: its pod's arguments (the shard itself is the map index)."""
         params = params or {}
-        return [shard_pod(index, params, ds or "") for index in range(int(params["shards"]))]
+        return [shard_arguments(params)] * int(params["shards"])
 
     classify_shard = KubernetesPodOperator.partial(
         **pod(
             task_id="classify_shard",
             name="classify-shard",
             cmds=[RUN_SHARD],
+            env_vars=SHARD_ENV,
             container_resources=k8s.V1ResourceRequirements(
                 requests={"cpu": str(SHARD_CPUS), "memory": "1Gi"},
                 limits={"cpu": str(SHARD_CPUS), "memory": "1536Mi"},
@@ -121,7 +147,7 @@ def classify_corpus():
             retries=3,
             retry_exponential_backoff=True,
         )
-    ).expand_kwargs(shard_pods())
+    ).expand(arguments=shard_pods())
 
     finalize = KubernetesPodOperator(
         **pod(

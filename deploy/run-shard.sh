@@ -10,6 +10,12 @@
 # SHARD_COUNT                      how many shards the run is split into
 # SHARD_INDEX                      this shard (0 .. SHARD_COUNT-1); left out, `pipeline`
 #                                  reads JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job sets
+# PIPELINE_OUTPUT_FORMAT           parquet (default: parts and _SUCCESS) or delta (a Delta Lake
+#                                  table at PIPELINE_OUTPUT; each shard commits its parts once)
+# PIPELINE_JOB_NAME                what metrics and lineage call the run (default: pipeline_run)
+# PIPELINE_METRICS_PUSH            a Prometheus Pushgateway (http://host:9091); empty: no push
+# OPENLINEAGE_URL, OPENLINEAGE_NAMESPACE, OPENLINEAGE_PARENT_ID, OPENLINEAGE_ROOT_PARENT_ID
+#                                  read by pipeline itself: lineage events, empty URL: none
 # PIPELINE                         the binary (default: `pipeline` on PATH)
 # PIPELINE_LOG_FORMAT              json (default, one object per line) or human
 #
@@ -31,6 +37,13 @@ if [ -n "${SHARD_INDEX:-}" ]; then
 else
     set -- --shards "$SHARD_COUNT" "$@"
 fi
+if [ -n "${PIPELINE_METRICS_PUSH:-}" ]; then
+    set -- --metrics-push "$PIPELINE_METRICS_PUSH" "$@"
+fi
+if [ -n "${PIPELINE_JOB_NAME:-}" ]; then
+    set -- --job-name "$PIPELINE_JOB_NAME" "$@"
+fi
+set -- --output-format "${PIPELINE_OUTPUT_FORMAT:-parquet}" "$@"
 # exec: signals reach pipeline itself, and its exit code is the script's.
 exec "${PIPELINE:-pipeline}" --log-format "${PIPELINE_LOG_FORMAT:-json}" run \
     --input "$PIPELINE_INPUT" --output "$PIPELINE_OUTPUT" "$@"

@@ -113,7 +113,9 @@ impl Job {
         cache: &Path,
     ) -> Output {
         let names: Vec<&str> = values.keys().copied().collect();
-        assert_eq!(names, self.env_names.iter().map(String::as_str).collect::<Vec<_>>(), "every variable of the Job");
+        let mut job_names: Vec<&str> = self.env_names.iter().map(String::as_str).collect();
+        job_names.sort_unstable();
+        assert_eq!(names, job_names, "every variable of the Job");
         let mut command = podman();
         command.args(["run", "--rm", "--user", &self.user]);
         if self.read_only_root {
@@ -136,6 +138,11 @@ fn job_variables(input: &str, shards: usize) -> BTreeMap<&'static str, String> {
         ("PIPELINE_INPUT", format!("s3://{BUCKET}/{input}")),
         ("PIPELINE_OUTPUT", format!("s3://{BUCKET}/out/")),
         ("SHARD_COUNT", shards.to_string()),
+        ("PIPELINE_OUTPUT_FORMAT", "parquet".to_owned()),
+        ("PIPELINE_JOB_NAME", "classify-reviews".to_owned()),
+        ("PIPELINE_METRICS_PUSH", String::new()),
+        ("OPENLINEAGE_URL", String::new()),
+        ("OPENLINEAGE_NAMESPACE", "classify".to_owned()),
     ])
 }
 

@@ -89,6 +89,7 @@ fn airflow_loads_the_dag_with_a_pod_per_shard_then_finalize() {
     let home = tempfile::tempdir().expect("AIRFLOW_HOME");
     let load = |dag: &Path| {
         let script = "import sys\n\
+            import pendulum\n\
             from airflow.models import DagBag\n\
             bag = DagBag(dag_folder=sys.argv[1])\n\
             if bag.import_errors:\n    sys.exit('import errors: %s' % bag.import_errors)\n\
@@ -108,12 +109,20 @@ fn airflow_loads_the_dag_with_a_pod_per_shard_then_finalize() {
             print('read-only root', security.read_only_root_filesystem, kwargs['security_context'].run_as_user)\n\
             print('cache', [(m.name, m.mount_path) for m in kwargs['volume_mounts']])\n\
             print('secret', [e.secret_ref.name for e in kwargs['env_from']])\n\
+            print('shard env', sorted(kwargs['env_vars']))\n\
+            import types\n\
+            from airflow.providers.openlineage.plugins import macros as lineage\n\
+            run = types.SimpleNamespace(logical_date=pendulum.datetime(2026, 11, 25, tz='UTC'), clear_number=0, conf={}, run_id='scheduled__2026-11-25')\n\
+            ti = types.SimpleNamespace(dag_id=dag.dag_id, task_id='classify_shard', try_number=1, map_index=3, logical_date=run.logical_date, dag_run=run, get_template_context=lambda: {'dag_run': run})\n\
+            plugin = types.SimpleNamespace(lineage_parent_id=lineage.lineage_parent_id, lineage_root_parent_id=lineage.lineage_root_parent_id)\n\
+            params = {'input': 's3://in/day={ds}/', 'output': 's3://out/day={ds}/', 'model': None, 'shards': 8, 'output_format': 'delta', 'metrics_push': 'http://pgw:9091', 'openlineage_url': None, 'openlineage_namespace': 'lake'}\n\
+            def render(env, macros):\n    return {k: SandboxedEnvironment().from_string(v).render(params=params, ds='2026-11-25', ti=ti, task_instance=ti, dag=dag, macros=macros) for k, v in env.items()}\n\
+            print('pod 3', render(kwargs['env_vars'], types.SimpleNamespace(OpenLineageProviderPlugin=plugin)))\n\
+            print('without the provider', render({k: v for k, v in kwargs['env_vars'].items() if 'PARENT' in k}, types.SimpleNamespace()))\n\
             sys.path.insert(0, sys.argv[2])\n\
-            from airflow_dag import location, shard_pod\n\
-            params = {'input': 's3://in/day={ds}/', 'output': 's3://out/day={ds}/', 'model': None, 'shards': 8}\n\
-            print('pod 3', shard_pod(3, params, '2026-11-25'))\n\
-            print('with a model', shard_pod(0, {**params, 'model': 's3://m/san/'}, '2026-11-25')['arguments'])\n\
-            print('location', location('s3://b/day={ds}/', '2026-11-25'))\n";
+            from airflow_dag import shard_arguments\n\
+            print('arguments', shard_arguments(params))\n\
+            print('with a model', shard_arguments({**params, 'model': 's3://m/san/'}))\n";
         Command::new(&python)
             .args(["-W", "ignore", "-c", script])
             .arg(dag)
@@ -128,9 +137,14 @@ fn airflow_loads_the_dag_with_a_pod_per_shard_then_finalize() {
     assert!(output.status.success(), "{said}");
     assert!(said.contains("tasks ['classify_shard', 'finalize', 'shard_pods']"), "{said}");
     // Input, output, model and shard count are parameters of each run; it runs daily.
-    assert!(said.contains("params ['input', 'model', 'output', 'shards'] 8"), "{said}");
+    assert!(
+        said.contains(
+            "params ['input', 'metrics_push', 'model', 'openlineage_namespace', 'openlineage_url', 'output', \
+             'output_format', 'shards'] 8"
+        ),
+        "{said}"
+    );
     assert!(said.contains("schedule @daily"), "{said}");
-    assert!(said.contains("location s3://b/day=2026-11-25/"), "{said}");
     assert!(said.contains("upstream of finalize ['classify_shard']"), "{said}");
     // Every task is a pod of the image, run as the Kubernetes Job runs it.
     let image = "registry.example.com/attention-classifier/pipeline:0.1.0";
@@ -140,14 +154,36 @@ fn airflow_loads_the_dag_with_a_pod_per_shard_then_finalize() {
     assert!(said.contains("read-only root True 10001"), "{said}");
     assert!(said.contains("cache [('model-cache', '/home/pipeline/.cache')]"), "{said}");
     assert!(said.contains("secret ['corpus-s3-credentials']"), "{said}");
-    // Shard 3 of 8 gets run-shard.sh's variables, with the day filled in.
+    // Shard 3 of 8 gets run-shard.sh's variables, with the day filled in, and its Airflow task
+    // as the parent run of its lineage events (the OpenLineage provider's own macros).
+    let pod = said.lines().find(|l| l.starts_with("pod 3 ")).expect("pod 3");
+    for expected in [
+        "'PIPELINE_INPUT': 's3://in/day=2026-11-25/'",
+        "'PIPELINE_OUTPUT': 's3://out/day=2026-11-25/'",
+        "'SHARD_COUNT': '8'",
+        "'SHARD_INDEX': '3'",
+        "'PIPELINE_OUTPUT_FORMAT': 'delta'",
+        "'PIPELINE_JOB_NAME': 'classify_corpus'",
+        "'PIPELINE_METRICS_PUSH': 'http://pgw:9091'",
+        "'OPENLINEAGE_URL': ''",
+        "'OPENLINEAGE_NAMESPACE': 'lake'",
+    ] {
+        assert!(pod.contains(expected), "{expected} in {pod}");
+    }
+    let parent =
+        pod.split("'OPENLINEAGE_PARENT_ID': '").nth(1).and_then(|rest| rest.split('\'').next()).expect("parent");
+    let parts: Vec<&str> = parent.split('/').collect();
+    assert_eq!(parts.len(), 3, "namespace/job/runId: {parent}");
+    assert_eq!(parts[1], "classify_corpus.classify_shard", "{parent}");
+    assert_eq!(parts[2].len(), 36, "a UUID: {parent}");
+    let root =
+        pod.split("'OPENLINEAGE_ROOT_PARENT_ID': '").nth(1).and_then(|rest| rest.split('\'').next()).expect("root");
+    assert!(root.contains("/classify_corpus/"), "{root}");
     assert!(
-        said.contains(
-            "pod 3 {'arguments': ['--threads', '2'], 'env_vars': {'PIPELINE_INPUT': 's3://in/day=2026-11-25/', \
-             'PIPELINE_OUTPUT': 's3://out/day=2026-11-25/', 'SHARD_COUNT': '8', 'SHARD_INDEX': '3'}}"
-        ),
+        said.contains("without the provider {'OPENLINEAGE_PARENT_ID': '', 'OPENLINEAGE_ROOT_PARENT_ID': ''}"),
         "{said}"
     );
+    assert!(said.contains("arguments ['--threads', '2']"), "{said}");
     assert!(said.contains("with a model ['--threads', '2', '--model', 's3://m/san/']"), "{said}");
 
     // The check can fail: a DAG file that does not import is reported.
