@@ -20,6 +20,7 @@ use batch_io::choice::Choice;
 use batch_io::command_line::MAX_THREADS;
 use batch_io::object_storage::TransientIo;
 use batch_io::source::{is_text_type, string_values, text_array};
+use pipeline::job::spec::OUTPUT_AND_REPORTING_OPTIONS;
 use pipeline::job::{OutputFormat, RunSpec, model_sha256, run_job, table_metadata};
 use pipeline::model_source::Unpacked;
 use pipeline::units::Shard;
@@ -59,26 +60,18 @@ fn python_error(error: anyhow::Error) -> PyErr {
 }
 
 /// `run`'s own keyword arguments, beside the [`SHARED`] ones.
-const RUN_OWN: [&str; 13] = [
-    "pass_through",
-    "max_batch_tokens",
-    "window",
-    "rows_per_part",
-    "overwrite",
-    "shard",
-    "threads",
-    "output_format",
-    "job_name",
-    "metrics_push",
-    "metrics_textfile",
-    "openlineage_url",
-    "openlineage_namespace",
-];
+const RUN_OWN: [&str; 7] =
+    ["pass_through", "max_batch_tokens", "window", "rows_per_part", "overwrite", "shard", "threads"];
+
+/// `run`'s own keyword arguments: [`RUN_OWN`] and the output and reporting options.
+fn run_own() -> impl Iterator<Item = &'static str> {
+    RUN_OWN.into_iter().chain(OUTPUT_AND_REPORTING_OPTIONS)
+}
 
 /// Whether `name` (as Python spells it) is an argument of `Classifier` or `run`: the flag
 /// `--name` of `pipeline run` is then said as `name=` in messages.
 fn is_parameter(name: &str) -> bool {
-    ["input", "output", "model"].contains(&name) || is_shared(name) || RUN_OWN.contains(&name)
+    ["input", "output", "model"].contains(&name) || is_shared(name) || run_own().any(|own| own == name)
 }
 
 /// `message` with the flags of `pipeline run` it names (`--long-document-stride`) said as the
@@ -469,7 +462,7 @@ fn run(
         spec.reporting.openlineage_namespace = namespace;
     }
     let (mut shard, mut threads): (Option<String>, Option<usize>) = (None, None);
-    let known: Vec<&str> = SHARED.iter().copied().chain(RUN_OWN).collect();
+    let known: Vec<&str> = SHARED.iter().copied().chain(run_own()).collect();
     keyword_arguments("run", options, &known, |name, value| {
         if value.is_none() {
             return Ok(known.contains(&name));

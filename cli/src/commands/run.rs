@@ -8,7 +8,7 @@ use batch_io::choice::Choice;
 use batch_io::command_line::{logs_are_json, print_report, say};
 use clap::Args;
 use flags::{at_least_one, choice, thread_count};
-use pipeline::job::spec::defaults;
+use pipeline::job::spec::{OUTPUT_AND_REPORTING_OPTIONS, defaults};
 use pipeline::job::{OutputFormat, Reporting, RunSpec, run_job};
 use pipeline::units::Shard;
 use runtime::output::AttentionEncoding;
@@ -16,7 +16,7 @@ use runtime::output::AttentionEncoding;
 use crate::args::{BackendFlags, LongDocumentFlags};
 
 /// Every flag of `run` that `--finalize` does not use: given with it, it would be ignored.
-const FINALIZE_CONFLICTS: [&str; 33] = [
+const FINALIZE_CONFLICTS: [&str; 27] = [
     "input",
     "model",
     "output",
@@ -44,13 +44,12 @@ const FINALIZE_CONFLICTS: [&str; 33] = [
     "panic_after_first_window",
     "null_model",
     "kill_before_commit",
-    "output_format",
-    "job_name",
-    "metrics_push",
-    "metrics_textfile",
-    "openlineage_url",
-    "openlineage_namespace",
 ];
+
+/// [`FINALIZE_CONFLICTS`] and the output and reporting options.
+fn finalize_conflicts() -> Vec<&'static str> {
+    FINALIZE_CONFLICTS.into_iter().chain(OUTPUT_AND_REPORTING_OPTIONS).collect()
+}
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -88,7 +87,7 @@ pub struct RunArgs {
     output_format: OutputFormat,
     /// Write _SUCCESS into this dataset output once every shard's parts are committed. Takes
     /// no other flag of `run` but --threads: the run's options are read from its parts.
-    #[arg(long, value_name = "DIR", conflicts_with_all = FINALIZE_CONFLICTS)]
+    #[arg(long, value_name = "DIR", conflicts_with_all = finalize_conflicts())]
     finalize: Option<String>,
     #[arg(long, default_value = defaults::TEXT_COLUMN)]
     text_column: String,

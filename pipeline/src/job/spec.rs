@@ -46,6 +46,12 @@ impl batch_io::choice::Choice for OutputFormat {
     ];
 }
 
+/// The options of where the output goes and how the run reports itself (`output_format` and
+/// [`Reporting`]'s fields), as the Python module and, with `-` for `_`, the command line name
+/// them: one list for both front ends.
+pub const OUTPUT_AND_REPORTING_OPTIONS: [&str; 6] =
+    ["output_format", "job_name", "metrics_push", "metrics_textfile", "openlineage_url", "openlineage_namespace"];
+
 /// Where a run reports itself besides its output: none of these ever fails the run.
 #[derive(Debug, Clone, Default)]
 pub struct Reporting {
