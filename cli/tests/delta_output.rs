@@ -30,9 +30,12 @@ import json, os, sys
 import deltalake
 options = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
 table = deltalake.DeltaTable(sys.argv[1], storage_options=options or None)
-data = table.to_pyarrow_table(columns=["id", "prediction"])
+# Every column, so that each type must read (compact weights above 127 included).
+data = table.to_pyarrow_table()
 rows = sorted(zip(data["id"].to_pylist(), data["prediction"].to_pylist()))
-print(json.dumps({"version": table.version(), "rows": rows}), flush=True)
+summary = data["attention_summary"].to_pylist() if "attention_summary" in data.column_names else []
+top = max((max(row) for row in summary if row), default=None)
+print(json.dumps({"version": table.version(), "rows": rows, "top_summary_byte": top}), flush=True)
 # deltalake 1.6 can abort in its runtime's teardown at exit ("terminate called without an
 # active exception") once everything is read and printed: leave without the teardown.
 os._exit(0)
@@ -44,12 +47,16 @@ os._exit(0)
         .expect("run python");
     assert!(output.status.success(), "deltalake could not read {location}: {}", stderr(&output));
     let value: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
-    let rows = value["rows"]
+    let rows: Vec<(String, String)> = value["rows"]
         .as_array()
         .expect("rows")
         .iter()
         .map(|row| (row[0].as_str().expect("id").to_owned(), row[1].as_str().unwrap_or("null").to_owned()))
         .collect();
+    if !rows.is_empty() {
+        // Compact weights are bytes relative to the heaviest token: 255 somewhere in every row.
+        assert_eq!(value["top_summary_byte"].as_i64(), Some(255), "compact weights read whole");
+    }
     Some(TableRead { version: value["version"].as_i64().expect("version"), rows })
 }
 

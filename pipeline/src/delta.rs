@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use arrow::datatypes::Schema;
+use arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use deltalake_core::kernel::engine::arrow_conversion::TryFromArrow;
 use deltalake_core::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
 use deltalake_core::kernel::{Action, Add, StructType, Transaction};
@@ -398,11 +398,29 @@ fn sha256_hex(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }
 
-/// The output's Arrow schema as Delta columns (unsigned bytes become Delta's `byte`, a
-/// fixed-size list an array).
+/// The output's Arrow schema as Delta columns. Delta has no unsigned types: the compact
+/// encoding's bytes (0-255) are declared `short`, the smallest signed type that holds them (as
+/// Spark reads Parquet's UINT_8), while the files keep them as bytes. delta-rs's own mapping,
+/// to `byte`, makes readers refuse every weight above 127.
 fn delta_columns(schema: &Schema) -> anyhow::Result<StructType> {
-    let plain = Schema::new(schema.fields().clone());
-    StructType::try_from_arrow(&plain).map_err(|e| anyhow::anyhow!("the output's schema has no Delta equivalent: {e}"))
+    let fields: Vec<Field> =
+        schema.fields().iter().map(|f| f.as_ref().clone().with_data_type(signed(f.data_type()))).collect();
+    StructType::try_from_arrow(&Schema::new(fields))
+        .map_err(|e| anyhow::anyhow!("the output's schema has no Delta equivalent: {e}"))
+}
+
+/// `data_type` with every unsigned integer widened to the signed type that holds its values.
+fn signed(data_type: &DataType) -> DataType {
+    let item = |field: &FieldRef| Arc::new(field.as_ref().clone().with_data_type(signed(field.data_type())));
+    match data_type {
+        DataType::UInt8 => DataType::Int16,
+        DataType::UInt16 => DataType::Int32,
+        DataType::UInt32 | DataType::UInt64 => DataType::Int64,
+        DataType::List(field) => DataType::List(item(field)),
+        DataType::LargeList(field) => DataType::LargeList(item(field)),
+        DataType::FixedSizeList(field, size) => DataType::FixedSizeList(item(field), *size),
+        other => other.clone(),
+    }
 }
 
 fn describe_field(field: &deltalake_core::kernel::StructField) -> String {
