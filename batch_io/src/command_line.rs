@@ -112,6 +112,38 @@ const DEFAULT_LOG_FILTER: &str = "info,deltalake_core=off,buoyant_kernel=off,buo
 /// Set once a signal has arrived: the process is on its way out with 128 + N.
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
+/// What a process stopped by a signal still says, each given the exit code it ends with:
+/// registered by whoever has something to report (a run's failure, to its metrics and
+/// lineage services). Each must bound its own time: the process waits for them.
+type StopHook = Box<dyn Fn(u8) + Send>;
+static STOP_HOOKS: std::sync::Mutex<Vec<(u64, StopHook)>> = std::sync::Mutex::new(Vec::new());
+static NEXT_STOP_HOOK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Runs `hook` if a signal stops the process while the returned guard lives.
+pub fn on_stop(hook: impl Fn(u8) + Send + 'static) -> StopHookGuard {
+    let id = NEXT_STOP_HOOK.fetch_add(1, Ordering::SeqCst);
+    STOP_HOOKS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((id, Box::new(hook)));
+    StopHookGuard { id }
+}
+
+/// Removes its hook when dropped.
+pub struct StopHookGuard {
+    id: u64,
+}
+
+impl Drop for StopHookGuard {
+    fn drop(&mut self) {
+        STOP_HOOKS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|(id, _)| *id != self.id);
+    }
+}
+
+fn run_stop_hooks(code: u8) {
+    let hooks = std::mem::take(&mut *STOP_HOOKS.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    for (_, hook) in hooks {
+        hook(code);
+    }
+}
+
 /// Runs a program's work under the exit-code table.
 pub fn run_main(work: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
     install_panic_hook();
@@ -195,6 +227,7 @@ fn clean_up_on_signals() -> std::io::Result<()> {
             STOPPING.store(true, Ordering::SeqCst);
             clean_up();
             notice(&format!("stopped by signal {signal}"));
+            run_stop_hooks(u8::try_from(128 + signal).unwrap_or(u8::MAX));
             exit_now(128 + signal);
         }
     })?;

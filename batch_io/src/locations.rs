@@ -108,6 +108,11 @@ pub fn same_location(a: &Path, b: &Path) -> bool {
     a == b || matches!((resolved(a), resolved(b)), (Some(a), Some(b)) if a == b)
 }
 
+/// Whether `path` is `dir` or anything under it, as the file system resolves both.
+pub fn within(path: &Path, dir: &Path) -> bool {
+    path.starts_with(dir) || matches!((resolved(path), resolved(dir)), (Some(p), Some(d)) if p.starts_with(&d))
+}
+
 impl InputLocation {
     /// Why writing `path` would clobber this input: it is one of the files read now, or a
     /// rerun would read it once it exists. `None` when the input never reads it.

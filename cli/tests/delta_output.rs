@@ -83,7 +83,8 @@ fn a_table_holds_each_row_once_through_a_kill_before_commit_and_reruns() {
     let dir = tempfile::tempdir().expect("tempdir");
     let input = dir.path().join("reviews.parquet");
     many_reviews(&input, 2, 150);
-    let table = dir.path().join("table");
+    // A space in the path: the log percent-encodes it, every reader must decode it.
+    let table = dir.path().join("my table");
 
     // Killed with SIGKILL after its 4 parts are written, before the commit.
     let killed = delta(&input, &table, &["--kill-before-commit"]);
@@ -103,7 +104,7 @@ fn a_table_holds_each_row_once_through_a_kill_before_commit_and_reruns() {
     // The rerun writes nothing again and commits the 4 parts.
     let rerun = delta(&input, &table, &[]);
     assert!(rerun.status.success(), "{}", stderr(&rerun));
-    assert!(stdout(&rerun).contains("0 parts written, 4 already committed"), "{}", stdout(&rerun));
+    assert!(stdout(&rerun).contains("0 parts written, 4 already staged or in the table"), "{}", stdout(&rerun));
     assert!(stdout(&rerun).contains("4 part(s) committed to the Delta table at version 1"), "{}", stdout(&rerun));
     let expected = expected_rows(&input, dir.path());
     assert_eq!(expected.len(), 600);
@@ -197,6 +198,13 @@ fn a_new_input_file_is_appended_and_the_committed_ones_are_skipped() {
     let day2 = delta(&inputs, &table, &[]);
     assert!(day2.status.success(), "{}", stderr(&day2));
     assert!(stdout(&day2).contains("2 parts written"), "only the new file's: {}", stdout(&day2));
+    // A file written again (a new modification time) with the same rows is not added twice.
+    let day1 = inputs.join("day1-a.parquet");
+    let bytes = std::fs::read(&day1).expect("read");
+    std::fs::write(&day1, bytes).expect("rewrite");
+    let day3 = delta(&inputs, &table, &[]);
+    assert!(day3.status.success(), "{}", stderr(&day3));
+    assert!(stdout(&day3).contains("0 parts written"), "{}", stdout(&day3));
     let Some(read) = read_table(table.to_str().expect("utf-8"), &[]) else { return };
     assert_eq!(read.rows.len(), 900);
     let mut ids: Vec<&String> = read.rows.iter().map(|(id, _)| id).collect();
@@ -231,6 +239,25 @@ fn a_table_of_another_schema_or_a_location_that_is_not_a_table_is_refused() {
     let message = stderr(&other);
     assert!(message.contains("has another schema than this run writes"), "{message}");
     assert!(message.contains("write to a new table"), "{message}");
+    assert_eq!(common::files_in(&table.join("_delta_log")), log_before, "nothing committed");
+
+    // Another split into units would make the same rows other units: refused.
+    let split = run(&common::reviews(), &table, &["--output-format", "delta", "--rows-per-part", "100"]);
+    assert_eq!(split.status.code(), Some(1), "{}", stderr(&split));
+    assert!(
+        stderr(&split).contains("pipeline.rows_per_part (--rows-per-part) is 150, this run's 100"),
+        "{}",
+        stderr(&split)
+    );
+    // Figures written into the table's log would break it: refused, and the log left alone.
+    let entry = table.join("_delta_log").join(&log_before[0]);
+    let before = std::fs::read(&entry).expect("log entry");
+    for flag in ["--metrics-textfile", "--metrics-json"] {
+        let refused = delta(&common::reviews(), &table, &[flag, entry.to_str().expect("utf-8")]);
+        assert_eq!(refused.status.code(), Some(1), "{flag}: {}", stderr(&refused));
+        assert!(stderr(&refused).contains("is inside the dataset output"), "{}", stderr(&refused));
+    }
+    assert_eq!(std::fs::read(&entry).expect("log entry"), before, "the log entry is untouched");
     assert_eq!(common::files_in(&table.join("_delta_log")), log_before, "nothing committed");
 
     // A directory of loose Parquet parts is not a table, and is not made into one.

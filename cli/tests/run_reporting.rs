@@ -144,12 +144,15 @@ fn a_pushgateway_answering_500_or_a_lineage_service_that_is_down_only_warns() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let output = dir.path().join("out.parquet");
-    let result = run_with(&output, &reviews(), &["--metrics-push", &failing.url, "--openlineage-url", &closed], &[]);
+    // Credentials in a URL never reach the logs.
+    let with_password = failing.url.replace("http://", "http://user:s3cret@");
+    let result = run_with(&output, &reviews(), &["--metrics-push", &with_password, "--openlineage-url", &closed], &[]);
     assert!(result.status.success(), "{}", stderr(&result));
     assert!(output.is_file(), "the predictions are written");
     let message = stderr(&result);
     assert!(message.contains("--metrics-push") && message.contains("500"), "{message}");
     assert!(message.contains("--openlineage-url") && message.contains("the run goes on without it"), "{message}");
+    assert!(!message.contains("s3cret"), "{message}");
     let pushed = failing.requests();
     assert_eq!(pushed.len(), 1, "{pushed:?}");
     assert_eq!((pushed[0].method.as_str(), pushed[0].path.as_str()), ("PUT", "/metrics/job/pipeline_run/shard/0"));
@@ -216,6 +219,13 @@ fn lineage_events_follow_the_schema_and_name_the_parent_run() {
     let rerun: serde_json::Value = serde_json::from_str(&sink.requests()[2].body).expect("event");
     assert_eq!(rerun["run"]["runId"], start["run"]["runId"]);
 
+    // The same inputs with another option are another run.
+    let other =
+        run_with(&dir.path().join("out3.parquet"), &reviews(), &["--pass-through", "id", "--attention", "full"], &env);
+    assert!(other.status.success(), "{}", stderr(&other));
+    let third: serde_json::Value = serde_json::from_str(&sink.requests()[4].body).expect("event");
+    assert_ne!(third["run"]["runId"], start["run"]["runId"]);
+
     // A failed run ends with FAIL and the error.
     let bad = dir.path().join("bad.parquet");
     std::fs::write(&bad, b"not parquet").expect("write");
@@ -231,4 +241,55 @@ fn lineage_events_follow_the_schema_and_name_the_parent_run() {
     let mut all = events.clone();
     all.push(fail);
     validate(&all, dir.path());
+}
+
+#[test]
+fn a_refused_metrics_file_is_never_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("reviews.parquet");
+    std::fs::copy(reviews(), &input).expect("copy");
+    let before = std::fs::read(&input).expect("read");
+    let refused =
+        run_with(&dir.path().join("out.parquet"), &input, &["--metrics-textfile", input.to_str().expect("utf-8")], &[]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert_eq!(std::fs::read(&input).expect("read"), before, "the input is untouched");
+    assert!(
+        stderr(&refused).contains("not written, the run failed before its outputs were checked"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+#[test]
+fn a_run_stopped_by_sigterm_reports_its_exit_code_and_a_fail_event() {
+    let sink = HttpSink::start(200);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("many.parquet");
+    common::many_reviews(&input, 40, 1000);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["run", "--metrics-push", &sink.url, "--openlineage-url", &sink.url, "--input"])
+        .arg(&input)
+        .arg("--model")
+        .arg(tiny_model())
+        .arg("--output")
+        .arg(dir.path().join("out.parquet"))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sink.requests().is_empty() {
+        assert!(Instant::now() < deadline, "no START event");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(killed.success());
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    let requests = sink.requests();
+    let pushed = requests.iter().find(|r| r.path.starts_with("/metrics/")).expect("a push");
+    assert_eq!(pushed.method, "POST", "a failure keeps the last success");
+    assert!(pushed.body.contains("pipeline_run_exit_code{job=\"pipeline_run\",shard=\"0\"} 143"), "{}", pushed.body);
+    let fail: serde_json::Value = serde_json::from_str(&requests.last().expect("events").body).expect("event");
+    assert_eq!(fail["eventType"], "FAIL");
+    assert!(fail["run"]["facets"]["errorMessage"]["message"].as_str().expect("message").contains("signal"), "{fail}");
 }

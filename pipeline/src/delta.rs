@@ -27,7 +27,7 @@ use deltalake_core::logstore::{
 use deltalake_core::operations::create::CreateBuilder;
 use deltalake_core::protocol::{DeltaOperation, SaveMode};
 use deltalake_core::{DeltaResult, DeltaTable, DeltaTableBuilder, DeltaTableError};
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt};
 use serde::Serialize;
 use url::Url;
 
@@ -48,6 +48,20 @@ const TABLE_PROPERTY_KEYS: [&str; 6] = [
     keys::LONG_DOCUMENTS,
     keys::ATTENTION_ENCODING,
 ];
+/// The table property that fixes how files split into units: with another split, the same
+/// rows would be other units, and would be added again.
+const ROWS_PER_PART_PROPERTY: &str = "pipeline.rows_per_part";
+
+/// The table properties a run writes with: [`TABLE_PROPERTY_KEYS`] from the output's
+/// schema metadata, and `--rows-per-part`.
+fn table_properties(schema: &Schema, rows_per_part: usize) -> BTreeMap<String, String> {
+    let mut properties: BTreeMap<String, String> = TABLE_PROPERTY_KEYS
+        .iter()
+        .filter_map(|key| schema.metadata().get(*key).map(|value| ((*key).to_owned(), value.clone())))
+        .collect();
+    properties.insert(ROWS_PER_PART_PROPERTY.to_owned(), rows_per_part.to_string());
+    properties
+}
 
 /// How many times a commit that lost a race for the next log version is tried again.
 const COMMIT_RETRIES: usize = 30;
@@ -104,6 +118,13 @@ impl DeltaOutput {
         if is_url(location) {
             register_log_stores();
             let prefix = remote_prefix(location)?;
+            // An object is not a table: writing under it as a prefix would hide the mistake.
+            if let Ok(object) = block_on(prefix.store.head(&prefix.path))? {
+                bail!(
+                    "--output {location} is an object ({} bytes), not a Delta table; give a prefix for the table",
+                    object.size
+                );
+            }
             let url =
                 Url::parse(&format!("{}/", prefix.url)).with_context(|| format!("`{location}` is not a valid URL"))?;
             return Ok(Self { location: location.to_owned(), url, store: prefix.store.clone(), remote: Some(prefix) });
@@ -170,16 +191,22 @@ impl DeltaOutput {
     /// Refuses, before any work, a table that holds another schema or another model's rows
     /// (blending them would give one column two meanings); creates the table when there is
     /// none. Returns the keys of `units` already committed.
-    pub fn prepare(&self, schema: &Schema, units: &BTreeMap<usize, UnitKey>) -> anyhow::Result<HashSet<UnitKey>> {
+    pub fn prepare(
+        &self,
+        schema: &Schema,
+        rows_per_part: usize,
+        units: &BTreeMap<usize, UnitKey>,
+    ) -> anyhow::Result<HashSet<UnitKey>> {
         let columns = delta_columns(schema)?;
+        let properties = table_properties(schema, rows_per_part);
         let table = match self.load()? {
             Some(table) => table,
             None => {
                 self.refuse_if_occupied()?;
-                self.create(&columns, schema)?
+                self.create(&columns, &properties)?
             }
         };
-        self.check_agrees(&table, &columns, schema)?;
+        self.check_agrees(&table, &columns, &properties)?;
         let snapshot = table.snapshot().map_err(|e| self.failed("cannot read", e))?;
         let mut committed = HashSet::new();
         for key in units.values() {
@@ -219,14 +246,11 @@ impl DeltaOutput {
         Ok(())
     }
 
-    fn create(&self, columns: &StructType, schema: &Schema) -> anyhow::Result<DeltaTable> {
+    fn create(&self, columns: &StructType, properties: &BTreeMap<String, String>) -> anyhow::Result<DeltaTable> {
         let builder = DeltaTableBuilder::from_url(self.url.clone())
             .and_then(|builder| builder.with_storage_backend(self.store.clone(), self.url.clone()).build())
             .with_context(|| format!("cannot open {} as a Delta table", self.location))?;
-        let properties: Vec<(String, Option<String>)> = TABLE_PROPERTY_KEYS
-            .iter()
-            .filter_map(|key| schema.metadata().get(*key).map(|value| ((*key).to_owned(), Some(value.clone()))))
-            .collect();
+        let properties = properties.iter().map(|(key, value)| (key.clone(), Some(value.clone())));
         let create = CreateBuilder::new()
             .with_log_store(builder.log_store())
             .with_columns(columns.fields().cloned())
@@ -248,8 +272,13 @@ impl DeltaOutput {
         }
     }
 
-    /// The table's columns and model must be this run's.
-    fn check_agrees(&self, table: &DeltaTable, columns: &StructType, schema: &Schema) -> anyhow::Result<()> {
+    /// The table's columns, model and split into units must be this run's.
+    fn check_agrees(
+        &self,
+        table: &DeltaTable,
+        columns: &StructType,
+        properties: &BTreeMap<String, String>,
+    ) -> anyhow::Result<()> {
         let snapshot = table.snapshot().map_err(|e| self.failed("cannot read", e))?;
         let theirs = snapshot.schema();
         let ours: Vec<String> = columns.fields().map(describe_field).collect();
@@ -266,37 +295,71 @@ impl DeltaOutput {
             );
         }
         let configuration = snapshot.metadata().configuration();
-        for key in TABLE_PROPERTY_KEYS {
-            let ours = schema.metadata().get(key);
+        for (key, ours) in properties {
             let theirs = configuration.get(key);
-            if ours != theirs {
+            if theirs != Some(ours) {
+                let flag = if key == ROWS_PER_PART_PROPERTY { " (--rows-per-part)" } else { "" };
                 bail!(
-                    "the Delta table {} holds rows of another model or options: its {key} is {}, this run's {}; \
+                    "the Delta table {} holds rows of another model or options: its {key}{flag} is {}, this run's {ours}; \
                      write to a new table, or run with the model and options that made it",
                     self.location,
                     theirs.map_or("unset", String::as_str),
-                    ours.map_or("unset", String::as_str)
                 );
             }
         }
         Ok(())
     }
 
-    /// Adds `parts` (unit index → the part's file name under `staging` and its size) to the
-    /// table in one commit with the units' and the shard's `txn`s; parts whose unit is
-    /// already committed are left out. Returns the table version committed, or `None` where
-    /// every part was committed already.
-    pub fn commit(&self, commit: ShardCommit<'_>) -> anyhow::Result<Option<u64>> {
-        let Some(table) = self.load()? else {
-            bail!("the Delta table {} disappeared during the run; rerun to commit its parts", self.location)
-        };
-        let snapshot = table.snapshot().map_err(|e| self.failed("cannot read", e))?;
-        let log_store = table.log_store();
+    /// Adds `parts` to the table in one commit with the units' and the shard's `txn`s,
+    /// leaving out the parts whose unit the table holds. A writer that committed some of the
+    /// same units first makes the commit conflict (on their `txn`s): the table is read again
+    /// and the rest committed. Returns the version and how many parts it added, or `None`
+    /// where the table held every part already.
+    pub fn commit(&self, commit: &ShardCommit<'_>) -> anyhow::Result<Option<(u64, usize)>> {
+        let mut conflicts = 0;
+        loop {
+            let Some(table) = self.load()? else {
+                bail!("the Delta table {} disappeared during the run; rerun to commit its parts", self.location)
+            };
+            let snapshot = table.snapshot().map_err(|e| self.failed("cannot read", e))?;
+            let log_store = table.log_store();
+            let actions = self.actions(commit, snapshot, log_store.as_ref())?;
+            let added = actions.iter().filter(|action| matches!(action, Action::Add(_))).count();
+            if added == 0 {
+                return Ok(None);
+            }
+            let operation = DeltaOperation::Write { mode: SaveMode::Append, partition_by: None, predicate: None };
+            let prepared = CommitBuilder::default().with_actions(actions).with_max_retries(COMMIT_RETRIES).build(
+                Some(snapshot),
+                log_store,
+                operation,
+            );
+            match block_on(prepared.into_future())? {
+                Ok(done) => return Ok(Some((done.version(), added))),
+                Err(DeltaTableError::Transaction { source: TransactionError::CommitConflict(conflict) })
+                    if conflicts < COMMIT_RETRIES =>
+                {
+                    conflicts += 1;
+                    tracing::info!(table = %self.location, "another writer committed some of these units first ({conflict}); committing the rest");
+                }
+                Err(error) => return Err(self.failed("cannot commit to the Delta table", error)),
+            }
+        }
+    }
+
+    /// The commit's actions: a `txn` and an `add` for every part whose unit the table does not
+    /// hold, then the shard's `txn`.
+    fn actions(
+        &self,
+        commit: &ShardCommit<'_>,
+        snapshot: &deltalake_core::table::state::DeltaTableState,
+        log_store: &dyn LogStore,
+    ) -> anyhow::Result<Vec<Action>> {
         let mut actions = Vec::new();
         let now = chrono::Utc::now().timestamp_millis();
         for (index, part) in commit.parts {
             let Some(key) = commit.units.get(index) else { continue };
-            let version = block_on(snapshot.transaction_version(log_store.as_ref(), key))?
+            let version = block_on(snapshot.transaction_version(log_store, key))?
                 .map_err(|e| self.failed("cannot read the transactions of", e))?;
             if version.is_some() {
                 continue;
@@ -316,30 +379,15 @@ impl DeltaOutput {
                 clustering_provider: None,
             }));
         }
-        if actions.is_empty() {
-            return Ok(None);
+        if !actions.is_empty() {
+            let version = i64::try_from(commit.shard_index).unwrap_or(i64::MAX);
+            actions.push(Action::Txn(Transaction {
+                app_id: commit.shard_key.clone(),
+                version,
+                last_updated: Some(now),
+            }));
         }
-        let shard_version = i64::try_from(commit.shard_index).unwrap_or(i64::MAX);
-        actions.push(Action::Txn(Transaction {
-            app_id: commit.shard_key,
-            version: shard_version,
-            last_updated: Some(now),
-        }));
-        let operation = DeltaOperation::Write { mode: SaveMode::Append, partition_by: None, predicate: None };
-        let prepared = CommitBuilder::default().with_actions(actions).with_max_retries(COMMIT_RETRIES).build(
-            Some(snapshot),
-            log_store,
-            operation,
-        );
-        match block_on(prepared.into_future())? {
-            Ok(done) => Ok(Some(done.version())),
-            // Another attempt of this shard committed the same units first: they are in.
-            Err(DeltaTableError::Transaction { source: TransactionError::CommitConflict(conflict) }) => {
-                tracing::warn!(table = %self.location, "another writer committed these units first ({conflict}); nothing added");
-                Ok(None)
-            }
-            Err(error) => Err(self.failed("cannot commit to the Delta table", error)),
-        }
+        Ok(actions)
     }
 }
 
@@ -364,12 +412,13 @@ pub struct StagedPart {
     pub rows: u64,
 }
 
-/// The appId of a unit: the input file as the run saw it, its rows, and everything else that
-/// makes its output what it is (the fingerprint less the inputs).
+/// The appId of a unit: the input file's location (not its version: a file touched or
+/// written again with the same rows must not add them twice), its rows, and everything else
+/// that makes its output what it is (the fingerprint less the inputs).
 pub fn unit_key(unit: &WorkUnit, input: &InputIdentity, run: &RunFingerprint) -> anyhow::Result<UnitKey> {
     #[derive(Serialize)]
     struct Identity<'a> {
-        input: &'a InputIdentity,
+        input: &'a str,
         first_row: usize,
         rows: Option<usize>,
         output: &'a RunFingerprint,
@@ -379,7 +428,7 @@ pub fn unit_key(unit: &WorkUnit, input: &InputIdentity, run: &RunFingerprint) ->
         RowSpan::Whole => None,
     };
     let output = RunFingerprint { input_count: 0, inputs_sha256: String::new(), parts: 0, ..run.clone() };
-    let identity = Identity { input, first_row: unit.first_row, rows, output: &output };
+    let identity = Identity { input: &input.location, first_row: unit.first_row, rows, output: &output };
     Ok(format!("pipeline-unit-{}", sha256_hex(serde_json::to_string(&identity)?.as_bytes())))
 }
 

@@ -458,7 +458,9 @@ fn run(
     let mut spec = RunSpec::new(input);
     // As `pipeline run` reads them: the standard OpenLineage variables, unless an argument says.
     spec.reporting.openlineage_url = std::env::var("OPENLINEAGE_URL").ok().filter(|url| !url.trim().is_empty());
-    if let Ok(namespace) = std::env::var("OPENLINEAGE_NAMESPACE") {
+    if let Ok(namespace) = std::env::var("OPENLINEAGE_NAMESPACE")
+        && !namespace.trim().is_empty()
+    {
         spec.reporting.openlineage_namespace = namespace;
     }
     let (mut shard, mut threads): (Option<String>, Option<usize>) = (None, None);

@@ -98,7 +98,8 @@ fn delta_table_files(location: &str) -> anyhow::Result<Option<InputFiles>> {
         let path = match url::Url::parse(uri) {
             Ok(url) if url.scheme() == "file" => url.to_file_path().ok(),
             Ok(_) => None,
-            Err(_) => Some(std::path::PathBuf::from(uri)),
+            // A bare path is percent-encoded as a URL's (`a%20b`): decoded as one.
+            Err(_) => url::Url::parse(&format!("file://{uri}")).ok().and_then(|url| url.to_file_path().ok()),
         };
         paths.push(path.with_context(|| format!("the Delta table {location} lists {uri}, which is not a local file"))?);
     }

@@ -225,7 +225,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             metrics_push: args.metrics_push,
             metrics_textfile: args.metrics_textfile,
             openlineage_url: args.openlineage_url.filter(|url| !url.trim().is_empty()),
-            openlineage_namespace: args.openlineage_namespace,
+            // An empty OPENLINEAGE_NAMESPACE (a template with nothing to fill in) is unset.
+            openlineage_namespace: Some(args.openlineage_namespace)
+                .filter(|namespace| !namespace.trim().is_empty())
+                .unwrap_or_else(|| defaults::OPENLINEAGE_NAMESPACE.to_owned()),
         },
         // No `cancel`: a signal ends the process (batch_io::command_line), removing its temporaries.
         ..RunSpec::new(args.input.context("--input is required")?)

@@ -61,17 +61,25 @@ pub fn is_dataset(output: &str) -> bool {
 pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSummary> {
     spec.check()?;
     let watch = crate::reporting::RunWatch::start(package, spec);
-    let result = run_stages(package, spec);
-    watch.finish(&result);
+    let outputs_checked = std::cell::Cell::new(false);
+    let result = run_stages(package, spec, &outputs_checked);
+    watch.finish(&result, outputs_checked.get());
     result
 }
 
-fn run_stages(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSummary> {
+/// The run itself; `outputs_checked` is set once every output path has passed its checks
+/// (before that, not even a metrics file may be written).
+fn run_stages(
+    package: &ModelPackage,
+    spec: &RunSpec,
+    outputs_checked: &std::cell::Cell<bool>,
+) -> anyhow::Result<JobSummary> {
     let started = Instant::now();
     let started_at = chrono::Utc::now();
     let input = resolve_input_files(&spec.input, DATA_EXTENSIONS)?;
     let dataset = spec.output_format == OutputFormat::Delta || is_dataset(&spec.output);
     preflight::check_outputs(spec, &input, package, dataset)?;
+    outputs_checked.set(true);
     let files = input.files;
     let classifier = open_classifier(package, spec)?;
     let table = OutputTable::for_model(classifier.optional_columns(spec.embedding), spec.attention);
@@ -165,14 +173,14 @@ fn commit_to_table(delta: &DeltaPlan, dir: &DatasetDir, run: &Run, spec: &RunSpe
         std::thread::sleep(std::time::Duration::from_secs(60));
     }
     let started = Instant::now();
-    let version = delta.table.commit(ShardCommit {
+    let committed = delta.table.commit(&ShardCommit {
         staging_name: delta.staging_name.clone(),
         parts: &parts,
         units: &delta.units,
         shard_key: delta.shard_key.clone(),
         shard_index: spec.shard.index,
     })?;
-    let added = if version.is_some() { parts.len() } else { 0 };
+    let (version, added) = committed.map_or((None, 0), |(version, added)| (Some(version), added));
     Ok(TableCommit { version, parts: added, seconds: started.elapsed().as_secs_f64() })
 }
 

@@ -139,7 +139,7 @@ impl Plan {
             let input = run.inputs.get(unit.file).context("a unit names an input the run does not have")?;
             units.insert(unit.index, unit_key(unit, input, &run.fingerprint)?);
         }
-        let in_table = table.prepare(self.layout.schema(), &units)?;
+        let in_table = table.prepare(self.layout.schema(), spec.rows_per_part, &units)?;
         units.retain(|_, key| !in_table.contains(key));
         self.todo.retain(|unit| units.contains_key(&unit.index));
         let staging = table.staging_location(run)?;

@@ -12,7 +12,7 @@ use batch_io::atomic_file::{check_replaceable, check_replaceable_parquet};
 use batch_io::inputs::InputFiles;
 use batch_io::locations::{
     InputLocation, refuse_dataset_holding_inputs, refuse_output_among_inputs, refuse_remote_output_among_inputs,
-    same_location,
+    same_location, within,
 };
 use batch_io::object_storage::is_url;
 use batch_io::source::{BatchStream, InputFile, column_list, did_you_mean, is_text_type};
@@ -63,9 +63,9 @@ pub fn check_outputs(
         if same_location(metrics, Path::new(output)) {
             bail!("{flag} {} is also --output; give the figures their own file", metrics.display());
         }
-        // Beside the parts it could replace a committed part or `_SUCCESS`.
-        let folder = metrics.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        if dataset && !is_url(output) && same_location(folder, Path::new(output)) {
+        // Among the parts (or in a table's log or staging) it could replace a committed part,
+        // `_SUCCESS` or a log entry.
+        if dataset && !is_url(output) && within(metrics, Path::new(output)) {
             bail!(
                 "{flag} {} is inside the dataset output {output}; give the figures a file outside it",
                 metrics.display()

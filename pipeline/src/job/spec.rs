@@ -169,6 +169,11 @@ impl RunSpec {
                  to start again, write to a new table"
             );
         }
+        anyhow::ensure!(
+            !self.reporting.openlineage_namespace.trim().is_empty(),
+            "--openlineage-namespace (or OPENLINEAGE_NAMESPACE) must not be empty; leave it out for `{}`",
+            defaults::OPENLINEAGE_NAMESPACE
+        );
         let job = &self.reporting.job_name;
         anyhow::ensure!(
             !job.trim().is_empty() && !job.contains(['/', '%', '?', '#']) && !job.chars().any(char::is_whitespace),
@@ -182,6 +187,10 @@ impl RunSpec {
                 anyhow::ensure!(
                     matches!(parsed.scheme(), "http" | "https"),
                     "{flag} {url} is not an http:// or https:// URL"
+                );
+                anyhow::ensure!(
+                    parsed.query().is_none() && parsed.fragment().is_none(),
+                    "{flag} {url}: give the service's base URL, without ?query or #fragment (paths are appended to it)"
                 );
             }
         }

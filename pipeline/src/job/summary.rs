@@ -164,7 +164,10 @@ impl std::fmt::Display for JobSummary {
             } else {
                 format!("{} parts written", parts.written)
             };
-            write!(f, " ({shard}{written}, {} already committed, of {} in all; {state})", parts.skipped, parts.total)?;
+            // A table's skipped parts may be in the table, or staged by an attempt killed
+            // before its commit (and committed now).
+            let skipped = if parts.table.is_some() { "already staged or in the table" } else { "already committed" };
+            write!(f, " ({shard}{written}, {} {skipped}, of {} in all; {state})", parts.skipped, parts.total)?;
         }
         Ok(())
     }

@@ -211,18 +211,20 @@ impl LineageRun {
     }
 
     /// POSTs `event` to `<url>/<endpoint>`.
-    pub async fn send(url: &str, event: &Value) -> anyhow::Result<()> {
+    pub async fn send(url: &str, event: &Value, deadline: std::time::Duration) -> anyhow::Result<()> {
         let endpoint = std::env::var(ENDPOINT_VARIABLE).unwrap_or_else(|_| DEFAULT_ENDPOINT.to_owned());
         let target = format!("{}/{}", url.trim_end_matches('/'), endpoint.trim_start_matches('/'));
-        let mut request = super::http_client()?
+        let mut request = super::http_client(deadline)?
             .post(&target)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(event.to_string());
         if let Ok(key) = std::env::var(API_KEY_VARIABLE) {
             request = request.bearer_auth(key);
         }
-        let response = request.send().await.map_err(|e| anyhow::anyhow!("cannot reach {target}: {e}"))?;
-        super::expect_success(response, &target).await
+        let shown = super::redacted(&target);
+        let response =
+            request.send().await.map_err(|e| anyhow::anyhow!("cannot reach {shown}: {}", e.without_url()))?;
+        super::expect_success(response, &shown).await
     }
 }
 

@@ -122,17 +122,19 @@ impl RunMetrics {
 
     /// Sends the figures to the Pushgateway at `base`: PUT (the group replaced) on success,
     /// POST (only these series replaced) on failure.
-    pub async fn push(&self, base: &str) -> anyhow::Result<()> {
+    pub async fn push(&self, base: &str, deadline: std::time::Duration) -> anyhow::Result<()> {
         let url = format!("{}/metrics/job/{}/shard/{}", base.trim_end_matches('/'), self.job, self.shard.index);
-        let client = super::http_client()?;
+        let client = super::http_client(deadline)?;
         let request = if self.succeeded { client.put(&url) } else { client.post(&url) };
         let response = request
             .header(reqwest::header::CONTENT_TYPE, prometheus_text::CONTENT_TYPE)
             .body(self.body.clone())
             .send()
             .await
-            .with_context(|| format!("cannot reach the Pushgateway at {url}"))?;
-        super::expect_success(response, &format!("the Pushgateway at {url}")).await
+            .map_err(|e| {
+                anyhow::anyhow!("cannot reach the Pushgateway at {}: {}", super::redacted(&url), e.without_url())
+            })?;
+        super::expect_success(response, &format!("the Pushgateway at {}", super::redacted(&url))).await
     }
 
     /// Writes the figures to `path` whole (a temporary renamed into place), as the textfile
@@ -146,6 +148,10 @@ impl RunMetrics {
 
 /// The last success's time in a textfile written before, if there is one.
 pub fn last_success_in(path: &Path) -> Option<f64> {
+    // Only a regular file: reading a pipe would wait for a writer.
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
     let text = std::fs::read_to_string(path).ok()?;
     text.lines()
         .filter(|line| line.starts_with(LAST_SUCCESS))

@@ -4,13 +4,14 @@
 
 use std::time::Duration;
 
+use batch_io::choice::Choice;
 use batch_io::command_line::exit_code_for;
 use batch_io::inputs::resolve_input_files;
 use batch_io::object_storage::block_on;
 use batch_io::source::DATA_EXTENSIONS;
 use runtime::package::ModelPackage;
 
-use crate::job::{JobSummary, RunSpec, model_sha256};
+use crate::job::{JobSummary, Reporting, RunSpec, model_sha256};
 
 pub mod lineage;
 pub mod metrics;
@@ -21,10 +22,16 @@ use metrics::{Outcome, RunMetrics};
 /// How long a request to a metrics or lineage service may take.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 
-/// One run being reported: START sent, the rest at [`RunWatch::finish`].
+/// How long a request may take while a signal stops the process (Kubernetes gives a pod 30 s
+/// between SIGTERM and SIGKILL).
+const DEADLINE_WHEN_STOPPED: Duration = Duration::from_secs(3);
+
+/// One run being reported: START sent, the rest at [`RunWatch::finish`], or, if a signal
+/// stops the process first, the failure with its exit code.
 pub struct RunWatch<'a> {
     spec: &'a RunSpec,
     lineage: Option<LineageRun>,
+    _on_stop: Option<batch_io::command_line::StopHookGuard>,
 }
 
 impl<'a> RunWatch<'a> {
@@ -32,14 +39,20 @@ impl<'a> RunWatch<'a> {
     pub fn start(package: &ModelPackage, spec: &'a RunSpec) -> Self {
         let lineage = spec.reporting.openlineage_url.as_ref().map(|url| {
             let run = lineage_run(package, spec);
-            send_lineage(url, &run.event(EventType::Start, None, None));
+            send_lineage(url, &run.event(EventType::Start, None, None), REQUEST_DEADLINE);
             run
         });
-        Self { spec, lineage }
+        let reports = spec.reporting.metrics_push.is_some() || lineage.is_some();
+        let on_stop = reports.then(|| {
+            let (reporting, shard, lineage) = (spec.reporting.clone(), spec.shard, lineage.clone());
+            batch_io::command_line::on_stop(move |code| report_stopped(&reporting, shard, lineage.as_ref(), code))
+        });
+        Self { spec, lineage, _on_stop: on_stop }
     }
 
-    /// Sends the metrics and the COMPLETE or FAIL event.
-    pub fn finish(self, result: &anyhow::Result<JobSummary>) {
+    /// Sends the metrics and the COMPLETE or FAIL event. `outputs_checked`: the output paths
+    /// passed their checks; a run that failed before has no textfile it may write.
+    pub fn finish(self, result: &anyhow::Result<JobSummary>, outputs_checked: bool) {
         let reporting = &self.spec.reporting;
         let outcome = match result {
             Ok(summary) => Outcome::Succeeded(summary),
@@ -47,11 +60,19 @@ impl<'a> RunWatch<'a> {
         };
         if let Some(url) = &reporting.metrics_push {
             match RunMetrics::new(&reporting.job_name, self.spec.shard, &outcome, None) {
-                Ok(metrics) => warn_on_failure("--metrics-push", block_on(metrics.push(url)).and_then(|r| r)),
+                Ok(metrics) => {
+                    warn_on_failure("--metrics-push", block_on(metrics.push(url, REQUEST_DEADLINE)).and_then(|r| r))
+                }
                 Err(error) => warn_on_failure("--metrics-push", Err(error)),
             }
         }
-        if let Some(path) = &reporting.metrics_textfile {
+        if let Some(path) = reporting.metrics_textfile.as_ref().filter(|_| !outputs_checked) {
+            tracing::warn!(
+                "--metrics-textfile {}: not written, the run failed before its outputs were checked",
+                path.display()
+            );
+        }
+        if let Some(path) = reporting.metrics_textfile.as_ref().filter(|_| outputs_checked) {
             let previous = metrics::last_success_in(path);
             let written = RunMetrics::new(&reporting.job_name, self.spec.shard, &outcome, previous)
                 .and_then(|metrics| metrics.write_textfile(path));
@@ -62,8 +83,22 @@ impl<'a> RunWatch<'a> {
                 Ok(summary) => run.event(EventType::Complete, Some(summary), None),
                 Err(error) => run.event(EventType::Fail, None, Some(&format!("{error:#}"))),
             };
-            send_lineage(url, &event);
+            send_lineage(url, &event, REQUEST_DEADLINE);
         }
+    }
+}
+
+/// A run stopped by a signal: its exit code to the Pushgateway and a FAIL event, each with
+/// a short deadline. (No textfile: the run may not have checked its path yet.)
+fn report_stopped(reporting: &Reporting, shard: crate::units::Shard, lineage: Option<&LineageRun>, code: u8) {
+    if let Some(url) = &reporting.metrics_push {
+        let pushed = RunMetrics::new(&reporting.job_name, shard, &Outcome::Failed(code), None)
+            .and_then(|metrics| block_on(metrics.push(url, DEADLINE_WHEN_STOPPED)).and_then(|r| r));
+        warn_on_failure("--metrics-push", pushed);
+    }
+    if let (Some(run), Some(url)) = (lineage, &reporting.openlineage_url) {
+        let message = format!("stopped by a signal (exit code {code})");
+        send_lineage(url, &run.event(EventType::Fail, None, Some(&message)), DEADLINE_WHEN_STOPPED);
     }
 }
 
@@ -77,6 +112,13 @@ fn lineage_run(package: &ModelPackage, spec: &RunSpec) -> LineageRun {
         std::env::var(variable).ok().filter(|t| !t.trim().is_empty()).and_then(|t| RunRef::parse(variable, &t))
     };
     let (parent, root) = (run_ref(lineage::PARENT_VARIABLE), run_ref(lineage::ROOT_PARENT_VARIABLE));
+    if parent.is_none() && root.is_some() {
+        tracing::warn!(
+            "{} is set without {}; OpenLineage's parent facet needs the parent, so neither is sent",
+            lineage::ROOT_PARENT_VARIABLE,
+            lineage::PARENT_VARIABLE
+        );
+    }
     let inputs: Vec<String> = match resolve_input_files(&spec.input, DATA_EXTENSIONS) {
         Ok(found) => found
             .files
@@ -97,6 +139,17 @@ fn lineage_run(package: &ModelPackage, spec: &RunSpec) -> LineageRun {
         "output": spec.output,
         "shard": [spec.shard.index, spec.shard.count],
         "model": model_sha256(package).unwrap_or_default(),
+        // What changes the output: a rerun with other options is another run.
+        "options": [
+            spec.output_format.name(),
+            spec.text_column.as_str(),
+            &format!("{:?}", spec.pass_through),
+            &format!("{:?}", spec.max_tokens),
+            &spec.long_documents.to_string(),
+            &spec.attention.to_string(),
+            &spec.embedding.to_string(),
+            &spec.rows_per_part.to_string(),
+        ],
     });
     LineageRun {
         run_id: lineage::run_id(identity.to_string().as_bytes()),
@@ -121,8 +174,8 @@ fn input_dataset_location(input: &str) -> String {
     }
 }
 
-fn send_lineage(url: &str, event: &serde_json::Value) {
-    warn_on_failure("--openlineage-url", block_on(LineageRun::send(url, event)).and_then(|r| r));
+fn send_lineage(url: &str, event: &serde_json::Value, deadline: Duration) {
+    warn_on_failure("--openlineage-url", block_on(LineageRun::send(url, event, deadline)).and_then(|r| r));
 }
 
 fn warn_on_failure(flag: &str, result: anyhow::Result<()>) {
@@ -131,11 +184,23 @@ fn warn_on_failure(flag: &str, result: anyhow::Result<()>) {
     }
 }
 
+/// `url` as messages may show it: without a user name or password.
+fn redacted(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
 /// The client for both services: a deadline on every request.
-fn http_client() -> anyhow::Result<reqwest::Client> {
+fn http_client(deadline: Duration) -> anyhow::Result<reqwest::Client> {
     reqwest::Client::builder()
-        .timeout(REQUEST_DEADLINE)
-        .connect_timeout(REQUEST_DEADLINE)
+        .timeout(deadline)
+        .connect_timeout(deadline)
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start an HTTP client: {e}"))
 }
