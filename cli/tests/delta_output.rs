@@ -300,4 +300,13 @@ fn a_table_in_object_storage_is_committed_once_and_read_back() {
     let sql = server.sql(&[&format!("SELECT count(*) AS n FROM '{table}'")]);
     assert!(sql.status.success(), "{}", stderr(&sql));
     assert!(stdout(&sql).contains("300"), "{}", stdout(&sql));
+
+    // An object is not a table, and nothing is written under it as a prefix.
+    server.put("notes/readme", &common::reviews());
+    let object = format!("s3://{}/notes/readme", common::s3_server::BUCKET);
+    let input = format!("s3://{}/in/reviews.parquet", common::s3_server::BUCKET);
+    let refused = server.run(&["run", "--input", &input, "--output", &object, "--output-format", "delta"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("is an object"), "{}", stderr(&refused));
+    assert_eq!(server.list("notes/"), vec!["notes/readme".to_owned()]);
 }

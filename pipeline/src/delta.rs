@@ -118,13 +118,6 @@ impl DeltaOutput {
         if is_url(location) {
             register_log_stores();
             let prefix = remote_prefix(location)?;
-            // An object is not a table: writing under it as a prefix would hide the mistake.
-            if let Ok(object) = block_on(prefix.store.head(&prefix.path))? {
-                bail!(
-                    "--output {location} is an object ({} bytes), not a Delta table; give a prefix for the table",
-                    object.size
-                );
-            }
             let url =
                 Url::parse(&format!("{}/", prefix.url)).with_context(|| format!("`{location}` is not a valid URL"))?;
             return Ok(Self { location: location.to_owned(), url, store: prefix.store.clone(), remote: Some(prefix) });
@@ -197,6 +190,16 @@ impl DeltaOutput {
         rows_per_part: usize,
         units: &BTreeMap<usize, UnitKey>,
     ) -> anyhow::Result<HashSet<UnitKey>> {
+        // An object is not a table: writing under it as a prefix would hide the mistake.
+        if let Some(prefix) = &self.remote
+            && let Ok(object) = block_on(prefix.store.head(&prefix.path))?
+        {
+            bail!(
+                "--output {} is an object ({} bytes), not a Delta table; give a prefix for the table",
+                self.location,
+                object.size
+            );
+        }
         let columns = delta_columns(schema)?;
         let properties = table_properties(schema, rows_per_part);
         let table = match self.load()? {
