@@ -143,10 +143,12 @@ impl DeltaOutput {
         Ok(Self { location: location.to_owned(), url, store, remote: None })
     }
 
-    /// Where this run's parts go before they are committed: `run-<id>` under the table's root.
-    pub fn staging_location(&self, run: &Run) -> anyhow::Result<String> {
+    /// Where this run's parts go before they are committed: the directory's name, `run-<id>`,
+    /// and its location under the table's root.
+    pub fn staging(&self, run: &Run) -> anyhow::Result<(String, String)> {
         let name = format!("run-{}", short_digest(&run.fingerprint)?);
-        Ok(format!("{}/{name}", self.location.trim_end_matches('/')))
+        let location = format!("{}/{name}", self.location.trim_end_matches('/'));
+        Ok((name, location))
     }
 
     /// Whether the location has a Delta log: asked through our own store first, so that a
@@ -486,27 +488,13 @@ fn list_or_none(items: &[&String]) -> String {
 /// The data files of the Delta table at `location`, as URLs or paths `pipeline sql` reads;
 /// `None` where `location` is not a Delta table (no `_delta_log/`).
 pub fn data_files(location: &str) -> anyhow::Result<Option<Vec<String>>> {
-    if location.contains(['*', '?', '[']) || location.to_ascii_lowercase().ends_with(".parquet") {
+    let is_file_name = location.to_ascii_lowercase().ends_with(".parquet");
+    // Only an existing directory or a prefix can be a table (and `at` must create nothing).
+    if location.contains(['*', '?', '[']) || is_file_name || (!is_url(location) && !Path::new(location).is_dir()) {
         return Ok(None);
     }
-    if !is_url(location) && !Path::new(location).join("_delta_log").is_dir() {
-        return Ok(None);
-    }
-    let output = DeltaOutput::existing(location)?;
-    if !output.has_log()? {
-        return Ok(None);
-    }
+    let output = DeltaOutput::at(location)?;
     let Some(table) = output.load()? else { return Ok(None) };
     let files = table.get_file_uris().map_err(|e| output.failed("cannot list the files of", e))?;
     Ok(Some(files.collect()))
-}
-
-impl DeltaOutput {
-    /// An existing location, never created (for readers).
-    fn existing(location: &str) -> anyhow::Result<Self> {
-        if !is_url(location) && !Path::new(location).is_dir() {
-            bail!("{location} is not a directory, so not a Delta table");
-        }
-        Self::at(location)
-    }
 }

@@ -457,12 +457,7 @@ fn run(
     let mut shared = SharedOptions::default();
     let mut spec = RunSpec::new(input);
     // As `pipeline run` reads them: the standard OpenLineage variables, unless an argument says.
-    spec.reporting.openlineage_url = std::env::var("OPENLINEAGE_URL").ok().filter(|url| !url.trim().is_empty());
-    if let Ok(namespace) = std::env::var("OPENLINEAGE_NAMESPACE")
-        && !namespace.trim().is_empty()
-    {
-        spec.reporting.openlineage_namespace = namespace;
-    }
+    spec.reporting.set_openlineage(std::env::var("OPENLINEAGE_URL").ok(), std::env::var("OPENLINEAGE_NAMESPACE").ok());
     let (mut shard, mut threads): (Option<String>, Option<usize>) = (None, None);
     let known: Vec<&str> = SHARED.iter().copied().chain(run_own()).collect();
     keyword_arguments("run", options, &known, |name, value| {

@@ -200,7 +200,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         (None, None) => Shard::WHOLE,
     };
     let (_guard, package) = pipeline::model_source::open(args.model.as_deref())?;
-    let spec = RunSpec {
+    let mut spec = RunSpec {
         output: args.output,
         text_column: args.text_column,
         pass_through: args.pass_through,
@@ -224,15 +224,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             job_name: args.job_name,
             metrics_push: args.metrics_push,
             metrics_textfile: args.metrics_textfile,
-            openlineage_url: args.openlineage_url.filter(|url| !url.trim().is_empty()),
-            // An empty OPENLINEAGE_NAMESPACE (a template with nothing to fill in) is unset.
-            openlineage_namespace: Some(args.openlineage_namespace)
-                .filter(|namespace| !namespace.trim().is_empty())
-                .unwrap_or_else(|| defaults::OPENLINEAGE_NAMESPACE.to_owned()),
+            ..Reporting::default()
         },
         // No `cancel`: a signal ends the process (batch_io::command_line), removing its temporaries.
         ..RunSpec::new(args.input.context("--input is required")?)
     };
+    spec.reporting.set_openlineage(args.openlineage_url, Some(args.openlineage_namespace));
     let summary = run_job(&package, &spec)?;
     // On stdout for a person; also as one log event for a log shipper.
     if logs_are_json() {

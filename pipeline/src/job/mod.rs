@@ -16,7 +16,7 @@ use std::time::Instant;
 use anyhow::bail;
 
 use batch_io::atomic_file::{temp_beside, write_failed};
-use batch_io::inputs::resolve_input_files;
+use batch_io::inputs::{InputFiles, resolve_input_files};
 use batch_io::object_storage::is_url;
 use batch_io::source::DATA_EXTENSIONS;
 use runtime::classifier::{BatchLimit, Classifier};
@@ -60,9 +60,16 @@ pub fn is_dataset(output: &str) -> bool {
 /// metrics at the end); a reporting failure is logged and never changes the result.
 pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSummary> {
     spec.check()?;
-    let watch = crate::reporting::RunWatch::start(package, spec);
+    // Listed and hashed once, for the run and for its lineage (a failure is the run's).
+    let input = resolve_input_files(&spec.input, DATA_EXTENSIONS);
+    let model_sha256 = model_sha256(package);
+    let files = input.as_ref().ok().map(|input| input.files.as_slice());
+    let watch = crate::reporting::RunWatch::start(spec, files, model_sha256.as_deref().ok());
     let outputs_checked = std::cell::Cell::new(false);
-    let result = run_stages(package, spec, &outputs_checked);
+    let result = match (input, model_sha256) {
+        (Ok(input), Ok(model_sha256)) => run_stages(package, spec, input, &model_sha256, &outputs_checked),
+        (Err(error), _) | (_, Err(error)) => Err(error),
+    };
     watch.finish(&result, outputs_checked.get());
     result
 }
@@ -72,18 +79,19 @@ pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSumm
 fn run_stages(
     package: &ModelPackage,
     spec: &RunSpec,
+    input: InputFiles,
+    model_sha256: &str,
     outputs_checked: &std::cell::Cell<bool>,
 ) -> anyhow::Result<JobSummary> {
     let started = Instant::now();
     let started_at = chrono::Utc::now();
-    let input = resolve_input_files(&spec.input, DATA_EXTENSIONS)?;
     let dataset = spec.output_format == OutputFormat::Delta || is_dataset(&spec.output);
     preflight::check_outputs(spec, &input, package, dataset)?;
     outputs_checked.set(true);
     let files = input.files;
     let classifier = open_classifier(package, spec)?;
     let table = OutputTable::for_model(classifier.optional_columns(spec.embedding), spec.attention);
-    let mut plan = Plan::make(&files, spec, &table, &classifier, package, dataset)?;
+    let mut plan = Plan::make(&files, spec, &table, &classifier, package, model_sha256, dataset)?;
     let (output, dataset_dir) = plan.open_output(spec)?;
 
     let mut metrics_file =

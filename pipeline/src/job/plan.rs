@@ -14,7 +14,7 @@ use runtime::classifier::Classifier;
 use runtime::output::{OutputTable, keys};
 use runtime::package::ModelPackage;
 
-use super::metadata::{model_sha256, table_metadata};
+use super::metadata::table_metadata;
 use super::preflight::plan_schema;
 use super::spec::{OutputFormat, RunSpec};
 use crate::dataset::{Committed, DatasetDir, InputIdentity, Run, RunFingerprint, inputs_sha256};
@@ -61,6 +61,7 @@ impl Plan {
         table: &OutputTable,
         classifier: &Classifier,
         package: &ModelPackage,
+        model_sha256: &str,
         dataset: bool,
     ) -> anyhow::Result<Self> {
         let streams: Vec<BatchStream> =
@@ -70,8 +71,7 @@ impl Plan {
         if !read_columns.contains(&spec.text_column) {
             read_columns.push(spec.text_column.clone());
         }
-        let model_sha256 = model_sha256(package)?;
-        let mut metadata = table_metadata(package, &model_sha256, classifier, spec.attention)?;
+        let mut metadata = table_metadata(package, model_sha256, classifier, spec.attention)?;
         // A single file is one unit per input; a dataset splits them into parts.
         let layouts: Vec<FileLayout> =
             streams.iter().map(|s| if dataset { s.row_groups.clone() } else { None }).collect();
@@ -83,7 +83,7 @@ impl Plan {
                 let fingerprint = RunFingerprint {
                     input_count: files.len(),
                     inputs_sha256: inputs_sha256(&inputs),
-                    model_sha256,
+                    model_sha256: model_sha256.to_owned(),
                     text_column: spec.text_column.clone(),
                     pass_through: kept_columns.clone(),
                     max_tokens: classifier.max_tokens(),
@@ -142,8 +142,7 @@ impl Plan {
         let in_table = table.prepare(self.layout.schema(), spec.rows_per_part, &units)?;
         units.retain(|_, key| !in_table.contains(key));
         self.todo.retain(|unit| units.contains_key(&unit.index));
-        let staging = table.staging_location(run)?;
-        let staging_name = staging.rsplit('/').next().unwrap_or_default().to_owned();
+        let (staging_name, staging) = table.staging(run)?;
         let shard_key = shard_key(&run.fingerprint, spec.shard)?;
         Ok((staging, DeltaPlan { table, staging_name, units, shard_key }))
     }

@@ -36,12 +36,13 @@ pub fn check_outputs(
         bail!("--shard and --shards need a dataset output: give --output a directory (a path without .parquet)");
     }
     let output = options.output.as_str();
+    // What no output may overwrite: the local inputs (now or on a rerun) and the model.
+    let inputs: Vec<InputLocation> = input.local.iter().cloned().chain([package.as_input()]).collect();
     if is_url(output) {
         let files: Vec<String> = input.files.iter().map(ToString::to_string).collect();
         let first_part = dataset.then(|| format!("{}/{}", output.trim_end_matches('/'), part_name(0)));
         refuse_remote_output_among_inputs("--output", output, dataset, first_part.as_deref(), &options.input, &files)?;
     } else {
-        let inputs: Vec<InputLocation> = input.local.iter().cloned().chain([package.as_input()]).collect();
         let path = Path::new(output);
         if dataset {
             // The directory, and any part in it, must be out of the inputs' reach.
@@ -57,7 +58,6 @@ pub fn check_outputs(
     let side_files =
         [("--metrics-json", &options.metrics_json), ("--metrics-textfile", &options.reporting.metrics_textfile)];
     for (flag, metrics) in side_files.into_iter().filter_map(|(flag, path)| path.as_ref().map(|p| (flag, p))) {
-        let inputs: Vec<InputLocation> = input.local.iter().cloned().chain([package.as_input()]).collect();
         check_replaceable(metrics).context(flag)?;
         refuse_output_among_inputs(flag, metrics, &inputs)?;
         if same_location(metrics, Path::new(output)) {

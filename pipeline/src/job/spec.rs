@@ -66,6 +66,17 @@ pub struct Reporting {
     pub openlineage_namespace: String,
 }
 
+impl Reporting {
+    /// Sets the OpenLineage endpoint and namespace as `OPENLINEAGE_URL` and
+    /// `OPENLINEAGE_NAMESPACE` give them: empty (a template with nothing to fill in) is unset,
+    /// leaving no endpoint and the default namespace.
+    pub fn set_openlineage(&mut self, url: Option<String>, namespace: Option<String>) {
+        let given = |value: Option<String>| value.filter(|v| !v.trim().is_empty());
+        self.openlineage_url = given(url);
+        self.openlineage_namespace = given(namespace).unwrap_or_else(|| defaults::OPENLINEAGE_NAMESPACE.to_owned());
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct RunSpec {
     pub input: String,

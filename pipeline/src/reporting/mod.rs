@@ -6,12 +6,11 @@ use std::time::Duration;
 
 use batch_io::choice::Choice;
 use batch_io::command_line::exit_code_for;
-use batch_io::inputs::resolve_input_files;
 use batch_io::object_storage::block_on;
-use batch_io::source::DATA_EXTENSIONS;
-use runtime::package::ModelPackage;
+use batch_io::source::InputFile;
 
-use crate::job::{JobSummary, Reporting, RunSpec, model_sha256};
+use crate::job::{JobSummary, Reporting, RunSpec};
+use crate::units::Shard;
 
 pub mod lineage;
 pub mod metrics;
@@ -35,10 +34,11 @@ pub struct RunWatch<'a> {
 }
 
 impl<'a> RunWatch<'a> {
-    /// Sends the lineage START event, where lineage is asked for.
-    pub fn start(package: &ModelPackage, spec: &'a RunSpec) -> Self {
+    /// Sends the lineage START event, where lineage is asked for. `files` and `model_sha256`:
+    /// the run's inputs and model, where they could be read (the run then fails on them).
+    pub fn start(spec: &'a RunSpec, files: Option<&[InputFile]>, model_sha256: Option<&str>) -> Self {
         let lineage = spec.reporting.openlineage_url.as_ref().map(|url| {
-            let run = lineage_run(package, spec);
+            let run = lineage_run(spec, files, model_sha256);
             send_lineage(url, &run.event(EventType::Start, None, None), REQUEST_DEADLINE);
             run
         });
@@ -58,14 +58,7 @@ impl<'a> RunWatch<'a> {
             Ok(summary) => Outcome::Succeeded(summary),
             Err(error) => Outcome::Failed(exit_code_for(error)),
         };
-        if let Some(url) = &reporting.metrics_push {
-            match RunMetrics::new(&reporting.job_name, self.spec.shard, &outcome, None) {
-                Ok(metrics) => {
-                    warn_on_failure("--metrics-push", block_on(metrics.push(url, REQUEST_DEADLINE)).and_then(|r| r))
-                }
-                Err(error) => warn_on_failure("--metrics-push", Err(error)),
-            }
-        }
+        push_metrics(reporting, self.spec.shard, &outcome, REQUEST_DEADLINE);
         if let Some(path) = reporting.metrics_textfile.as_ref().filter(|_| !outputs_checked) {
             tracing::warn!(
                 "--metrics-textfile {}: not written, the run failed before its outputs were checked",
@@ -90,22 +83,27 @@ impl<'a> RunWatch<'a> {
 
 /// A run stopped by a signal: its exit code to the Pushgateway and a FAIL event, each with
 /// a short deadline. (No textfile: the run may not have checked its path yet.)
-fn report_stopped(reporting: &Reporting, shard: crate::units::Shard, lineage: Option<&LineageRun>, code: u8) {
-    if let Some(url) = &reporting.metrics_push {
-        let pushed = RunMetrics::new(&reporting.job_name, shard, &Outcome::Failed(code), None)
-            .and_then(|metrics| block_on(metrics.push(url, DEADLINE_WHEN_STOPPED)).and_then(|r| r));
-        warn_on_failure("--metrics-push", pushed);
-    }
+fn report_stopped(reporting: &Reporting, shard: Shard, lineage: Option<&LineageRun>, code: u8) {
+    push_metrics(reporting, shard, &Outcome::Failed(code), DEADLINE_WHEN_STOPPED);
     if let (Some(run), Some(url)) = (lineage, &reporting.openlineage_url) {
         let message = format!("stopped by a signal (exit code {code})");
         send_lineage(url, &run.event(EventType::Fail, None, Some(&message)), DEADLINE_WHEN_STOPPED);
     }
 }
 
+/// The figures of `outcome` to the Pushgateway, where one is asked for.
+fn push_metrics(reporting: &Reporting, shard: Shard, outcome: &Outcome<'_>, deadline: Duration) {
+    if let Some(url) = &reporting.metrics_push {
+        let pushed = RunMetrics::new(&reporting.job_name, shard, outcome, None)
+            .and_then(|metrics| block_on(metrics.push(url, deadline)).and_then(|r| r));
+        warn_on_failure("--metrics-push", pushed);
+    }
+}
+
 /// The run as OpenLineage names it. Its id is a digest of what makes it this run: the job,
 /// the parent run, the inputs as they are now (a new file makes a new run), the output, the
 /// shard and the model.
-fn lineage_run(package: &ModelPackage, spec: &RunSpec) -> LineageRun {
+fn lineage_run(spec: &RunSpec, files: Option<&[InputFile]>, model_sha256: Option<&str>) -> LineageRun {
     let reporting = &spec.reporting;
     // Empty is unset: a scheduler's template renders empty where it has no parent to give.
     let run_ref = |variable: &str| {
@@ -119,9 +117,8 @@ fn lineage_run(package: &ModelPackage, spec: &RunSpec) -> LineageRun {
             lineage::PARENT_VARIABLE
         );
     }
-    let inputs: Vec<String> = match resolve_input_files(&spec.input, DATA_EXTENSIONS) {
-        Ok(found) => found
-            .files
+    let inputs: Vec<String> = match files {
+        Some(files) => files
             .iter()
             .map(|file| match crate::job::plan::input_identity(file) {
                 Ok(identity) => format!("{} {} {}", identity.location, identity.size, identity.version),
@@ -129,7 +126,7 @@ fn lineage_run(package: &ModelPackage, spec: &RunSpec) -> LineageRun {
             })
             .collect(),
         // The run fails on it too, and says why; the id still names the location.
-        Err(_) => vec![spec.input.clone()],
+        None => vec![spec.input.clone()],
     };
     let identity = serde_json::json!({
         "namespace": reporting.openlineage_namespace,
@@ -138,7 +135,7 @@ fn lineage_run(package: &ModelPackage, spec: &RunSpec) -> LineageRun {
         "inputs": inputs,
         "output": spec.output,
         "shard": [spec.shard.index, spec.shard.count],
-        "model": model_sha256(package).unwrap_or_default(),
+        "model": model_sha256.unwrap_or_default(),
         // What changes the output: a rerun with other options is another run.
         "options": [
             spec.output_format.name(),
