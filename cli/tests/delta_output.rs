@@ -7,6 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use anyhow::Context;
 use common::s3_server::S3Server;
 use common::{many_reviews, pipeline, read, rows_by_id, run, stderr, strings};
 
@@ -17,14 +18,8 @@ struct TableRead {
 }
 
 fn read_table(location: &str, env: &[(&str, String)]) -> Option<TableRead> {
-    let python = match test_support::lakehouse_checks_python() {
-        Ok(python) => python,
-        Err(error) => {
-            assert!(std::env::var("CI").as_deref() != Ok("true"), "no deltalake reader: {error:#}");
-            eprintln!("SKIPPED reading the table with deltalake: {error:#}");
-            return None;
-        }
-    };
+    let reader = test_support::lakehouse_checks_python().context("no deltalake reader");
+    let python = test_support::or_skip("reading the table with deltalake", reader)?;
     let script = r#"
 import json, os, sys
 import deltalake
@@ -133,21 +128,13 @@ fn two_shards_commit_concurrently_and_each_row_lands_once() {
     let input = dir.path().join("reviews.parquet");
     many_reviews(&input, 2, 150);
     let table = dir.path().join("table");
-    let shard = |index: usize| {
-        Command::new(env!("CARGO_BIN_EXE_pipeline"))
-            .args(["run", "--output-format", "delta", "--rows-per-part", "150", "--shard", &format!("{index}/2")])
-            .arg("--input")
-            .arg(&input)
-            .arg("--model")
-            .arg(common::tiny_model())
-            .arg("--output")
-            .arg(&table)
-            .spawn()
-            .expect("start shard")
-    };
-    let (mut first, mut second) = (shard(0), shard(1));
-    assert!(first.wait().expect("wait").success());
-    assert!(second.wait().expect("wait").success());
+    // Both shards at once, each from its own thread.
+    let (first, second) = std::thread::scope(|scope| {
+        let first = scope.spawn(|| delta(&input, &table, &["--shard", "0/2"]));
+        let second = scope.spawn(|| delta(&input, &table, &["--shard", "1/2"]));
+        (first.join().expect("shard 0"), second.join().expect("shard 1"))
+    });
+    assert!(first.status.success() && second.status.success(), "{}\n{}", stderr(&first), stderr(&second));
     let Some(read) = read_table(table.to_str().expect("utf-8"), &[]) else { return };
     assert_eq!(read.rows, expected_rows(&input, dir.path()));
     // Created once, then one commit per shard.
@@ -156,20 +143,9 @@ fn two_shards_commit_concurrently_and_each_row_lands_once() {
     // Two attempts of the same whole run at once (a retry racing its first try): both exit 0,
     // one commit wins, the other finds its units committed.
     let twice = dir.path().join("twice");
-    let attempt = || {
-        Command::new(env!("CARGO_BIN_EXE_pipeline"))
-            .args(["run", "--output-format", "delta", "--rows-per-part", "150", "--input"])
-            .arg(&input)
-            .arg("--model")
-            .arg(common::tiny_model())
-            .arg("--output")
-            .arg(&twice)
-            .output()
-            .expect("run")
-    };
     let (a, b) = std::thread::scope(|scope| {
-        let a = scope.spawn(attempt);
-        let b = scope.spawn(attempt);
+        let a = scope.spawn(|| delta(&input, &twice, &[]));
+        let b = scope.spawn(|| delta(&input, &twice, &[]));
         (a.join().expect("a"), b.join().expect("b"))
     });
     assert!(a.status.success() && b.status.success(), "{}\n{}", stderr(&a), stderr(&b));

@@ -10,14 +10,7 @@ use test_support::repo_root;
 
 /// The checkers' Python, or `None` (with a loud note) where they cannot be installed, outside CI.
 fn checkers(test: &str) -> Option<PathBuf> {
-    match test_support::deploy_checks_python() {
-        Ok(python) => Some(python),
-        Err(error) => {
-            assert!(std::env::var("CI").as_deref() != Ok("true"), "deploy checkers missing under CI: {error:#}");
-            eprintln!("SKIPPED {test}: {error:#}");
-            None
-        }
-    }
+    test_support::or_skip(test, test_support::deploy_checks_python())
 }
 
 fn text(output: &Output) -> String {

@@ -58,14 +58,7 @@ fn python_with_wheel() -> Result<PathBuf, String> {
 
 /// Runs the Python tests of `file` (filtered by `-k filter`) with the installed wheel.
 fn pytest(test: &str, file: &str, filter: &str) {
-    let python = match python_with_wheel() {
-        Ok(python) => python,
-        Err(reason) => {
-            assert!(std::env::var("CI").as_deref() != Ok("true"), "the wheel cannot be tested under CI: {reason}");
-            eprintln!("SKIPPED {test}: {reason}");
-            return;
-        }
-    };
+    let Some(python) = test_support::or_skip(test, python_with_wheel()) else { return };
     let tests = repo_root().join("python").join("tests");
     let output = Command::new(&python)
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", filter])

@@ -9,19 +9,12 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use common::http_sink::{HttpSink, http_get};
-use common::{reviews, stderr, tiny_model};
+use common::{reviews, stderr};
 
 fn run_with(output: &Path, input: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pipeline"))
-        .arg("run")
-        .arg("--input")
-        .arg(input)
-        .arg("--model")
-        .arg(tiny_model())
-        .arg("--output")
-        .arg(output)
-        .args(extra)
+    common::run_command(input, output, extra)
         .env_remove("OPENLINEAGE_URL")
         .env_remove("OPENLINEAGE_NAMESPACE")
         .env_remove("OPENLINEAGE_PARENT_ID")
@@ -39,14 +32,7 @@ struct Pushgateway {
 
 impl Pushgateway {
     fn start(test: &str) -> Option<Self> {
-        let binary = match test_support::pushgateway_binary() {
-            Ok(binary) => binary,
-            Err(error) => {
-                assert!(std::env::var("CI").as_deref() != Ok("true"), "no Pushgateway: {error:#}");
-                eprintln!("SKIPPED {test}: no Pushgateway ({error:#})");
-                return None;
-            }
-        };
+        let binary = test_support::or_skip(test, test_support::pushgateway_binary().context("no Pushgateway"))?;
         let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
         let child = Command::new(binary)
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
@@ -160,14 +146,8 @@ fn a_pushgateway_answering_500_or_a_lineage_service_that_is_down_only_warns() {
 
 /// Validates `events` with scripts/validate-openlineage.py (OpenLineage's JSON schemas).
 fn validate(events: &[serde_json::Value], dir: &Path) {
-    let python = match test_support::lakehouse_checks_python() {
-        Ok(python) => python,
-        Err(error) => {
-            assert!(std::env::var("CI").as_deref() != Ok("true"), "no validator: {error:#}");
-            eprintln!("SKIPPED validating the lineage events: {error:#}");
-            return;
-        }
-    };
+    let validator = test_support::lakehouse_checks_python().context("no validator");
+    let Some(python) = test_support::or_skip("validating the lineage events", validator) else { return };
     let file = dir.join("events.jsonl");
     let lines: Vec<String> = events.iter().map(|e| e.to_string()).collect();
     std::fs::write(&file, lines.join("\n")).expect("write");
@@ -266,13 +246,8 @@ fn a_run_stopped_by_sigterm_reports_its_exit_code_and_a_fail_event() {
     let dir = tempfile::tempdir().expect("tempdir");
     let input = dir.path().join("many.parquet");
     common::many_reviews(&input, 40, 1000);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pipeline"))
-        .args(["run", "--metrics-push", &sink.url, "--openlineage-url", &sink.url, "--input"])
-        .arg(&input)
-        .arg("--model")
-        .arg(tiny_model())
-        .arg("--output")
-        .arg(dir.path().join("out.parquet"))
+    let flags = ["--metrics-push", &sink.url, "--openlineage-url", &sink.url];
+    let mut child = common::run_command(&input, &dir.path().join("out.parquet"), &flags)
         .stderr(Stdio::null())
         .spawn()
         .expect("start");

@@ -39,6 +39,20 @@ pub fn onnxruntime_library() -> anyhow::Result<PathBuf> {
     std::path::absolute(&library).with_context(|| format!("cannot make {} absolute", library.display()))
 }
 
+/// What a test needs from outside the build (a server, a browser, a reader), or why it is not
+/// there: `Some` when found; otherwise the test says SKIPPED on stderr and passes, except under
+/// `CI=true`, where a missing tool fails it.
+pub fn or_skip<T, E: std::fmt::Display>(test: &str, found: Result<T, E>) -> Option<T> {
+    match found {
+        Ok(value) => Some(value),
+        Err(reason) => {
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "{test} cannot run under CI: {reason:#}");
+            eprintln!("SKIPPED {test}: {reason:#}");
+            None
+        }
+    }
+}
+
 /// The Python of `target/moto` under the repository root, with moto's S3-compatible server
 /// (`python -m moto.server`), running `scripts/install-s3-test-server.sh` first when it is
 /// missing.

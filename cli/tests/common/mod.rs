@@ -33,10 +33,17 @@ pub fn pipeline(args: &[&str], paths: &[(&str, &Path)]) -> Output {
     command.output().expect("run pipeline")
 }
 
+/// `pipeline run` of `input` into `output` with the tiny model and `extra` flags, to run,
+/// spawn or give an environment.
+pub fn run_command(input: &Path, output: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pipeline"));
+    command.arg("run").args(extra);
+    command.arg("--input").arg(input).arg("--model").arg(tiny_model()).arg("--output").arg(output);
+    command
+}
+
 pub fn run(input: &Path, output: &Path, extra: &[&str]) -> Output {
-    let mut args = vec!["run"];
-    args.extend_from_slice(extra);
-    pipeline(&args, &[("--input", input), ("--model", &tiny_model()), ("--output", output)])
+    run_command(input, output, extra).output().expect("run pipeline")
 }
 
 /// `pipeline run` of the fixture package `fixtures/<package>` on the 300 fixture reviews.

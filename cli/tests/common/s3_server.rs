@@ -8,6 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use arrow::array::RecordBatch;
 use futures::TryStreamExt;
 use object_store::aws::AmazonS3Builder;
@@ -39,14 +40,7 @@ impl S3Server {
     /// With `checks_credentials`, the server makes bucket `corpus` and then refuses every
     /// request not signed by one of its IAM users (it has none).
     pub fn start_with(test: &str, checks_credentials: bool) -> Option<Self> {
-        let python = match test_support::s3_test_server_python() {
-            Ok(python) => python,
-            Err(error) => {
-                assert!(std::env::var("CI").as_deref() != Ok("true"), "no S3 test server: {error:#}");
-                eprintln!("SKIPPED {test}: no S3 test server ({error:#})");
-                return None;
-            }
-        };
+        let python = test_support::or_skip(test, test_support::s3_test_server_python().context("no S3 test server"))?;
         let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
         let mut command = Command::new(python);
         if checks_credentials {
