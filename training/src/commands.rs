@@ -16,7 +16,7 @@ use crate::data::corpus::{Columns, read_texts};
 use crate::data::vocabulary::VocabularyConfig;
 use crate::data::word_vectors::{WordVectorConfig, train_word_vectors};
 use crate::eval::{evaluate, record_in_manifest};
-use crate::fit::TrainConfig;
+use crate::fit::TrainingFlags;
 use crate::job::{self, TrainRequest};
 use crate::models::{ModelFlags, Variant};
 
@@ -97,15 +97,16 @@ pub struct TrainArgs {
     /// Replace --out if it exists.
     #[arg(long)]
     force: bool,
-    /// Documents are truncated to this many tokens, in training and in the package.
-    #[arg(long, default_value_t = 400)]
-    max_tokens: usize,
+    /// Documents are truncated to this many tokens, in training and in the package
+    /// [default 400, ngram 2500].
+    #[arg(long)]
+    max_tokens: Option<usize>,
     #[command(flatten)]
     columns: ColumnArgs,
     #[command(flatten)]
     vocabulary: VocabularyConfig,
     #[command(flatten)]
-    training: TrainConfig,
+    training: TrainingFlags,
     #[command(flatten)]
     model: ModelFlags,
     /// Start the word embedding from these vectors (word2vec text format, as written by
@@ -168,6 +169,7 @@ fn checked_output(output: &Path, inputs: &[&Path]) -> anyhow::Result<TempFile> {
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Train(args) => {
+            let defaults = args.variant.defaults();
             let request = TrainRequest {
                 variant: args.variant,
                 train: args.train,
@@ -176,9 +178,9 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 out: args.out,
                 force: args.force,
                 valid_fraction: args.valid_fraction,
-                max_tokens: args.max_tokens,
+                max_tokens: args.max_tokens.unwrap_or(defaults.max_tokens),
                 vocabulary: args.vocabulary,
-                training: args.training,
+                training: args.training.resolve(&defaults),
                 model: args.model,
                 word_vectors: args.word_vectors,
                 freeze_word_vectors: args.freeze_word_vectors,

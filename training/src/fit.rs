@@ -16,7 +16,7 @@ use runtime::inference::ModelInputs;
 
 use crate::data::vocabulary::PAD_ID;
 use crate::layers::TokenBatch;
-use crate::models::Network;
+use crate::models::{Network, VariantDefaults};
 
 /// One tokenized document and its class index.
 #[derive(Debug, Clone)]
@@ -27,25 +27,52 @@ pub struct Example {
     pub sentence_lengths: Option<Vec<usize>>,
 }
 
-#[derive(Debug, Clone, clap::Args, serde::Serialize)]
+/// How a model is trained (`TrainingFlags` resolved for one variant).
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct TrainConfig {
+    pub epochs: usize,
+    pub patience: usize,
+    pub batch_size: usize,
+    pub learning_rate: f64,
+    pub clip_norm: f32,
+    pub seed: u64,
+}
+
+/// The training flags of `pipeline train`; the ones left out default by variant.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TrainingFlags {
     /// Most passes over the training set.
     #[arg(long, default_value_t = 10)]
     pub epochs: usize,
     /// Stop after this many epochs without a better validation accuracy.
     #[arg(long, default_value_t = 2)]
     pub patience: usize,
-    #[arg(long, default_value_t = 64)]
-    pub batch_size: usize,
-    /// Adam learning rate.
-    #[arg(long, default_value_t = 1e-3)]
-    pub learning_rate: f64,
+    /// Documents per step [default 64, ngram 1024].
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Adam learning rate [default 0.001, ngram 0.05].
+    #[arg(long)]
+    pub learning_rate: Option<f64>,
     /// Gradients are rescaled to at most this L2 norm (the paper clips at 0.5).
     #[arg(long, default_value_t = 0.5)]
     pub clip_norm: f32,
     /// Seeds weight initialisation, dropout, the split and the batch order.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+}
+
+impl TrainingFlags {
+    /// The flags with the variant's defaults for those not given.
+    pub fn resolve(&self, defaults: &VariantDefaults) -> TrainConfig {
+        TrainConfig {
+            epochs: self.epochs,
+            patience: self.patience,
+            batch_size: self.batch_size.unwrap_or(defaults.batch_size),
+            learning_rate: self.learning_rate.unwrap_or(defaults.learning_rate),
+            clip_norm: self.clip_norm,
+            seed: self.seed,
+        }
+    }
 }
 
 impl TrainConfig {

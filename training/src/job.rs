@@ -107,6 +107,12 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
         "--valid-fraction must be between 0 and 1"
     );
     let started = Instant::now();
+    if request.word_vectors.is_some() && !config.takes_word_vectors() {
+        bail!(
+            "--variant {} learns its feature vectors for the classes and starts from none; drop --word-vectors",
+            request.variant.name()
+        );
+    }
     let vectors = request.word_vectors.as_deref().map(|path| load_word_vectors(path, request)).transpose()?;
     let data = prepare(request, config.sentence_words())?;
     tracing::info!(
@@ -141,12 +147,13 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
 /// Reads `--word-vectors` and checks their width against `--embedding-dim`.
 fn load_word_vectors(path: &Path, request: &TrainRequest) -> anyhow::Result<WordVectors> {
     let vectors = WordVectors::read(path)?;
+    let embedding_dim = request.model.embedding_dim.unwrap_or(request.variant.defaults().embedding_dim);
     anyhow::ensure!(
-        vectors.dim == request.model.embedding_dim,
+        vectors.dim == embedding_dim,
         "{} holds {}-dimensional word vectors but --embedding-dim is {}; pass --embedding-dim {}",
         path.display(),
         vectors.dim,
-        request.model.embedding_dim,
+        embedding_dim,
         vectors.dim
     );
     tracing::info!("read {} word vectors of width {} from {}", vectors.words.len(), vectors.dim, path.display());

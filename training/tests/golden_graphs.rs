@@ -41,7 +41,8 @@ fn golden_path(variant: Variant) -> PathBuf {
 
 fn flags() -> ModelFlags {
     ModelFlags {
-        embedding_dim: 6,
+        embedding_dim: Some(6),
+        buckets: 64,
         lstm_hidden: 4,
         gru_hidden: 4,
         attention_dim: 5,
@@ -55,7 +56,7 @@ fn flags() -> ModelFlags {
         filters: 3,
         kernel_widths: vec![2, 3],
         mlp_hidden: 7,
-        dropout: 0.1,
+        dropout: Some(0.1),
         penalty: 1.0,
     }
 }

@@ -31,7 +31,8 @@ struct Trained<M> {
 
 fn tiny_flags() -> ModelFlags {
     ModelFlags {
-        embedding_dim: 24,
+        embedding_dim: Some(24),
+        buckets: 5000,
         lstm_hidden: 8,
         gru_hidden: 8,
         attention_dim: 8,
@@ -46,7 +47,7 @@ fn tiny_flags() -> ModelFlags {
         filters: 8,
         kernel_widths: vec![2, 5],
         mlp_hidden: 16,
-        dropout: 0.1,
+        dropout: Some(0.1),
         penalty: 1.0,
     }
 }

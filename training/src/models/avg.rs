@@ -21,7 +21,11 @@ pub struct AvgConfig {
 
 impl From<&ModelFlags> for AvgConfig {
     fn from(flags: &ModelFlags) -> Self {
-        Self { embedding_dim: flags.embedding_dim, mlp_hidden: flags.mlp_hidden, dropout: flags.dropout }
+        Self {
+            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
+            mlp_hidden: flags.mlp_hidden,
+            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
+        }
     }
 }
 

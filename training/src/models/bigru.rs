@@ -25,10 +25,10 @@ pub struct BiGruConfig {
 impl From<&ModelFlags> for BiGruConfig {
     fn from(flags: &ModelFlags) -> Self {
         Self {
-            embedding_dim: flags.embedding_dim,
+            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
             gru_hidden: flags.gru_hidden,
             mlp_hidden: flags.mlp_hidden,
-            dropout: flags.dropout,
+            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
         }
     }
 }

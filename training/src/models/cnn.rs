@@ -32,10 +32,10 @@ pub struct CnnConfig {
 impl From<&ModelFlags> for CnnConfig {
     fn from(flags: &ModelFlags) -> Self {
         Self {
-            embedding_dim: flags.embedding_dim,
+            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
             filters: flags.filters,
             kernel_widths: flags.kernel_widths.clone(),
-            dropout: flags.dropout,
+            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
         }
     }
 }

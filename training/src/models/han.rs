@@ -37,11 +37,11 @@ pub struct HanConfig {
 impl From<&ModelFlags> for HanConfig {
     fn from(flags: &ModelFlags) -> Self {
         Self {
-            embedding_dim: flags.embedding_dim,
+            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
             gru_hidden: flags.gru_hidden,
             attention_dim: flags.attention_dim,
             sentence_words: flags.sentence_words,
-            dropout: flags.dropout,
+            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
         }
     }
 }

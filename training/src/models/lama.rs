@@ -107,12 +107,12 @@ pub struct LamaConfig {
 impl From<&ModelFlags> for LamaConfig {
     fn from(flags: &ModelFlags) -> Self {
         Self {
-            embedding_dim: flags.embedding_dim,
+            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
             gru_hidden: flags.gru_hidden,
             attention_dim: flags.attention_dim,
             heads: flags.heads,
             mlp_hidden: flags.mlp_hidden,
-            dropout: flags.dropout,
+            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
             context: Context::Global,
             attention_scale: flags.attention_scale,
         }

@@ -8,6 +8,7 @@ pub mod cnn;
 pub mod han;
 pub mod lama;
 pub mod nal;
+pub mod ngram;
 pub mod san;
 pub mod transformer;
 
@@ -75,10 +76,28 @@ pub fn declare_contribution(g: &mut GraphBuilder, contribution: &Value, classes:
     g.output(contribution, tensor::CONTRIBUTION, ElemType::Float, &dims);
 }
 
+/// The values of the flags whose default depends on the variant: a bag of n-grams trains
+/// best on whole documents, in large batches, at a high rate, with heavy dropout; the
+/// networks on truncated ones, in small batches.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VariantDefaults {
+    pub embedding_dim: usize,
+    pub dropout: f64,
+    pub max_tokens: usize,
+    pub batch_size: usize,
+    pub learning_rate: f64,
+}
+
+/// The defaults of every variant but `ngram` (`ngram::DEFAULTS`).
+pub const NETWORK_DEFAULTS: VariantDefaults =
+    VariantDefaults { embedding_dim: 100, dropout: 0.5, max_tokens: 400, batch_size: 64, learning_rate: 1e-3 };
+
 /// A variant's configuration: read from the shared [`ModelFlags`], checked before any data
 /// is read, recorded in the manifest, and turned into an untrained model.
 pub trait ModelConfig: Serialize + for<'a> From<&'a ModelFlags> {
     type Model: Network;
+    /// What the variant-dependent flags are when not given.
+    const DEFAULTS: VariantDefaults = NETWORK_DEFAULTS;
     /// Refuses sizes that cannot work.
     fn validate(&self) -> anyhow::Result<()>;
     fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Self::Model;
@@ -90,6 +109,10 @@ pub trait ModelConfig: Serialize + for<'a> From<&'a ModelFlags> {
     /// `[batch, sentences, words]` inputs.
     fn sentence_words(&self) -> Option<usize> {
         None
+    }
+    /// Whether `--word-vectors` can start the word embedding.
+    fn takes_word_vectors(&self) -> bool {
+        true
     }
 }
 
@@ -120,6 +143,8 @@ macro_rules! for_each_variant {
             Te = "te", te: $crate::models::transformer::TransformerConfig;
             /// Hierarchical attention network: words → sentences → document (Yang et al. 2016).
             Han = "han", han: $crate::models::han::HanConfig;
+            /// The fast tier: hashed word uni- and bigrams, averaged, read by a linear layer (fastText).
+            Ngram = "ngram", ngram: $crate::models::ngram::NgramConfig;
         }
     };
 }
@@ -143,6 +168,13 @@ macro_rules! define_variants {
             pub fn name(self) -> &'static str {
                 match self {
                     $(Self::$variant => $name,)*
+                }
+            }
+
+            /// The values of the flags whose default depends on the variant.
+            pub fn defaults(self) -> VariantDefaults {
+                match self {
+                    $(Self::$variant => <$config as ModelConfig>::DEFAULTS,)*
                 }
             }
 
@@ -174,9 +206,12 @@ pub fn hyper_parameters_of(config: &impl Serialize) -> HyperParameters {
 /// (Lin et al. use u = 300, d_a = 350, r = 30 and a 3000-unit MLP on Yelp).
 #[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct ModelFlags {
-    /// Word embedding width [all].
-    #[arg(long, default_value_t = 100)]
-    pub embedding_dim: usize,
+    /// Word embedding width [all; default 100, ngram 10].
+    #[arg(long)]
+    pub embedding_dim: Option<usize>,
+    /// Hash buckets for the word bigrams [ngram].
+    #[arg(long, default_value_t = 1 << 20)]
+    pub buckets: usize,
     /// LSTM units per direction, u [san].
     #[arg(long, default_value_t = 64)]
     pub lstm_hidden: usize,
@@ -218,9 +253,10 @@ pub struct ModelFlags {
     /// Hidden units of the classifier MLP [san, avg, bigru, lama, lama-ctx, nal].
     #[arg(long, default_value_t = 256)]
     pub mlp_hidden: usize,
-    /// Dropout before the classifier layers [all].
-    #[arg(long, default_value_t = 0.5)]
-    pub dropout: f64,
+    /// Dropout before the classifier layers; ngram: on the token vectors [all; default 0.5,
+    /// ngram 0.9].
+    #[arg(long)]
+    pub dropout: Option<f64>,
     /// Weight of the penalty ‖A·Aᵀ − I‖²_F in the loss; the paper uses 1.0 [san, nal].
     #[arg(long, default_value_t = 1.0)]
     pub penalty: f32,

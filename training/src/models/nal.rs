@@ -37,12 +37,12 @@ pub struct NalConfig {
 impl From<&ModelFlags> for NalConfig {
     fn from(flags: &ModelFlags) -> Self {
         Self {
-            embedding_dim: flags.embedding_dim,
+            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
             attention_dim: flags.attention_dim,
             hops: flags.hops,
             averaging_dim: flags.averaging_dim,
             mlp_hidden: flags.mlp_hidden,
-            dropout: flags.dropout,
+            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
             penalty: flags.penalty,
         }
     }

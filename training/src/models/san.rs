@@ -32,12 +32,12 @@ pub struct SanConfig {
 impl From<&ModelFlags> for SanConfig {
     fn from(flags: &ModelFlags) -> Self {
         Self {
-            embedding_dim: flags.embedding_dim,
+            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
             lstm_hidden: flags.lstm_hidden,
             attention_dim: flags.attention_dim,
             hops: flags.hops,
             mlp_hidden: flags.mlp_hidden,
-            dropout: flags.dropout,
+            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
             penalty: flags.penalty,
         }
     }

@@ -34,11 +34,11 @@ pub struct TransformerConfig {
 impl From<&ModelFlags> for TransformerConfig {
     fn from(flags: &ModelFlags) -> Self {
         Self {
-            embedding_dim: flags.embedding_dim,
+            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
             heads: flags.heads,
             layers: flags.layers,
             feed_forward_dim: flags.feed_forward_dim,
-            dropout: flags.dropout,
+            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
         }
     }
 }
