@@ -43,6 +43,7 @@ fn flags() -> ModelFlags {
     ModelFlags {
         embedding_dim: Some(6),
         buckets: 64,
+        ngrams: 2,
         lstm_hidden: 4,
         gru_hidden: 4,
         attention_dim: 5,

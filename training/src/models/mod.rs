@@ -209,9 +209,13 @@ pub struct ModelFlags {
     /// Word embedding width [all; default 100, ngram 10].
     #[arg(long)]
     pub embedding_dim: Option<usize>,
-    /// Hash buckets for the word bigrams [ngram].
+    /// Hash buckets for the n-grams of words [ngram].
     #[arg(long, default_value_t = 1 << 20)]
     pub buckets: usize,
+    /// The longest run of words that is a feature: 1 words only, 2 bigrams too (fastText's
+    /// wordNgrams) [ngram].
+    #[arg(long, default_value_t = 2)]
+    pub ngrams: usize,
     /// LSTM units per direction, u [san].
     #[arg(long, default_value_t = 64)]
     pub lstm_hidden: usize,
