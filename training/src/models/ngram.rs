@@ -242,46 +242,57 @@ impl Network for Ngram {
 impl Ngram {
     /// Graph twin of [`Self::token_vectors`] over the rows of `table` (`[features, width]`):
     /// `[B, T, width]` and the count `[B, 1]`.
+    ///
+    /// The graph multiplies nothing by a weight: it looks up rows already scaled. The exported
+    /// table holds the words' rows, then one copy of the buckets per n-gram length scaled by
+    /// its share `1/n`, then a zero row that padding and missing n-grams read. (Multiplying
+    /// `[B, T, classes]` lookups by `[B, T, 1]` weights took a third of ONNX Runtime's time.)
     fn emit_token_vectors(&self, g: &mut GraphBuilder, ids: &Value, mask: &Value, table: Tensor<2>) -> (Value, Value) {
+        let [_, width] = table.dims();
+        let mut rows = values(table.clone().slice([0..self.vocabulary, 0..width]));
+        let buckets_rows = table.slice([self.vocabulary..self.vocabulary + self.buckets, 0..width]);
+        for n in 2..=self.ngrams {
+            rows.extend(values(buckets_rows.clone() / n as f32));
+        }
+        let zero_row = (rows.len() / width) as i64;
+        rows.extend(std::iter::repeat_n(0.0, width));
+        let table = g.weight("table", &[zero_row as usize + 1, width], &rows);
+
         let axis1 = g.ints("axis1", &[1], &[1]);
-        let axis2 = g.ints("axis2", &[1], &[2]);
         let start = g.ints("start", &[1], &[0]);
         let second = g.ints("second", &[1], &[1]);
         let to_end = g.ints("to_end", &[1], &[i64::MAX]);
         let but_last = g.ints("but_last", &[1], &[-1]);
         let zero = g.ints("zero", &[], &[0]);
-        // A zero column `[B, 1]` to shift by one token (never a zero-width slice: a one-token
+        let zero_row = g.ints("zero_row", &[], &[zero_row]);
+        // Columns `[B, 1]` to shift by one token (never a zero-width slice: a one-token
         // document has no n-gram, and tract refuses empty tensors in places).
         let first_column = g.slice(ids, &start, &second, &axis1);
         let zero_column = g.mul(&first_column, &zero);
-        // `x[t + 1]` and `x[t − 1]`, with 0 past either end.
+        // `x[t + 1]` with 0 past the end, and `vectors[t − 1]` with zeros before the start
+        // (shifting looked-up vectors is cheaper than looking them up again).
         let next = |g: &mut GraphBuilder, x: &Value| {
             let padded = g.concat(&[x, &zero_column], 1);
             g.slice(&padded, &second, &to_end, &axis1)
         };
-        let previous = |g: &mut GraphBuilder, x: &Value| {
-            let padded = g.concat(&[&zero_column, x], 1);
+        let previous_vectors = |g: &mut GraphBuilder, x: &Value| {
+            let first = g.slice(x, &start, &second, &axis1);
+            let zero = g.scalar_f32("zero", 0.0);
+            let zeros = g.mul(&first, &zero);
+            let padded = g.concat(&[&zeros, x], 1);
             g.slice(&padded, &start, &but_last, &axis1)
         };
-        let [rows, width] = table.dims();
-        let table = g.weight("table", &[rows, width], &values(table));
-        // `table[rows] · weight` for `[B, T]` rows and an int64 `[B, T]` weight (0/1) times `scale`.
-        let lookup = |g: &mut GraphBuilder, rows: &Value, weight: &Value, scale: Option<&Value>| {
-            let weight = g.cast(weight, ElemType::Float);
-            let weight = match scale {
-                Some(scale) => g.mul(&weight, scale),
-                None => weight,
-            };
-            let weight = g.unsqueeze(&weight, &axis2);
-            let vectors = g.gather(&table, rows, 0);
-            g.mul(&vectors, &weight)
+        // The row where `exists` (int64 0/1), else the zero row.
+        let rows_where = |g: &mut GraphBuilder, exists: &Value, rows: &Value| {
+            let exists = g.less(&zero, exists);
+            g.select(&exists, rows, &zero_row)
         };
 
-        let mut vectors = lookup(g, ids, mask, None);
+        let word_rows = rows_where(g, mask, ids);
+        let mut vectors = g.gather(&table, &word_rows, 0);
         let mut count = g.reduce_sum(mask, &axis1, true);
         let multiplier = g.ints("multiplier", &[], &[HASH_MULTIPLIER]);
         let buckets = g.ints("buckets", &[], &[self.buckets as i64]);
-        let vocabulary = g.ints("vocabulary", &[], &[self.vocabulary as i64]);
         let (mut hash, mut exists) = (ids.clone(), mask.clone());
         let (mut last_ids, mut last_mask) = (ids.clone(), mask.clone());
         for n in 2..=self.ngrams {
@@ -298,15 +309,16 @@ impl Ngram {
                 exists = g.mul(&exists, &last_mask);
                 let grams = g.reduce_sum(&exists, &axis1, true);
                 count = g.add(&count, &grams);
-                let share = g.scalar_f32("share", 1.0 / n as f32);
+                let offset = (self.vocabulary + (n - 2) * self.buckets) as i64;
+                let offset = g.ints("offset", &[], &[offset]);
+                let rows = g.add(&hash, &offset);
                 // Token t is word k of the n-gram starting at t − k.
-                let (mut rows, mut weight) = (g.add(&hash, &vocabulary), exists.clone());
+                let rows = rows_where(g, &exists, &rows);
+                let mut part = g.gather(&table, &rows, 0);
                 for k in 0..n {
                     if k > 0 {
-                        rows = previous(g, &rows);
-                        weight = previous(g, &weight);
+                        part = previous_vectors(g, &part);
                     }
-                    let part = lookup(g, &rows, &weight, Some(&share));
                     vectors = g.add(&vectors, &part);
                 }
             });
