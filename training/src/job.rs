@@ -17,7 +17,7 @@ use crate::data::corpus::{Columns, LabelledCorpus};
 use crate::data::split::stratified_split;
 use crate::data::vocabulary::{PAD_ID, VocabularyConfig, build_tokenizer};
 use crate::data::word_vectors::WordVectors;
-use crate::fit::{Example, TrainConfig, TrainedModel, forward_probs, padded, train};
+use crate::fit::{EpochStats, Example, TrainConfig, accuracy, forward_probs, padded, train};
 use crate::layers::embedding::InitialWords;
 use crate::models::{ModelConfig, ModelFlags, Network, Variant, VariantVisitor};
 use crate::onnx::GraphBuilder;
@@ -139,9 +139,56 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
             "frozen": request.freeze_word_vectors,
         }));
     }
-    let model = config.init(&words, data.classes.len(), &device);
-    let trained = train(model, &data.train, &data.valid, &request.training)?;
-    finish(request, &data, trained, config, vector_summary, started)
+    let fitted = fit(config, &words, &device, &data, &request.training)?;
+    finish(request, &data, fitted, config, vector_summary, started)
+}
+
+/// The trained model and how its training went: one run, or one per member of a variant that
+/// averages several models ([`ModelConfig::members`]).
+struct Fitted<M> {
+    model: M,
+    runs: Vec<TrainedRun>,
+    validation_accuracy: f64,
+}
+
+struct TrainedRun {
+    history: Vec<EpochStats>,
+    best: EpochStats,
+}
+
+/// Trains the model; a variant of several members trains each from the next seed (weights,
+/// dropout and batch order) and joins them into one.
+fn fit<C: ModelConfig>(
+    config: &C,
+    words: &InitialWords,
+    device: &Device,
+    data: &PreparedData,
+    training: &TrainConfig,
+) -> anyhow::Result<Fitted<C::Model>> {
+    let members = config.members();
+    let (mut models, mut runs) = (Vec::with_capacity(members), Vec::with_capacity(members));
+    for member in 0..members {
+        if members > 1 {
+            tracing::info!("member {} of {members}", member + 1);
+        }
+        let training = TrainConfig { seed: training.seed + member as u64, ..training.clone() };
+        device.seed(training.seed);
+        let model = config.init(words, data.classes.len(), device);
+        let trained = train(model, &data.train, &data.valid, &training)?;
+        let best = trained.best().context("no best epoch recorded")?.clone();
+        runs.push(TrainedRun { history: trained.history, best });
+        models.push(trained.model);
+    }
+    let model = C::join(models)?;
+    let validation_accuracy = match &runs[..] {
+        [one] => one.best.validation_accuracy,
+        _ => {
+            let accuracy = accuracy(&model, &data.valid, training.batch_size)?;
+            tracing::info!("the {members} members joined: valid acc {accuracy:.4}");
+            accuracy
+        }
+    };
+    Ok(Fitted { model, runs, validation_accuracy })
 }
 
 /// Reads `--word-vectors` and checks their width against `--embedding-dim`.
@@ -257,19 +304,25 @@ fn encode(
 fn finish<C: ModelConfig>(
     request: &TrainRequest,
     data: &PreparedData,
-    trained: TrainedModel<C::Model>,
+    fitted: Fitted<C::Model>,
     config: &C,
     word_vectors: Option<serde_json::Value>,
     started: Instant,
 ) -> anyhow::Result<TrainOutcome<C::Model>> {
-    let model = trained.model.valid();
-    let best = trained.best().context("no best epoch recorded")?;
+    let model = fitted.model.valid();
     let shape = model.graph_shape();
+    let epochs = || fitted.runs.iter().flat_map(|run| &run.history);
     let mut metrics = BTreeMap::new();
-    metrics.insert("validation_accuracy".to_owned(), best.validation_accuracy);
-    metrics.insert("train_accuracy".to_owned(), best.train_accuracy);
-    metrics.insert("seconds_per_epoch".to_owned(), mean(trained.history.iter().map(|e| e.seconds)));
-    metrics.insert("train_docs_per_second".to_owned(), mean(trained.history.iter().map(|e| e.docs_per_second)));
+    metrics.insert("validation_accuracy".to_owned(), fitted.validation_accuracy);
+    metrics.insert("train_accuracy".to_owned(), mean(fitted.runs.iter().map(|run| run.best.train_accuracy)));
+    metrics.insert("seconds_per_epoch".to_owned(), mean(epochs().map(|e| e.seconds)));
+    metrics.insert("train_docs_per_second".to_owned(), mean(epochs().map(|e| e.docs_per_second)));
+    if fitted.runs.len() > 1 {
+        for (member, run) in fitted.runs.iter().enumerate() {
+            let name = format!("member_{}_validation_accuracy", member + 1);
+            metrics.insert(name, run.best.validation_accuracy);
+        }
+    }
     let mut hyper_parameters = config.hyper_parameters();
     if let Some(word_vectors) = word_vectors {
         hyper_parameters.insert("word_vectors".to_owned(), word_vectors);
@@ -296,8 +349,9 @@ fn finish<C: ModelConfig>(
             corpus: data.corpus.fingerprint.clone(),
             train_rows: data.train.len(),
             validation_rows: data.valid.len(),
-            epochs_run: trained.history.len(),
-            best_epoch: trained.best_epoch,
+            epochs_run: epochs().count(),
+            // Of the first member, for a variant of several.
+            best_epoch: fitted.runs.first().map_or(0, |run| run.best.epoch),
             seconds: started.elapsed().as_secs_f64(),
             seed: request.training.seed,
         },

@@ -114,6 +114,18 @@ pub trait ModelConfig: Serialize + for<'a> From<&'a ModelFlags> {
     fn takes_word_vectors(&self) -> bool {
         true
     }
+    /// How many models are trained, each from its own seed, and joined into the package's.
+    fn members(&self) -> usize {
+        1
+    }
+    /// The package's model from the trained members (the one model, unless [`Self::members`]
+    /// says more).
+    fn join(mut members: Vec<Self::Model>) -> anyhow::Result<Self::Model> {
+        match (members.pop(), members.is_empty()) {
+            (Some(model), true) => Ok(model),
+            _ => anyhow::bail!("this variant trains one model, not {}", members.len() + 1),
+        }
+    }
 }
 
 /// The one table of variants. Adding a variant means its module plus one entry here: the entry
@@ -212,6 +224,10 @@ pub struct ModelFlags {
     /// Hash buckets for the n-grams of words [ngram].
     #[arg(long, default_value_t = 1 << 20)]
     pub buckets: usize,
+    /// Models trained from consecutive seeds and averaged into one (their mean scores, at the
+    /// cost of one at inference) [ngram].
+    #[arg(long, default_value_t = 5)]
+    pub members: usize,
     /// The longest run of words that is a feature: 1 words only, 2 bigrams too (fastText's
     /// wordNgrams) [ngram].
     #[arg(long, default_value_t = 2)]

@@ -11,6 +11,8 @@
 //! `contribution[k, t] = v_t · Wc[:, k] / N`, and the contributions add up to the centred
 //! logits less the centred bias.
 
+use anyhow::Context;
+use burn::module::Param;
 use burn::nn::{Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig};
 use burn::prelude::*;
 use serde::Serialize;
@@ -39,6 +41,7 @@ pub struct NgramConfig {
     pub embedding_dim: usize,
     pub buckets: usize,
     pub ngrams: usize,
+    pub members: usize,
     pub dropout: f64,
 }
 
@@ -48,6 +51,7 @@ impl From<&ModelFlags> for NgramConfig {
             embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
             buckets: flags.buckets,
             ngrams: flags.ngrams,
+            members: flags.members,
             dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
         }
     }
@@ -62,6 +66,7 @@ impl ModelConfig for NgramConfig {
         // The hash is computed in int64: hash · M + next must not overflow.
         anyhow::ensure!(self.buckets <= 1 << 30, "--buckets must be at most {}", 1u64 << 30);
         anyhow::ensure!((1..=5).contains(&self.ngrams), "--ngrams must be between 1 (words only) and 5");
+        check_sizes(&[("--members", self.members)], self.dropout)?;
         Ok(())
     }
 
@@ -78,6 +83,35 @@ impl ModelConfig for NgramConfig {
 
     fn takes_word_vectors(&self) -> bool {
         false
+    }
+
+    fn members(&self) -> usize {
+        self.members
+    }
+
+    /// The members side by side: their vectors concatenated, and a read-out that averages
+    /// their scores. Everything after the lookup is linear, so this one model's logits are the
+    /// members' mean logits, and its export folds to a table of the same size as one's.
+    fn join(members: Vec<Ngram>) -> anyhow::Result<Ngram> {
+        let count = members.len();
+        let first = members.first().context("no model was trained")?;
+        let (dropout, vocabulary, buckets, ngrams) =
+            (first.dropout.clone(), first.vocabulary, first.buckets, first.ngrams);
+        if count == 1 {
+            return members.into_iter().next().context("no model was trained");
+        }
+        let tables: Vec<Tensor<2>> = members.iter().map(|m| m.features.weight.val()).collect();
+        let weights: Vec<Tensor<2>> = members.iter().map(|m| m.output.weight.val() / count as f32).collect();
+        let biases: Vec<Tensor<1>> = members
+            .iter()
+            .map(|m| m.output.bias.as_ref().map(|b| b.val()).context("the read-out has a bias"))
+            .collect::<anyhow::Result<_>>()?;
+        let mut features = members[0].features.clone();
+        features.weight = Param::from_tensor(Tensor::cat(tables, 1));
+        let mut output = members[0].output.clone();
+        output.weight = Param::from_tensor(Tensor::cat(weights, 0));
+        output.bias = Some(Param::from_tensor(Tensor::stack::<2>(biases, 0).mean_dim(0).squeeze_dim(0)));
+        Ok(Ngram { features, output, dropout, vocabulary, buckets, ngrams })
     }
 }
 
@@ -339,7 +373,7 @@ mod tests {
     #[test]
     fn contributions_sum_to_the_centred_logits_less_the_bias() {
         let device = Device::default();
-        let config = NgramConfig { embedding_dim: 4, buckets: 97, ngrams: 3, dropout: 0.0 };
+        let config = NgramConfig { embedding_dim: 4, buckets: 97, ngrams: 3, members: 1, dropout: 0.0 };
         let mut model = config.init(&InitialWords::random(50), 3, &device);
         // The read-out starts at zero; give it weights so the scores are not all zero.
         let weight = Tensor::<2>::random([4, 3], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
@@ -363,6 +397,31 @@ mod tests {
         // Padding (the one-token and two-token documents) gets nothing.
         let padding = contribution.slice([1..2, 0..3, 1..5]).abs().max().into_scalar::<f32>();
         assert_eq!(padding, 0.0, "a padding position has a contribution");
+    }
+
+    /// Joined members give their mean logits, and contributions that still sum to them.
+    #[test]
+    fn joined_members_give_their_mean_logits() {
+        let device = Device::default();
+        let config = NgramConfig { embedding_dim: 3, buckets: 31, ngrams: 2, members: 2, dropout: 0.0 };
+        let members: Vec<Ngram> = (0..2)
+            .map(|_| {
+                let mut model = config.init(&InitialWords::random(20), 2, &device);
+                let weight = Tensor::<2>::random([3, 2], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+                let bias = Tensor::<1>::random([2], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+                model.output.weight = Param::from_tensor(weight);
+                model.output.bias = Some(Param::from_tensor(bias));
+                model
+            })
+            .collect();
+        let examples = vec![Example { ids: vec![4, 7, 7, 19], label: 0, sentence_lengths: None }];
+        let batch = TokenBatch::new(&padded(&examples, &[0]), &device);
+        let logits: Vec<Tensor<2>> = members.iter().map(|m| m.forward(&batch).logits).collect();
+        let expected = (logits[0].clone() + logits[1].clone()) / 2.0;
+        let joined = NgramConfig::join(members).expect("two members join");
+        assert_eq!(joined.dim(), 6);
+        let difference = (joined.forward(&batch).logits - expected).abs().max().into_scalar::<f32>();
+        assert!(difference < 1e-5, "the joined model's logits are not the mean (by {difference})");
     }
 
     /// An n-gram's hash is a bucket, for any ids, and the order of the words counts.
