@@ -137,6 +137,42 @@ fn single_class_corpus_is_refused() {
     assert_nothing_written(dir.path(), &["one.parquet"]);
 }
 
+/// An empty label is a missing one, not a class without a name: with it left out, one class
+/// remains.
+#[test]
+fn empty_labels_are_left_out_not_a_class() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corpus = dir.path().join("blank.parquet");
+    let labels: Vec<Option<&str>> = (0..8).map(|i| Some(if i % 2 == 0 { "pos" } else { " " })).collect();
+    write_parquet(&corpus, vec![("text", strings(&reviews(8))), ("label", strings(&labels))]);
+    let output = train(&corpus, &dir.path().join("model"), &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("skipped 4 row(s)") && err.contains("empty label"), "{err}");
+    assert!(err.contains("single class (`pos`)"), "{err}");
+    assert_nothing_written(dir.path(), &["blank.parquet"]);
+}
+
+/// A hash table training could not hold is refused before any data is read (a failed
+/// allocation would abort the process).
+#[test]
+fn an_ngram_table_too_large_to_train_is_refused_up_front() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = pipeline()
+        .args(["train", "--variant", "ngram", "--train"])
+        .arg(fixture("imdb-train-600.parquet"))
+        .arg("--out")
+        .arg(dir.path().join("model"))
+        .args(["--buckets", "1073741824", "--members", "5"])
+        .output()
+        .expect("run pipeline");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("GiB to train") && err.contains("lower --buckets or --members"), "{err}");
+    assert!(!err.contains("training and") && !err.contains("documents"), "data was read first: {err}");
+    assert_nothing_written(dir.path(), &[]);
+}
+
 #[test]
 fn empty_corpus_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -316,7 +352,11 @@ fn null_rows_are_skipped_counted_and_training_completes_with_force() {
     std::fs::create_dir(&out).expect("an old package to replace");
     let output = train(&corpus, &out, &["--force"]);
     assert!(output.status.success(), "{}", stderr(&output));
-    assert!(stderr(&output).contains("skipped 3 row(s) with a null text or label"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("skipped 3 row(s) with a null text, or a null or empty label"),
+        "{}",
+        stderr(&output)
+    );
     let package = runtime::package::ModelPackage::open(&out).expect("complete package");
     assert_eq!(package.manifest.training.corpus.rows, 40);
     assert_eq!(package.manifest.training.train_rows + package.manifest.training.validation_rows, 37);

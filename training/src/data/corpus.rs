@@ -16,7 +16,7 @@ pub struct Columns {
     pub label: String,
 }
 
-/// Texts with their label strings, rows with a null text or label left out.
+/// Texts with their label strings, rows with a null text or a null or empty label left out.
 #[derive(Debug, Clone)]
 pub struct LabelledCorpus {
     pub texts: Vec<String>,
@@ -68,7 +68,8 @@ impl LabelledCorpus {
             })?;
             for (text, label) in batch_texts.into_iter().zip(batch_labels) {
                 match (text, label) {
-                    (Some(text), Some(label)) => {
+                    // An empty label would become a class without a name.
+                    (Some(text), Some(label)) if !label.trim().is_empty() => {
                         texts.push(text.to_owned());
                         labels.push(label);
                     }
@@ -77,10 +78,16 @@ impl LabelledCorpus {
             }
         }
         if skipped_null > 0 {
-            tracing::warn!("{}: skipped {skipped_null} row(s) with a null text or label", path.display());
+            tracing::warn!(
+                "{}: skipped {skipped_null} row(s) with a null text, or a null or empty label",
+                path.display()
+            );
         }
         if texts.is_empty() {
-            bail!("{} has no usable rows (rows with null text or label: {skipped_null})", path.display());
+            bail!(
+                "{} has no usable rows (rows with a null text, or a null or empty label: {skipped_null})",
+                path.display()
+            );
         }
         let fingerprint = CorpusFingerprint {
             path: path.display().to_string(),

@@ -35,6 +35,38 @@ const HASH_MULTIPLIER: i64 = 1_000_003;
 pub const DEFAULTS: VariantDefaults =
     VariantDefaults { embedding_dim: 10, dropout: 0.9, max_tokens: 2500, batch_size: 1024, learning_rate: 0.05 };
 
+impl NgramConfig {
+    /// Refuses, before any data is read, a table that training could not hold in memory (an
+    /// allocation that fails aborts the process). Training holds the table being trained
+    /// with Adam's gradient and two moments, and every member trained so far; joining them
+    /// holds them twice. The vocabulary's rows are left out: they are few beside the buckets.
+    fn check_memory(&self) -> anyhow::Result<()> {
+        let table = self.buckets as u128 * self.embedding_dim as u128 * 4;
+        let needed = table * (4 + 2 * self.members as u128);
+        let Some(available) = available_memory() else { return Ok(()) };
+        let gib = |bytes: u128| bytes as f64 / f64::from(1u32 << 30);
+        anyhow::ensure!(
+            needed <= available,
+            "--buckets {} × --embedding-dim {} × --members {} needs about {:.1} GiB to train, more than the {:.1} \
+             GiB available; lower --buckets or --members",
+            self.buckets,
+            self.embedding_dim,
+            self.members,
+            gib(needed),
+            gib(available)
+        );
+        Ok(())
+    }
+}
+
+/// `MemAvailable` of `/proc/meminfo` in bytes, where there is one.
+fn available_memory() -> Option<u128> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|line| line.starts_with("MemAvailable:"))?;
+    let kib: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// NGRAM hyper-parameters (see [`ModelFlags`] for their meaning and defaults).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NgramConfig {
@@ -67,7 +99,7 @@ impl ModelConfig for NgramConfig {
         anyhow::ensure!(self.buckets <= 1 << 30, "--buckets must be at most {}", 1u64 << 30);
         anyhow::ensure!((1..=5).contains(&self.ngrams), "--ngrams must be between 1 (words only) and 5");
         check_sizes(&[("--members", self.members)], self.dropout)?;
-        Ok(())
+        self.check_memory()
     }
 
     fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Ngram {
