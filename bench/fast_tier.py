@@ -22,7 +22,6 @@ import pyarrow.parquet as pq
 
 from common import measure
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 PIPELINE = os.environ.get("PIPELINE_BIN", "target/release/pipeline")
 CORE = ["taskset", "-c", "0"]
 BREAKS = re.compile(r"<br\s*/?>")
@@ -102,7 +101,7 @@ def accuracy(out, test):
     truth = dict(zip(*pq.read_table(test, columns=["id", "label"]).to_pydict().values()))
     got = pq.read_table(out, columns=["id", "prediction"]).to_pydict()
     right = sum(truth[i] == p for i, p in zip(got["id"], got["prediction"]))
-    return right / len(truth), len(got["id"])
+    return right / len(truth)
 
 
 def main():
@@ -133,9 +132,8 @@ def main():
                               "--ort-library", ort_lib]
         wall, rss = measure(command)
         m = json.load(open(metrics))
-        acc, rows = accuracy(out, test)
-        results.append(dict(name=name, acc=acc, docs=m["docs_per_second"], rows=rows, rss=rss, wall=wall,
-                            train=train_seconds))
+        acc = accuracy(out, test)
+        results.append(dict(name=name, acc=acc, docs=m["docs_per_second"], rss=rss))
         trained_text = "—" if train_seconds is None else f"{train_seconds:.0f} s"
         print(f"{name:<9} accuracy {acc:.4f}  {m['docs_per_second']:8.0f} docs/s per core  peak RSS {rss:6.0f} MiB"
               f"  wall {wall:5.1f} s  trained in {trained_text}", flush=True)
