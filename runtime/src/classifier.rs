@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 use anyhow::Context;
 use rayon::prelude::*;
@@ -29,8 +28,14 @@ pub struct Classifier {
     sentence_words: Option<usize>,
     /// What happens to documents past the token limit.
     long_documents: LongDocuments,
-    /// Time spent inside the backend's runs, summed over concurrent runs (nanoseconds).
+    /// Time spent inside the backend's runs, summed over concurrent runs, waits for a free
+    /// session left out (nanoseconds).
     session_nanos: AtomicU64,
+    /// Threads that tokenize each call's texts: one when inference computes on the CPU
+    /// (tokenizing outruns it many times over on one). Up to four when it leaves the cores
+    /// free (a GPU): on the H100 machine one thread tokenized about 41,000 IMDB docs/s, and
+    /// sixteen took cores from the threads that feed the GPU (RESULTS.md, #34).
+    tokenize_threads: usize,
 }
 
 /// What happened to the texts of one [`Classifier::predict`] call.
@@ -84,6 +89,7 @@ impl Classifier {
             InputLayout::Tokens => None,
             InputLayout::SentencesWords => Some(package.manifest.max_sentence_words.unwrap_or(DEFAULT_SENTENCE_WORDS)),
         };
+        let tokenize_threads = if backend.computes_on_cpu() { 1 } else { rayon::current_num_threads().min(4) };
         Ok(Self {
             package,
             encoder,
@@ -93,6 +99,7 @@ impl Classifier {
             sentence_words,
             long_documents: LongDocuments::default(),
             session_nanos: AtomicU64::new(0),
+            tokenize_threads,
         })
     }
 
@@ -172,7 +179,8 @@ impl Classifier {
         counts.null_texts = texts.len() - present.len();
         let strings: Vec<&str> = present.iter().map(|(_, t)| *t).collect();
         let limit = self.max_tokens();
-        let encoded = self.encoder.encode_batch_up_to(&strings, self.long_documents.tokens_to_read(limit))?;
+        let keep = self.long_documents.tokens_to_read(limit);
+        let encoded = self.encoder.encode_batch_up_to(&strings, keep, self.tokenize_threads)?;
         let mut documents: Vec<Document> = Vec::with_capacity(encoded.len());
         let mut windowed = HashMap::new();
         for ((row, _), mut encoding) in present.iter().zip(encoded) {
@@ -277,9 +285,8 @@ impl Classifier {
             let sequences: Vec<&[i64]> = chunk.iter().map(|d| d.encoding.ids.as_slice()).collect();
             ModelInputs::right_padded(&sequences, pad)
         };
-        let started = Instant::now();
-        let outputs = self.backend.run(&inputs)?;
-        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let (outputs, in_model) = self.backend.run_timed(&inputs)?;
+        let nanos = u64::try_from(in_model.as_nanos()).unwrap_or(u64::MAX);
         self.session_nanos.fetch_add(nanos, Ordering::Relaxed);
         let output = |name: &str| outputs.get(name).with_context(|| format!("the graph returned no `{name}` output"));
         let probs = output(tensor::PROBS)?;

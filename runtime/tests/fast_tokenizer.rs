@@ -177,3 +177,19 @@ fn read_texts(path: &Path) -> Vec<String> {
     }
     texts
 }
+
+/// Split over threads (as on a GPU), every text keeps its own ids, truncation and place.
+#[test]
+fn threads_give_the_ids_of_one_thread_in_input_order() {
+    let encoder = TextEncoder::new(tokenizer("fixtures/tiny-san"), 256);
+    let owned: Vec<String> =
+        (0..1000).map(|i| format!("Review {i}: {} the film.", "a good and bad ".repeat(i % 7))).collect();
+    let texts: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let one = encoder.encode_batch_up_to(&texts, 12, 1).expect("one thread");
+    assert!(one.iter().any(|e| e.truncated) && one.iter().any(|e| !e.truncated), "both kinds of texts are covered");
+    for threads in [2, 3, 16, 1000] {
+        assert_eq!(encoder.encode_batch_up_to(&texts, 12, threads).expect("threads"), one, "{threads} threads");
+    }
+    // Ids differ from text to text, so a text out of place would show.
+    assert_ne!(one.first(), one.get(1));
+}

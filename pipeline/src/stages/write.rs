@@ -17,10 +17,11 @@ use crate::output::{Output, ParquetLayout};
 use batch_io::progress::Progress;
 
 /// The most chunks assembled at once. Each thread holds a chunk's predictions and the
-/// columns built from them, so the count is capped rather than one per core. A thread
-/// assembles about 16,000 IMDB docs/s (null-model runs on 2 cores, RESULTS.md, #14), so six
-/// keep up with the 50,000 docs/s asked of one H100.
-const MOST_ASSEMBLE_THREADS: usize = 6;
+/// columns built from them, so the count is capped rather than one per core. With the default
+/// compact attention and contributions, a thread assembled about 8,300 IMDB docs/s in
+/// null-model runs on 2 shared cores, so twelve are needed to keep up with the 50,000 docs/s
+/// asked of one H100 (its machine has 16 cores).
+const MOST_ASSEMBLE_THREADS: usize = 12;
 
 /// Everything the write stage needs, set up before the line starts.
 pub struct WriteStage<'a> {

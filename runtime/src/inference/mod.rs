@@ -110,10 +110,21 @@ pub type ModelOutputs = BTreeMap<String, OutputTensor>;
 pub trait InferenceBackend: Send + Sync {
     /// Runs one batch. Safe to call from several threads at once.
     fn run(&self, inputs: &ModelInputs) -> anyhow::Result<ModelOutputs>;
+    /// [`InferenceBackend::run`], with the time the run spent in the model (not waiting for it).
+    fn run_timed(&self, inputs: &ModelInputs) -> anyhow::Result<(ModelOutputs, std::time::Duration)> {
+        let started = std::time::Instant::now();
+        let outputs = self.run(inputs)?;
+        Ok((outputs, started.elapsed()))
+    }
     /// Names of the graph's outputs, in graph order.
     fn output_names(&self) -> &[String];
     /// A short name for logs and metadata (`tract`, `ort-cpu`, `ort-cuda`).
     fn describe(&self) -> String;
+    /// Whether runs keep the CPU's cores busy. When they do not (a GPU, the null model), the
+    /// cores are free for tokenization.
+    fn computes_on_cpu(&self) -> bool {
+        true
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]

@@ -92,6 +92,12 @@ impl InferenceBackend for NullBackend {
         &self.output_names
     }
 
+    /// It stands in for a backend that leaves the cores free (a GPU), to measure the ceiling
+    /// such a backend meets.
+    fn computes_on_cpu(&self) -> bool {
+        false
+    }
+
     fn describe(&self) -> String {
         "null-model".to_owned()
     }

@@ -9,6 +9,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use ort::environment::Environment;
@@ -335,8 +336,8 @@ impl Drop for PooledSession<'_> {
 /// Runs graphs with ONNX Runtime, on the CPU or through the CUDA execution provider.
 ///
 /// One session is created at open; concurrent [`InferenceBackend::run`] calls create more, lazily,
-/// up to one per `available cores / intra_op_threads` on the CPU (one in all on CUDA), and wait
-/// for a free one beyond that.
+/// up to one per `available cores / intra_op_threads` on the CPU (`PIPELINE_CUDA_SESSIONS` on
+/// CUDA, default 4), and wait for a free one beyond that.
 pub struct OrtBackend {
     recipe: SessionRecipe,
     feeds: Vec<(String, Feed)>,
@@ -387,7 +388,7 @@ impl OrtBackend {
         let output_names: Vec<String> = session.outputs().iter().map(|output| output.name().to_owned()).collect();
 
         let capacity = match options.device {
-            Device::Cuda => 1,
+            Device::Cuda => cuda_sessions()?,
             Device::Cpu => {
                 // The worker threads this run was given: --threads, else every core.
                 let cores = rayon::current_num_threads();
@@ -430,6 +431,12 @@ impl OrtBackend {
 
 impl InferenceBackend for OrtBackend {
     fn run(&self, inputs: &ModelInputs) -> anyhow::Result<ModelOutputs> {
+        self.run_timed(inputs).map(|(outputs, _)| outputs)
+    }
+
+    /// Times the run from the moment a session is free: on CUDA, runs queue for the one
+    /// session (or few), and the queueing is not the session's time.
+    fn run_timed(&self, inputs: &ModelInputs) -> anyhow::Result<(ModelOutputs, Duration)> {
         let graph = self.recipe.graph.display();
         let elements: usize = inputs.shape.iter().product();
         ensure!(
@@ -452,6 +459,7 @@ impl InferenceBackend for OrtBackend {
         }
 
         let mut pooled = self.checkout()?;
+        let started = Instant::now();
         let outputs = pooled
             .session()?
             .run(values)
@@ -463,11 +471,15 @@ impl InferenceBackend for OrtBackend {
             let tensor = output_tensor(value).with_context(|| format!("cannot read the output `{name}` of {graph}"))?;
             named.insert(name.clone(), tensor);
         }
-        Ok(named)
+        Ok((named, started.elapsed()))
     }
 
     fn output_names(&self) -> &[String] {
         &self.output_names
+    }
+
+    fn computes_on_cpu(&self) -> bool {
+        self.recipe.device == Device::Cpu
     }
 
     fn describe(&self) -> String {
@@ -477,6 +489,29 @@ impl InferenceBackend for OrtBackend {
         }
         .to_owned()
     }
+}
+
+/// The variable that sets how many sessions run batches on the GPU at once.
+pub const CUDA_SESSIONS_VARIABLE: &str = "PIPELINE_CUDA_SESSIONS";
+
+/// Sessions on CUDA when the variable is unset. On one H100 (1,000,000 IMDB reviews, batches
+/// of 1,024; RESULTS.md, #34), 1, 2, 4 and 8 sessions ran 22,099, 29,078, 32,003 and 30,983
+/// docs/s end to end.
+const DEFAULT_CUDA_SESSIONS: usize = 4;
+
+/// Sessions run on CUDA at once, each on its own stream: while one session's host side
+/// prepares, launches and copies, another's kernels keep the GPU busy.
+fn cuda_sessions() -> anyhow::Result<usize> {
+    parse_cuda_sessions(std::env::var_os(CUDA_SESSIONS_VARIABLE).as_deref())
+}
+
+/// [`cuda_sessions`] from the variable's value, if set.
+fn parse_cuda_sessions(value: Option<&OsStr>) -> anyhow::Result<usize> {
+    let Some(value) = value else { return Ok(DEFAULT_CUDA_SESSIONS) };
+    let sessions = value.to_str().and_then(|v| v.trim().parse::<usize>().ok()).filter(|n| (1..=64).contains(n));
+    sessions.with_context(|| {
+        format!("{CUDA_SESSIONS_VARIABLE}={}: give a whole number of sessions from 1 to 64", value.to_string_lossy())
+    })
 }
 
 /// Copies a CPU-side output tensor out as f32 (other numeric types are converted, like tract does).
@@ -512,7 +547,19 @@ fn output_tensor(value: &DynValue) -> anyhow::Result<OutputTensor> {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_library_name, python_packages_beside};
+    use std::ffi::OsStr;
+
+    use super::{DEFAULT_CUDA_SESSIONS, is_library_name, parse_cuda_sessions, python_packages_beside};
+
+    #[test]
+    fn the_cuda_session_count_is_read_from_the_variable_and_a_bad_value_is_named() {
+        assert_eq!(parse_cuda_sessions(None).unwrap(), DEFAULT_CUDA_SESSIONS);
+        assert_eq!(parse_cuda_sessions(Some(OsStr::new(" 2 "))).unwrap(), 2);
+        for bad in ["0", "65", "-1", "two", ""] {
+            let error = parse_cuda_sessions(Some(OsStr::new(bad))).unwrap_err().to_string();
+            assert!(error.contains(&format!("PIPELINE_CUDA_SESSIONS={bad}:")) && error.contains("1 to 64"), "{error}");
+        }
+    }
 
     #[test]
     fn a_program_installed_into_an_environment_finds_its_onnxruntime_but_an_interpreter_does_not() {

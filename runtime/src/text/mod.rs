@@ -73,14 +73,32 @@ impl TextEncoder {
     /// many times over on one core (and so never waits behind inference for rayon's
     /// workers); otherwise in parallel through the crate.
     pub fn encode_batch(&self, texts: &[&str]) -> anyhow::Result<Vec<EncodedText>> {
-        self.encode_batch_up_to(texts, self.max_tokens)
+        self.encode_batch_up_to(texts, self.max_tokens, 1)
     }
 
     /// [`TextEncoder::encode_batch`], keeping up to `keep` tokens of each text rather than
-    /// the token limit (for windows over long documents).
-    pub fn encode_batch_up_to(&self, texts: &[&str], keep: usize) -> anyhow::Result<Vec<EncodedText>> {
+    /// the token limit (for windows over long documents), the fast path split over `threads`
+    /// threads of its own. More than one is for when inference leaves the cores free (a GPU):
+    /// one thread then caps the run (RESULTS.md, #14). Not rayon's pool: there, inference's
+    /// workers wait on the GPU's one session, and tokenization would wait behind them.
+    pub fn encode_batch_up_to(&self, texts: &[&str], keep: usize, threads: usize) -> anyhow::Result<Vec<EncodedText>> {
         if let Some(fast) = &self.fast {
-            return Ok(texts.iter().map(|text| fast.encode(text, keep)).collect());
+            let encode = |texts: &[&str]| texts.iter().map(|text| fast.encode(text, keep)).collect::<Vec<_>>();
+            // Below this many texts per thread, starting a thread costs more than it saves.
+            const LEAST_PER_THREAD: usize = 64;
+            let threads = threads.clamp(1, texts.len().div_ceil(LEAST_PER_THREAD).max(1));
+            if threads == 1 {
+                return Ok(encode(texts));
+            }
+            return std::thread::scope(|scope| {
+                let parts: Vec<_> =
+                    texts.chunks(texts.len().div_ceil(threads)).map(|part| scope.spawn(move || encode(part))).collect();
+                let mut encoded = Vec::with_capacity(texts.len());
+                for part in parts {
+                    encoded.extend(part.join().map_err(|_| anyhow::anyhow!("a tokenizer thread panicked"))?);
+                }
+                Ok(encoded)
+            });
         }
         // Not `encode_batch_fast`: it was no faster on IMDB (tokenizers 0.23). The crate fans
         // out over rayon.
