@@ -313,46 +313,9 @@ fn the_report_renders_in_chromium_without_errors_and_shades_by_weight() {
     let output = report(&predictions, &html_path, &["--examples", "2"]);
     assert!(output.status.success(), "{}", stderr(&output));
 
-    // Without the background-networking flags Chromium tries (and fails) to reach Google.
-    let args: Vec<&std::ffi::OsStr> = [
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ]
-    .iter()
-    .map(std::ffi::OsStr::new)
-    .collect();
-    let options = LaunchOptions::default_builder()
-        .path(Some(chrome))
-        .sandbox(false) // Debian's Chromium as root
-        .window_size(Some((1280, 1600)))
-        .args(args)
-        .build()
-        .expect("launch options");
-    let browser = Browser::new(options).expect("start Chromium");
-    let tab = browser.new_tab().expect("tab");
-    let problems: Arc<Mutex<Vec<String>>> = Arc::default();
-    let seen = problems.clone();
-    tab.add_event_listener(Arc::new(move |event: &Event| {
-        let problem = match event {
-            Event::LogEntryAdded(entry) => format!("{:?}", entry.params.entry),
-            Event::RuntimeExceptionThrown(thrown) => format!("{:?}", thrown.params.exception_details),
-            Event::RuntimeConsoleAPICalled(call) => format!("console {:?}: {:?}", call.params.Type, call.params.args),
-            _ => return,
-        };
-        seen.lock().expect("lock").push(problem);
-    }))
-    .expect("listen");
-    tab.enable_log().expect("log").enable_runtime().expect("runtime");
-    let url = format!("file://{}", html_path.display());
-    tab.navigate_to(&url).expect("navigate").wait_until_navigated().expect("loaded");
-
-    let value = |expression: &str| -> serde_json::Value {
-        tab.evaluate(expression, false).expect("evaluate").value.unwrap_or(serde_json::Value::Null)
-    };
+    let page = OpenPage::new(chrome, &html_path);
+    let value = |expression: &str| page.value(expression);
+    let tab = &page.tab;
     // Present and visible: a box with an area, not hidden by CSS.
     let visible = |selector: &str| -> bool {
         let script = format!(
@@ -429,8 +392,74 @@ fn the_report_renders_in_chromium_without_errors_and_shades_by_weight() {
     std::fs::write(artefacts.join("report.png"), &png).expect("write screenshot");
     assert!(png.len() > 10_000, "an empty screenshot");
 
-    let problems = problems.lock().expect("lock");
-    assert!(problems.is_empty(), "console errors or messages: {problems:?}");
+    page.assert_no_console_messages();
+}
+
+/// A report page open in headless Chromium, with what its console said.
+struct OpenPage {
+    _browser: Browser,
+    tab: Arc<headless_chrome::Tab>,
+    problems: Arc<Mutex<Vec<String>>>,
+}
+
+impl OpenPage {
+    fn new(chrome: PathBuf, html: &Path) -> Self {
+        // Without the background-networking flags Chromium tries (and fails) to reach Google.
+        let args: Vec<&std::ffi::OsStr> = [
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ]
+        .iter()
+        .map(std::ffi::OsStr::new)
+        .collect();
+        let options = LaunchOptions::default_builder()
+            .path(Some(chrome))
+            .sandbox(false) // Debian's Chromium as root
+            .window_size(Some((1280, 1600)))
+            .args(args)
+            .build()
+            .expect("launch options");
+        let browser = Browser::new(options).expect("start Chromium");
+        let tab = browser.new_tab().expect("tab");
+        let problems: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = problems.clone();
+        tab.add_event_listener(Arc::new(move |event: &Event| {
+            let problem = match event {
+                Event::LogEntryAdded(entry) => format!("{:?}", entry.params.entry),
+                Event::RuntimeExceptionThrown(thrown) => format!("{:?}", thrown.params.exception_details),
+                Event::RuntimeConsoleAPICalled(call) => {
+                    format!("console {:?}: {:?}", call.params.Type, call.params.args)
+                }
+                _ => return,
+            };
+            seen.lock().expect("lock").push(problem);
+        }))
+        .expect("listen");
+        tab.enable_log().expect("log").enable_runtime().expect("runtime");
+        let url = format!("file://{}", html.display());
+        tab.navigate_to(&url).expect("navigate").wait_until_navigated().expect("loaded");
+        Self { _browser: browser, tab, problems }
+    }
+
+    fn value(&self, expression: &str) -> serde_json::Value {
+        self.tab.evaluate(expression, false).expect("evaluate").value.unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Replaces what the filter box holds, typing it as a person would.
+    fn filter(&self, text: &str) {
+        self.value("(() => { const f = document.getElementById('example-filter'); f.value = ''; })()");
+        let filter = self.tab.find_element("#example-filter").expect("the filter box");
+        filter.click().expect("focus").type_into(text).expect("type");
+    }
+
+    fn assert_no_console_messages(&self) {
+        let problems = self.problems.lock().expect("lock");
+        assert!(problems.is_empty(), "console errors or messages: {problems:?}");
+    }
 }
 
 /// The alpha of a CSS colour as `getComputedStyle` gives it: `rgba(r, g, b, a)` or `rgb(r, g, b)`.
@@ -591,4 +620,130 @@ fn a_very_long_document_is_drawn_as_an_excerpt() {
     assert!(html.contains(" of 9005, around the most attended one"), "the excerpt is said");
     // 600 tokens in nine heat maps, in each of the two lists the one row is in.
     assert!(html.len() < 1_500_000, "a {} byte page", html.len());
+}
+
+/// The cards of a page: each card's heading (`id · predicted … · label …`).
+fn card_headings(html: &str) -> Vec<String> {
+    html.split("<div class=\"example\"><h4>")
+        .skip(1)
+        .map(|card| card.split("</h4>").next().unwrap_or_default().replace("<strong>", "").replace("</strong>", ""))
+        .collect()
+}
+
+#[test]
+fn a_where_condition_chooses_the_documents_drawn_and_the_run_section_names_the_modes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let predictions = default_predictions(dir.path());
+    let html_path = dir.path().join("report.html");
+
+    // Counted independently, by `pipeline sql` over the same predictions.
+    let condition = "label <> prediction AND array_length(tokens) > 100";
+    let sql = pipeline(
+        &["sql", "--format", "csv", &format!("SELECT count(*) AS n FROM p WHERE {condition}")],
+        &[("--table", &PathBuf::from(format!("p={}", predictions.display())))],
+    );
+    assert!(sql.status.success(), "{}", stderr(&sql));
+    let expected: usize =
+        String::from_utf8_lossy(&sql.stdout).lines().last().and_then(|n| n.parse().ok()).expect("a count");
+    assert!(expected > 3, "the condition should pick several rows, not {expected}");
+
+    let output = report(&predictions, &html_path, &["--where", condition, "--examples", "200"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let html = std::fs::read_to_string(&html_path).expect("report");
+    let cards = card_headings(&html);
+    assert_eq!(cards.len(), expected, "{cards:?}");
+    assert!(html.contains(&format!("{expected} of {expected} matching rows drawn")), "{html}");
+    for card in &cards {
+        let predicted = card.split("predicted ").nth(1).and_then(|p| p.split(' ').next());
+        let label = card.split("label ").nth(1).and_then(|l| l.split(' ').next());
+        assert!(predicted.is_some() && label.is_some() && predicted != label, "{card}");
+    }
+    // Only the chosen documents: none of the default groups.
+    assert!(!html.contains("id=\"most-confident\"") && !html.contains("id=\"misclassified\""));
+    // The tallies still cover every row.
+    assert!(html.contains("<th>rows</th><td class=\"num\">300</td>"), "the Run section counts all rows");
+
+    // One document by its id, and fewer cards than matches said so.
+    let output = report(&predictions, &html_path, &["--where", "id = 'test_pos_6461'"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let html = std::fs::read_to_string(&html_path).expect("report");
+    assert_eq!(card_headings(&html).len(), 1);
+    assert!(card_headings(&html)[0].starts_with("test_pos_6461 · "), "{:?}", card_headings(&html));
+    let output = report(&predictions, &html_path, &["--where", "label = 'pos'", "--examples", "2"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let html = std::fs::read_to_string(&html_path).expect("report");
+    assert!(html.contains("2 of 150 matching rows drawn, in input order (raise --examples"), "{html}");
+
+    // The Run section names the modes and the rows read in windows, as the run counted them.
+    let run = pipeline(&["run"], &[("--input", &reviews()), ("--output", &dir.path().join("again.parquet"))]);
+    let said = String::from_utf8_lossy(&run.stdout).to_string();
+    let windowed = said.split(" in windows").next().and_then(|s| s.rsplit(' ').next()).expect("the run's count");
+    assert!(
+        html.contains(&format!("read in windows (more than 400 tokens)</th><td class=\"num\">{windowed}<")),
+        "{html}"
+    );
+    assert!(html.contains("<td>windows(stride half, mean)</td>") && html.contains("<td>compact</td>"), "{html}");
+
+    // What is not a condition is refused, naming it, and no page is written.
+    std::fs::remove_file(&html_path).expect("remove");
+    for (bad, says) in
+        [("confidence", "not true or false"), ("no_such_column = 1", "no_such_column"), ("label = ", "not valid SQL")]
+    {
+        let output = report(&predictions, &html_path, &["--where", bad]);
+        assert!(!output.status.success(), "{bad} was accepted");
+        let message = stderr(&output);
+        assert!(message.contains(&format!("--where {bad:?}")) && message.contains(says), "{bad}: {message}");
+        assert!(!html_path.exists(), "{bad} left a page behind");
+    }
+}
+
+#[test]
+fn the_filter_matches_whole_words_and_ids_and_hides_groups_left_empty() {
+    let test = "the_filter_matches_whole_words_and_ids_and_hides_groups_left_empty";
+    let Some(chrome) = chromium(test) else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let predictions = default_predictions(dir.path());
+    let html_path = dir.path().join("report.html");
+    let output = report(&predictions, &html_path, &["--examples", "3"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let page = OpenPage::new(chrome, &html_path);
+    let count = |selector: &str| {
+        let script =
+            format!("[...document.querySelectorAll('{selector}')].filter(e => e.getClientRects().length > 0).length");
+        page.value(&script).as_u64().expect("a count")
+    };
+    let all = count(".example");
+    let groups = count(".example-group");
+    assert!(all >= 8 && groups >= 4, "{all} cards in {groups} groups");
+    let said = || page.value("document.getElementById('filter-count').textContent").as_str().unwrap_or("").to_owned();
+
+    // An id: its card alone, and only the groups that hold it.
+    let id = page.value("document.querySelector('#least-confident .example h4').textContent.split(' ')[0]");
+    let id = id.as_str().expect("an id").to_owned();
+    page.filter(&id);
+    assert_eq!(count(".example"), 1, "{id}");
+    assert_eq!(said(), format!("1 of {all} cards match"));
+    assert_eq!(count(".example-group"), 1, "only the group holding {id} shows");
+
+    // Part of a word is no word: `test_po` is in every pos id, and matches none.
+    page.filter("test_po");
+    assert_eq!(count(".example"), 0);
+    assert_eq!(count(".example-group"), 0, "groups without cards are hidden");
+    assert_eq!(said(), format!("0 of {all} cards match"));
+
+    // A label as a whole word: the cards that say it, not the ones whose tokens merely contain it.
+    page.filter("neg");
+    let neg = count(".example");
+    let by_heading = page.value(
+        "[...document.querySelectorAll('.example')].filter(c => c.getClientRects().length > 0 && \
+         !/\\bneg\\b/.test(c.textContent)).length",
+    );
+    assert!(neg > 0 && neg < all, "{neg} of {all}");
+    assert_eq!(by_heading.as_u64(), Some(0), "every card kept says `neg`");
+
+    // Cleared, everything is back.
+    page.filter(" ");
+    assert_eq!(count(".example"), all);
+    assert_eq!(count(".example-group"), groups);
+    page.assert_no_console_messages();
 }

@@ -26,6 +26,7 @@ use batch_io::source::{RowSpan, open_span};
 use runtime::output::keys;
 use runtime::output::origin::{SameRun, refuse_mixed_runs};
 use runtime::output::read::{Batch, Layout};
+use sql::RowFilter;
 
 use crate::page::RunInfo;
 use crate::tally::Tally;
@@ -39,6 +40,9 @@ pub struct ReportOptions {
     pub output: String,
     /// Documents shown in each example group.
     pub examples: usize,
+    /// A SQL condition on the output's columns: only the first `examples` rows that meet it
+    /// get cards (the tallies still cover every row).
+    pub where_condition: Option<String>,
 }
 
 /// What a report run did.
@@ -75,16 +79,28 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     let run = run_info(options, inputs.files.len(), &layout, probe.schema.metadata());
     drop(probe);
     refuse_other_runs(&inputs.files, first, &layout_schema)?;
+    let filter = options.where_condition.as_deref().map(|c| RowFilter::new(c, &layout_schema)).transpose()?;
 
-    let mut tally = Tally::new(options.examples, run.max_tokens, &run.labels);
-    let columns = layout.columns();
+    let mut tally = Tally::new(options.examples, run.max_tokens, &run.labels, options.where_condition.as_deref());
+    let mut columns = layout.columns();
+    for column in filter.iter().flat_map(RowFilter::columns) {
+        if !columns.contains(column) {
+            columns.push(column.clone());
+        }
+    }
     for file in &inputs.files {
         let name = file.to_string();
         let stream = open_span(file, BATCH_ROWS, Some(&columns), RowSpan::Whole)?;
         let mut row = 0usize;
         for batch in stream.batches {
-            let batch = Batch::read(&batch?, &layout, &run.labels, &name, row)?;
-            tally.add(&batch, &name, row)?;
+            let batch = batch?;
+            let chosen = filter
+                .as_ref()
+                .map(|f| f.matches(&batch))
+                .transpose()
+                .with_context(|| format!("{name} rows {row}..{}", row + batch.num_rows()))?;
+            let batch = Batch::read(&batch, &layout, &run.labels, &name, row)?;
+            tally.add(&batch, &name, row, chosen.as_ref())?;
             row += batch.len();
         }
     }
@@ -170,6 +186,7 @@ fn run_info(
         backend: metadata.get(keys::BACKEND).cloned(),
         max_tokens: metadata.get(keys::MAX_TOKENS).and_then(|m| m.parse().ok()),
         long_documents: metadata.get(keys::LONG_DOCUMENTS).cloned(),
+        attention: metadata.get(keys::ATTENTION_ENCODING).cloned(),
         label_column: layout.label.clone(),
     }
 }

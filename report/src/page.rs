@@ -22,6 +22,8 @@ pub struct RunInfo {
     pub max_tokens: Option<usize>,
     /// `pipeline.long_documents` from the Parquet metadata.
     pub long_documents: Option<String>,
+    /// `pipeline.attention`: how attention and contributions were written.
+    pub attention: Option<String>,
     pub label_column: Option<String>,
 }
 
@@ -51,24 +53,30 @@ details summary { cursor: pointer; color: #445; }
 .filter input { font: inherit; padding: 0.2em 0.4em; min-width: 22em; }
 "#;
 
-/// Filters the example cards as the analyst types: a card stays when its text (id, label,
-/// prediction, tokens) holds every word typed. Inline, so the page stays one file that
+/// Filters the example cards as the analyst types: a card stays when every word typed is a
+/// whole word of it (an id, a label, a prediction, a token), says how many of how many cards
+/// match, and hides a group left without cards. Inline, so the page stays one file that
 /// fetches nothing.
 const FILTER_SCRIPT: &str = r#"
 const filter = document.getElementById('example-filter');
 if (filter) {
+  const cards = Array.from(document.querySelectorAll('.example'));
+  const words = new Map(cards.map(card =>
+    [card, new Set(card.textContent.toLowerCase().split(/[\s·(),]+/).filter(w => w.length > 0))]));
   filter.addEventListener('input', () => {
-    const words = filter.value.toLowerCase().split(/\s+/).filter(w => w.length > 0);
-    const cards = document.querySelectorAll('.example');
+    const typed = filter.value.toLowerCase().split(/\s+/).filter(w => w.length > 0);
     let shown = 0;
     cards.forEach(card => {
-      const text = card.textContent.toLowerCase();
-      const keep = words.every(w => text.includes(w));
+      const keep = typed.every(w => words.get(card).has(w));
       card.style.display = keep ? '' : 'none';
       shown += keep ? 1 : 0;
     });
+    document.querySelectorAll('.example-group').forEach(group => {
+      const any = Array.from(group.querySelectorAll('.example')).some(card => card.style.display !== 'none');
+      group.style.display = any ? '' : 'none';
+    });
     document.getElementById('filter-count').textContent =
-      words.length > 0 ? shown + ' of ' + cards.length + ' examples match' : '';
+      typed.length > 0 ? shown + ' of ' + cards.length + ' cards match' : '';
   });
 }
 "#;
@@ -118,6 +126,18 @@ fn summary(run: &RunInfo, tally: &Tally) -> Markup {
                 }
             } @else if let Some(limit) = run.max_tokens {
                 tr { th { "at the token limit (" (limit) ", text probably cut)" } td.num { (tally.at_token_limit) } }
+            }
+            @if let Some(mode) = &run.long_documents {
+                tr id="long-documents" { th { "long documents (--long-documents)" } td { (mode) } }
+                @if mode.starts_with("windows") && let Some(limit) = run.max_tokens {
+                    tr id="windowed-rows" {
+                        th { "read in windows (more than " (limit) " tokens)" }
+                        td.num { (tally.over_token_limit) }
+                    }
+                }
+            }
+            @if let Some(attention) = &run.attention {
+                tr id="attention-encoding" { th { "attention and contributions (--attention)" } td { (attention) } }
             }
             tr { th { "model" } td { (run.variant.as_deref().unwrap_or("unknown (no model.variant metadata)")) } }
             @if let Some(sha) = &run.model_sha256 { tr { th { "model sha256" } td { code { (sha) } } } }
@@ -290,19 +310,31 @@ fn examples(tally: &Tally) -> Markup {
             label { "Filter: " input #example-filter type="search" placeholder="words, an id, a label"; }
             " " span #filter-count .muted {}
         }
+        @if let Some(chosen) = &tally.chosen {
+            @let drawn = chosen.ranked.examples().count();
+            section.example-group id="chosen" {
+                h3 { "Documents where " code { (chosen.condition) } }
+                p.muted id="chosen-count" {
+                    (drawn) " of " (chosen.matching) " matching rows drawn, in input order"
+                    @if (drawn as u64) < chosen.matching { " (raise --examples, up to 200, to draw more)" }
+                    "."
+                }
+                @for example in chosen.ranked.examples() { (example_card(example)) }
+            }
+        }
         @for (id, title, ranked) in groups {
             @if ranked.examples().next().is_some() {
-                section id=(id) {
+                section.example-group id=(id) {
                     h3 { (title) }
                     @for example in ranked.examples() { (example_card(example)) }
                 }
             }
         }
         @if !tally.misclassified.is_empty() {
-            section id="misclassified" {
+            section.example-group id="misclassified" {
                 h3 { "Misclassified, by true label (most confident first)" }
                 @for (label, ranked) in &tally.misclassified {
-                    div.misclassified-class data-label=(label) {
+                    div.misclassified-class.example-group data-label=(label) {
                         h4 { "label " strong { (label) } }
                         @for example in ranked.examples() { (example_card(example)) }
                     }

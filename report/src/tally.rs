@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::bail;
-use arrow::array::{Array, Float32Array, StringArray};
+use arrow::array::{Array, BooleanArray, Float32Array, StringArray};
 use runtime::explain::TokenAttention;
 use runtime::output::encoding::entropy;
 use runtime::output::read::{Batch, floats_at, hops_at, ints_at, strings_at};
@@ -125,6 +125,9 @@ pub struct Tally {
     /// Rows whose tokens reached the model's token limit (so the text was probably cut), for
     /// outputs without a `truncated` column.
     pub at_token_limit: u64,
+    /// Rows with more tokens than the model's limit: with `--long-documents windows`, the
+    /// rows read in windows.
+    pub over_token_limit: u64,
     /// Rows the `truncated` column marks, when there is one.
     pub truncated: Option<u64>,
     /// Tokens over the rows that have them.
@@ -141,6 +144,8 @@ pub struct Tally {
     pub least_confident: Ranked,
     /// Misclassified rows by their true label, most confident first.
     pub misclassified: BTreeMap<String, Ranked>,
+    /// With `--where`, the rows it chose: the only ones drawn.
+    pub chosen: Option<Chosen>,
     max_tokens: Option<usize>,
     /// The model's labels; empty when the output does not record them.
     model_labels: Vec<String>,
@@ -150,17 +155,32 @@ pub struct Tally {
     pub unknown_labels: BTreeSet<String>,
 }
 
+/// The rows a `--where` condition chose.
+#[derive(Debug)]
+pub struct Chosen {
+    pub condition: String,
+    /// Rows that meet it.
+    pub matching: u64,
+    /// The first of them in input order (keyed by their negated position).
+    pub ranked: Ranked,
+}
+
 /// Distinct true labels outside the model's that a label column may hold: past that, it is
 /// not a label column (an id, a rating, free text), and a confusion row and example cards for
 /// each value would make a page of gigabytes.
 pub const MAX_UNKNOWN_LABELS: usize = 50;
 
 impl Tally {
-    pub fn new(examples: usize, max_tokens: Option<usize>, model_labels: &[String]) -> Self {
+    /// `examples` cards per group; with `condition` (`--where`), the first `examples` rows
+    /// that meet it are the only cards.
+    pub fn new(examples: usize, max_tokens: Option<usize>, model_labels: &[String], condition: Option<&str>) -> Self {
+        let chosen = condition.map(|c| Chosen { condition: c.to_owned(), matching: 0, ranked: Ranked::new(examples) });
+        let examples = if chosen.is_some() { 0 } else { examples };
         Self {
             rows: 0,
             no_prediction: 0,
             at_token_limit: 0,
+            over_token_limit: 0,
             truncated: None,
             tokens: 0,
             tokenized_rows: 0,
@@ -173,6 +193,7 @@ impl Tally {
             most_confident: Ranked::new(examples),
             least_confident: Ranked::new(examples),
             misclassified: BTreeMap::new(),
+            chosen,
             max_tokens,
             model_labels: model_labels.to_vec(),
             unknown_labelled: 0,
@@ -184,7 +205,10 @@ impl Tally {
     pub fn has_contribution(&self) -> bool {
         let mut all = self.most_confident.examples().chain(self.least_confident.examples());
         let mut misclassified = self.misclassified.values().flat_map(Ranked::examples);
-        all.any(|e| !e.contribution.is_empty()) || misclassified.any(|e| !e.contribution.is_empty())
+        let mut chosen = self.chosen.iter().flat_map(|c| c.ranked.examples());
+        all.any(|e| !e.contribution.is_empty())
+            || misclassified.any(|e| !e.contribution.is_empty())
+            || chosen.any(|e| !e.contribution.is_empty())
     }
 
     /// Counts a true label that is none of the model's; too many distinct ones stop the report.
@@ -207,22 +231,44 @@ impl Tally {
         Ok(())
     }
 
-    /// Adds one batch; `first_row` numbers its rows within `file`, for messages.
-    pub fn add(&mut self, batch: &Batch, file: &str, first_row: usize) -> anyhow::Result<()> {
+    /// Adds one batch; `first_row` numbers its rows within `file`, for messages. `chosen`
+    /// marks the rows a `--where` condition met.
+    pub fn add(
+        &mut self,
+        batch: &Batch,
+        file: &str,
+        first_row: usize,
+        chosen: Option<&BooleanArray>,
+    ) -> anyhow::Result<()> {
         for row in 0..batch.len() {
-            self.add_row(batch, row, file, first_row + row)?;
+            let is_chosen = chosen.is_some_and(|c| c.is_valid(row) && c.value(row));
+            self.add_row(batch, row, file, first_row + row, is_chosen)?;
         }
         Ok(())
     }
 
-    fn add_row(&mut self, batch: &Batch, row: usize, file: &str, row_number: usize) -> anyhow::Result<()> {
+    fn add_row(
+        &mut self,
+        batch: &Batch,
+        row: usize,
+        file: &str,
+        row_number: usize,
+        is_chosen: bool,
+    ) -> anyhow::Result<()> {
         self.rows += 1;
+        let position = self.rows;
+        if let Some(chosen) = self.chosen.as_mut().filter(|_| is_chosen) {
+            chosen.matching += 1;
+        }
         let tokens = batch.tokens.as_ref().and_then(|t| strings_at(t, row));
         if let Some(tokens) = &tokens {
             self.tokens += tokens.len() as u64;
             self.tokenized_rows += 1;
             if self.max_tokens.is_some_and(|limit| tokens.len() >= limit) {
                 self.at_token_limit += 1;
+            }
+            if self.max_tokens.is_some_and(|limit| tokens.len() > limit) {
+                self.over_token_limit += 1;
             }
         }
         let truncated = batch.truncated.as_ref().is_some_and(|t| t.is_valid(row) && t.value(row));
@@ -263,9 +309,13 @@ impl Tally {
         }
         let capacity = self.most_confident.capacity;
         let mut lists = vec![(confidence, &mut self.most_confident), (-confidence, &mut self.least_confident)];
-        if let Some(label) = label.filter(|l| *l != prediction) {
+        if let Some(label) = label.filter(|l| *l != prediction && capacity > 0) {
             let ranked = self.misclassified.entry(label.to_owned()).or_insert_with(|| Ranked::new(capacity));
             lists.push((confidence, ranked));
+        }
+        if let Some(chosen) = self.chosen.as_mut().filter(|_| is_chosen) {
+            // Earlier rows rank higher, so the first that met the condition are kept.
+            lists.push((-(position as f64), &mut chosen.ranked));
         }
         // Built at most once, and only when some list keeps the row.
         let mut example: Option<Example> = None;

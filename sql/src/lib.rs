@@ -13,9 +13,11 @@ mod field_access;
 pub mod functions;
 mod object_stores;
 pub mod output;
+pub mod row_filter;
 pub mod session;
 pub mod tables;
 
 pub use functions::{ClassifyOptions, function_help};
 pub use output::{OutputFormat, TableView, write_results};
+pub use row_filter::RowFilter;
 pub use session::SqlSession;

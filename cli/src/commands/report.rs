@@ -20,6 +20,12 @@ pub struct ReportArgs {
     /// Documents drawn in each example group (most confident, least confident, misclassified).
     #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=200))]
     examples: usize,
+    /// Draw only the documents that meet this SQL condition on the output's columns (the
+    /// first --examples of them, in input order), with `pipeline sql`'s functions: for
+    /// example "label <> prediction AND truncated" or "id = 'test_neg_1'". The tallies still
+    /// cover every row.
+    #[arg(long = "where", value_name = "CONDITION")]
+    where_condition: Option<String>,
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<()> {
@@ -28,6 +34,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
         label_column: args.label_column,
         output: args.output,
         examples: args.examples,
+        where_condition: args.where_condition,
     };
     let summary = write_report(&options)?;
     println!("{} rows from {} file(s) in {:.1} s -> {}", summary.rows, summary.files, summary.seconds, options.output);

@@ -96,6 +96,19 @@ pub struct ClassifyOptions {
     pub long_documents: LongDocuments,
 }
 
+impl ClassifyOptions {
+    /// No default model (`classify(text)` asks for one), tract, one document per batch: for
+    /// sessions that only read outputs.
+    pub fn without_model() -> Self {
+        Self {
+            default_model: None,
+            backend: BackendOptions::default(),
+            batch_size: 1,
+            long_documents: LongDocuments::default(),
+        }
+    }
+}
+
 pub struct Classify {
     explained: Explained,
     signature: Signature,

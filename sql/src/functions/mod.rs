@@ -51,13 +51,7 @@ pub fn register(ctx: &SessionContext, classify: ClassifyOptions, read: ReadLocat
 /// Each function's syntax and what it gives, from its own documentation: for `\h` in the
 /// interactive prompt and the README.
 pub fn function_help() -> Vec<(String, String)> {
-    let options = ClassifyOptions {
-        default_model: None,
-        backend: runtime::inference::BackendOptions::default(),
-        batch_size: 1,
-        long_documents: runtime::long_documents::LongDocuments::default(),
-    };
-    let (scalars, aggregates) = functions(options, ReadLocations::default());
+    let (scalars, aggregates) = functions(ClassifyOptions::without_model(), ReadLocations::default());
     let documentation =
         scalars.iter().map(|f| f.documentation().cloned()).chain(aggregates.iter().map(|f| f.documentation().cloned()));
     documentation.flatten().map(|doc| (doc.syntax_example, doc.description)).collect()

@@ -1,0 +1,126 @@
+//! A SQL condition evaluated on record batches as they stream by, with the SQL functions of
+//! `pipeline sql`: for `pipeline report --where`, which picks the documents to draw without
+//! a second pass or a query engine's own scan.
+
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use arrow::array::{Array, BooleanArray, RecordBatch};
+use arrow::datatypes::{DataType, Schema};
+use datafusion::common::DFSchema;
+use datafusion::physical_expr::PhysicalExpr;
+
+use crate::functions::ClassifyOptions;
+use crate::session::SqlSession;
+
+pub struct RowFilter {
+    /// The condition as the user wrote it, for messages.
+    condition: String,
+    /// The columns it reads, in the order `predicate` indexes them.
+    columns: Vec<String>,
+    predicate: Arc<dyn PhysicalExpr>,
+}
+
+impl RowFilter {
+    /// Plans `condition` (a SQL `WHERE` clause without the keyword) over a table of `schema`.
+    pub fn new(condition: &str, schema: &Schema) -> anyhow::Result<Self> {
+        let invalid = || format!("--where {condition:?}");
+        let session = SqlSession::new(ClassifyOptions::without_model())?;
+        let ctx = session.context();
+        let whole = DFSchema::try_from(schema.clone())?;
+        let expr = ctx.parse_sql_expr(condition, &whole).map_err(|e| session.explain(e)).with_context(invalid)?;
+        // Planned over the columns it reads alone, so it runs on just those.
+        let mut columns: Vec<String> = expr.column_refs().iter().map(|c| c.name.clone()).collect();
+        columns.sort();
+        columns.dedup();
+        let fields = columns
+            .iter()
+            .map(|name| schema.field_with_name(name).cloned())
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(invalid)?;
+        let read = DFSchema::try_from(Schema::new(fields))?;
+        let predicate = ctx.create_physical_expr(expr, &read).map_err(|e| session.explain(e)).with_context(invalid)?;
+        let returns = predicate.data_type(read.as_arrow())?;
+        if returns != DataType::Boolean {
+            bail!(
+                "--where {condition:?} gives {returns}, not true or false: write a condition, such as `label <> prediction`"
+            );
+        }
+        Ok(Self { condition: condition.to_owned(), columns, predicate })
+    }
+
+    /// The columns the condition reads.
+    pub fn columns(&self) -> &[String] {
+        &self.columns
+    }
+
+    /// Which rows of `batch` meet the condition (a null result does not).
+    pub fn matches(&self, batch: &RecordBatch) -> anyhow::Result<BooleanArray> {
+        let schema = batch.schema();
+        let indices = self
+            .columns
+            .iter()
+            .map(|name| schema.index_of(name).with_context(|| format!("--where: the batch has no column `{name}`")))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let read = batch.project(&indices)?;
+        let result = self
+            .predicate
+            .evaluate(&read)
+            .and_then(|value| value.into_array(read.num_rows()))
+            .with_context(|| format!("--where {:?}", self.condition))?;
+        let matched = result
+            .as_any()
+            .downcast_ref::<BooleanArray>()
+            .with_context(|| format!("--where {:?} did not give true or false", self.condition))?;
+        // Null (unknown) is not a match, as in a WHERE clause.
+        Ok(matched.iter().map(|m| Some(m == Some(true))).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{BooleanArray, Float64Array, RecordBatch, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use super::RowFilter;
+
+    fn batch() -> RecordBatch {
+        let schema = Schema::new(vec![
+            Field::new("id", DataType::Utf8, true),
+            Field::new("confidence", DataType::Float64, true),
+            Field::new("label", DataType::Utf8, true),
+        ]);
+        RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(StringArray::from(vec![Some("a"), Some("b"), Some("c"), None])),
+                Arc::new(Float64Array::from(vec![Some(0.9), Some(0.6), None, Some(0.7)])),
+                Arc::new(StringArray::from(vec!["pos", "neg", "pos", "neg"])),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_condition_picks_rows_and_unknown_is_not_a_match() {
+        let batch = batch();
+        let filter = RowFilter::new("confidence > 0.65 AND label <> 'x'", &batch.schema()).unwrap();
+        assert_eq!(filter.columns(), ["confidence", "label"]);
+        assert_eq!(filter.matches(&batch).unwrap(), BooleanArray::from(vec![true, false, false, true]));
+        let by_id = RowFilter::new("id = 'b' OR id IS NULL", &batch.schema()).unwrap();
+        assert_eq!(by_id.matches(&batch).unwrap(), BooleanArray::from(vec![false, true, false, true]));
+    }
+
+    #[test]
+    fn what_is_not_a_condition_is_refused_with_its_text() {
+        let schema = batch().schema();
+        for (bad, expected) in
+            [("confidence + 1", "not true or false"), ("no_such_column = 1", "no_such_column"), ("id = ", "--where")]
+        {
+            let error = format!("{:#}", RowFilter::new(bad, &schema).err().unwrap());
+            assert!(error.contains(expected) && error.contains(&format!("{bad:?}")), "{bad}: {error}");
+        }
+    }
+}
