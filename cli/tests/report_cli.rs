@@ -687,7 +687,7 @@ fn a_where_condition_chooses_the_documents_drawn_and_the_run_section_names_the_m
     // What is not a condition is refused, naming it, and no page is written.
     std::fs::remove_file(&html_path).expect("remove");
     for (bad, says) in
-        [("confidence", "not true or false"), ("no_such_column = 1", "no_such_column"), ("label = ", "not valid SQL")]
+        [("confidence", "non-boolean"), ("no_such_column = 1", "no_such_column"), ("label = ", "not valid SQL")]
     {
         let output = report(&predictions, &html_path, &["--where", bad]);
         assert!(!output.status.success(), "{bad} was accepted");
@@ -731,15 +731,18 @@ fn the_filter_matches_whole_words_and_ids_and_hides_groups_left_empty() {
     assert_eq!(count(".example-group"), 0, "groups without cards are hidden");
     assert_eq!(said(), format!("0 of {all} cards match"));
 
-    // A label as a whole word: the cards that say it, not the ones whose tokens merely contain it.
+    // A label as a whole word: every card whose heading names it as prediction or label, or
+    // that has it as a token, and no other. (The heading's last word runs into the first
+    // token in the card's text; a filter over that text missed the label.)
     page.filter("neg");
     let neg = count(".example");
-    let by_heading = page.value(
-        "[...document.querySelectorAll('.example')].filter(c => c.getClientRects().length > 0 && \
-         !/\\bneg\\b/.test(c.textContent)).length",
+    let expected = page.value(
+        "[...document.querySelectorAll('.example')].filter(c => \
+         /(predicted|label) neg( |$)/.test(c.querySelector('h4').textContent.trim()) || \
+         [...c.querySelectorAll('.tok')].some(t => t.textContent.trim() === 'neg')).length",
     );
+    assert_eq!(expected.as_u64(), Some(neg), "the cards that say `neg`");
     assert!(neg > 0 && neg < all, "{neg} of {all}");
-    assert_eq!(by_heading.as_u64(), Some(0), "every card kept says `neg`");
 
     // Cleared, everything is back.
     page.filter(" ");

@@ -52,6 +52,9 @@ pub struct ReportSummary {
     pub seconds: f64,
 }
 
+/// The most `--examples` a page draws per group.
+pub const MOST_EXAMPLES: usize = 200;
+
 /// Rows per record batch read.
 const BATCH_ROWS: usize = 1024;
 
@@ -106,6 +109,9 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     }
 
     refuse_labels_that_mostly_miss(&tally, &run.labels, layout.label.as_deref())?;
+    if let Some(chosen) = tally.chosen.as_ref().filter(|c| c.matching == 0) {
+        tracing::warn!("--where {:?} matched no row: the page has no document cards", chosen.condition);
+    }
     let html = page::render(&run, &tally)?;
     write_whole(&destination, html.as_bytes())?;
     Ok(ReportSummary { rows: tally.rows, files: inputs.files.len(), seconds: started.elapsed().as_secs_f64() })

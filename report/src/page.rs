@@ -5,6 +5,7 @@
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use runtime::explain::{self, Ranking};
 
+use crate::MOST_EXAMPLES;
 use crate::charts;
 use crate::tally::{Example, Ranked, Tally};
 
@@ -61,8 +62,15 @@ const FILTER_SCRIPT: &str = r#"
 const filter = document.getElementById('example-filter');
 if (filter) {
   const cards = Array.from(document.querySelectorAll('.example'));
-  const words = new Map(cards.map(card =>
-    [card, new Set(card.textContent.toLowerCase().split(/[\s·(),]+/).filter(w => w.length > 0))]));
+  // A card's words: its heading's (id, prediction, label) and its tokens, each read apart, since
+  // the card's whole text runs a heading's last word into the first token.
+  const wordsOf = card => {
+    const heading = card.querySelector('h4');
+    const words = (heading ? heading.textContent : '').toLowerCase().split(/[\s·(),]+/);
+    card.querySelectorAll('.tok').forEach(t => words.push(t.textContent.trim().toLowerCase()));
+    return new Set(words.filter(w => w.length > 0));
+  };
+  const words = new Map(cards.map(card => [card, wordsOf(card)]));
   filter.addEventListener('input', () => {
     const typed = filter.value.toLowerCase().split(/\s+/).filter(w => w.length > 0);
     let shown = 0;
@@ -315,8 +323,11 @@ fn examples(tally: &Tally) -> Markup {
             section.example-group id="chosen" {
                 h3 { "Documents where " code { (chosen.condition) } }
                 p.muted id="chosen-count" {
-                    (drawn) " of " (chosen.matching) " matching rows drawn, in input order"
-                    @if (drawn as u64) < chosen.matching { " (raise --examples, up to 200, to draw more)" }
+                    (drawn) " of " (chosen.matching) " matching " (if chosen.matching == 1 { "row" } else { "rows" })
+                    " drawn, in input order"
+                    @if (drawn as u64) < chosen.matching && chosen.ranked.capacity() < MOST_EXAMPLES {
+                        " (raise --examples, up to " (MOST_EXAMPLES) ", to draw more)"
+                    }
                     "."
                 }
                 @for example in chosen.ranked.examples() { (example_card(example)) }

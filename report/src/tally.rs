@@ -112,6 +112,11 @@ impl Ranked {
         self.entries.truncate(self.capacity);
     }
 
+    /// The most examples kept.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     pub fn examples(&self) -> impl Iterator<Item = &Example> {
         self.entries.iter().map(|(_, e)| e)
     }

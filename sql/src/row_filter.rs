@@ -8,6 +8,9 @@ use anyhow::{Context, bail};
 use arrow::array::{Array, BooleanArray, RecordBatch};
 use arrow::datatypes::{DataType, Schema};
 use datafusion::common::DFSchema;
+use datafusion::common::tree_node::TreeNode;
+use datafusion::datasource::MemTable;
+use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::functions::ClassifyOptions;
@@ -22,15 +25,17 @@ pub struct RowFilter {
 }
 
 impl RowFilter {
-    /// Plans `condition` (a SQL `WHERE` clause without the keyword) over a table of `schema`.
+    /// Plans `condition` (a SQL `WHERE` clause without the keyword) over a table of `schema`,
+    /// through `pipeline sql`'s own planner and its limits (nesting, brackets, parse time).
     pub fn new(condition: &str, schema: &Schema) -> anyhow::Result<Self> {
         let invalid = || format!("--where {condition:?}");
-        let session = SqlSession::new(ClassifyOptions::without_model())?;
-        let ctx = session.context();
-        let whole = DFSchema::try_from(schema.clone())?;
-        let expr = ctx.parse_sql_expr(condition, &whole).map_err(|e| session.explain(e)).with_context(invalid)?;
-        // Planned over the columns it reads alone, so it runs on just those.
-        let mut columns: Vec<String> = expr.column_refs().iter().map(|c| c.name.clone()).collect();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the query runtime")?;
+        let predicate = runtime.block_on(plan_condition(condition, schema)).with_context(invalid)?;
+        // Planned again over the columns it reads alone, so it runs on just those.
+        let mut columns: Vec<String> = predicate.column_refs().iter().map(|c| c.name.clone()).collect();
         columns.sort();
         columns.dedup();
         let fields = columns
@@ -38,8 +43,13 @@ impl RowFilter {
             .map(|name| schema.field_with_name(name).cloned())
             .collect::<Result<Vec<_>, _>>()
             .with_context(invalid)?;
-        let read = DFSchema::try_from(Schema::new(fields))?;
-        let predicate = ctx.create_physical_expr(expr, &read).map_err(|e| session.explain(e)).with_context(invalid)?;
+        let read = DFSchema::try_from_qualified_schema(TABLE, &Schema::new(fields))?;
+        let session = SqlSession::new(ClassifyOptions::without_model())?;
+        let predicate = session
+            .context()
+            .create_physical_expr(predicate, &read)
+            .map_err(|e| session.explain(e))
+            .with_context(invalid)?;
         let returns = predicate.data_type(read.as_arrow())?;
         if returns != DataType::Boolean {
             bail!(
@@ -75,6 +85,59 @@ impl RowFilter {
         // Null (unknown) is not a match, as in a WHERE clause.
         Ok(matched.iter().map(|m| Some(m == Some(true))).collect())
     }
+}
+
+/// Why a condition that needs more than one row is refused, and what to do instead.
+const ONE_ROW: &str = "the condition is judged one row at a time: aggregates (count, sum, …), window functions and \
+                       subqueries need the whole table; compute them with `pipeline sql` and pick rows by id";
+
+/// The name the rows go by in the query the condition is planned in.
+const TABLE: &str = "report_rows";
+
+/// The condition as a logical expression: planned as `SELECT * FROM report_rows WHERE …` over
+/// an empty table of `schema`, so that `pipeline sql`'s checks and messages apply, then taken
+/// out of the plan. What cannot be judged one row at a time is refused.
+async fn plan_condition(condition: &str, schema: &Schema) -> anyhow::Result<Expr> {
+    let session = SqlSession::new(ClassifyOptions::without_model())?;
+    let empty = MemTable::try_new(Arc::new(schema.clone()), vec![vec![]])?;
+    session.context().register_table(TABLE, Arc::new(empty))?;
+    let planned = session.query(&format!("SELECT * FROM {TABLE} WHERE {condition}")).await;
+    // DataFusion's advice for an aggregate here is HAVING, which a condition cannot use.
+    let planned = planned.map_err(|e| {
+        let said = e.to_string();
+        if said.contains("not allowed in the WHERE clause") {
+            anyhow::anyhow!(ONE_ROW)
+        } else if said.contains("No field named") && condition.contains('"') {
+            e.context("strings take single quotes ('text'); double quotes name columns")
+        } else {
+            e
+        }
+    });
+    let plan = planned?.into_unoptimized_plan();
+    let only_a_condition = || {
+        anyhow::anyhow!(
+            "write only a condition on one row, as after WHERE: no LIMIT, ORDER BY, GROUP BY or second statement"
+        )
+    };
+    let LogicalPlan::Projection(projection) = plan else { return Err(only_a_condition()) };
+    let LogicalPlan::Filter(filter) = projection.input.as_ref() else { return Err(only_a_condition()) };
+    if !matches!(filter.input.as_ref(), LogicalPlan::TableScan(_)) {
+        return Err(only_a_condition());
+    }
+    let whole_table = filter.predicate.exists(|e| {
+        Ok(matches!(
+            e,
+            Expr::AggregateFunction(_)
+                | Expr::WindowFunction(_)
+                | Expr::ScalarSubquery(_)
+                | Expr::InSubquery(_)
+                | Expr::Exists(_)
+        ))
+    })?;
+    if whole_table {
+        bail!(ONE_ROW);
+    }
+    Ok(filter.predicate.clone())
 }
 
 #[cfg(test)]
@@ -116,11 +179,19 @@ mod tests {
     #[test]
     fn what_is_not_a_condition_is_refused_with_its_text() {
         let schema = batch().schema();
-        for (bad, expected) in
-            [("confidence + 1", "not true or false"), ("no_such_column = 1", "no_such_column"), ("id = ", "--where")]
-        {
+        let deep = format!("confidence{} > 0", " + 1".repeat(10_000));
+        for (bad, expected) in [
+            ("confidence + 1", "non-boolean"),
+            ("no_such_column = 1", "no_such_column"),
+            ("id = ", "--where"),
+            ("count(*) > 1", "one row at a time"),
+            ("id IN (SELECT id FROM report_rows)", "one row at a time"),
+            ("true LIMIT 1", "only a condition"),
+            ("id = \"b\"", "single quotes"),
+            (deep.as_str(), "nests"),
+        ] {
             let error = format!("{:#}", RowFilter::new(bad, &schema).err().unwrap());
-            assert!(error.contains(expected) && error.contains(&format!("{bad:?}")), "{bad}: {error}");
+            assert!(error.contains(expected) && error.starts_with("--where"), "{bad}: {error}");
         }
     }
 }

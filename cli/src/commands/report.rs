@@ -18,7 +18,7 @@ pub struct ReportArgs {
     #[arg(long, default_value = "report.html")]
     output: String,
     /// Documents drawn in each example group (most confident, least confident, misclassified).
-    #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=200))]
+    #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=report::MOST_EXAMPLES as u64))]
     examples: usize,
     /// Draw only the documents that meet this SQL condition on the output's columns (the
     /// first --examples of them, in input order), with `pipeline sql`'s functions: for
