@@ -695,6 +695,32 @@ fn attention_output_can_be_summed_sparse_or_left_out_and_every_reader_copes() {
     let sql = pipeline(&["sql", &query, "--max-rows", "0"], &[]);
     assert!(sql.status.success(), "{}", stderr(&sql));
     assert!(String::from_utf8_lossy(&sql.stdout).contains("300 rows"), "{}", String::from_utf8_lossy(&sql.stdout));
+    // Each row's `contribution_scale` gives its bytes back in logit units, to within half a
+    // step: in Rust, and in the titles of SQL's contribution_html.
+    let dense_pushes = dense.column_by_name("contribution").expect("contribution").as_list::<i32>().value(0);
+    let dense_pushes = dense_pushes.as_primitive::<Float32Type>().values();
+    let scale = compact
+        .column_by_name("contribution_scale")
+        .expect("contribution_scale")
+        .as_primitive::<Float32Type>()
+        .value(0);
+    let bytes = compact.column_by_name("contribution").expect("contribution").as_list::<i32>().value(0);
+    let bytes = bytes.as_primitive::<arrow::datatypes::Int8Type>().values();
+    for (&byte, &push) in bytes.iter().zip(dense_pushes) {
+        assert!((f32::from(byte) * scale - push).abs() <= scale / 2.0 + 1e-6, "{byte} × {scale} for {push}");
+    }
+    let query = format!(
+        "SELECT contribution_html(tokens, contribution, contribution_scale) AS c FROM '{}' LIMIT 1",
+        default.display()
+    );
+    let sql = pipeline(&["sql", &query, "--format", "csv", "--max-cell-width", "0"], &[]);
+    assert!(sql.status.success(), "{}", stderr(&sql));
+    let html = String::from_utf8_lossy(&sql.stdout).to_string();
+    let titles: Vec<f32> = html.split("title=\"\"").skip(1).filter_map(|t| t.split('"').next()?.parse().ok()).collect();
+    assert_eq!(titles.len(), dense_pushes.len(), "{html}");
+    for (title, push) in titles.iter().zip(dense_pushes) {
+        assert!((title - push).abs() <= scale / 2.0 + 1e-4, "title {title} for a push of {push}");
+    }
     let output = run(&reviews(), &dir.path().join("bad.parquet"), &["--attention", "top-k:0"]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
 }

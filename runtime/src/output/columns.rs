@@ -15,7 +15,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, FieldRef};
 
 use super::encoding::{
-    AttentionEncoding, Explanation, Values, entropy, keep_heaviest, quantise_signed, quantise_weights,
+    AttentionEncoding, Explanation, Values, entropy, keep_heaviest, quantise_signed, quantise_weights, signed_scale,
 };
 use super::prediction::DocumentPrediction;
 use crate::text::Vocabulary;
@@ -72,7 +72,9 @@ impl OptionalColumns {
     fn include(self, requires: Requires, encoding: AttentionEncoding) -> bool {
         match requires {
             Requires::Always => true,
-            Requires::Explanation(part @ Explanation::Contribution) => self.contribution && encoding.keeps(part),
+            Requires::Explanation(part @ (Explanation::Contribution | Explanation::ContributionScale)) => {
+                self.contribution && encoding.keeps(part)
+            }
             Requires::Explanation(part) => self.attention && encoding.keeps(part),
             Requires::Sentences => self.sentences,
             Requires::Embedding => self.embedding_dim.is_some(),
@@ -212,6 +214,18 @@ pub static CONTRIBUTION: Column = Column {
     },
 };
 
+/// Beside compact contributions: logit units per byte step, so that `byte × scale` is the
+/// push in logit units, comparable and summable across rows (null when every push is 0).
+pub static CONTRIBUTION_SCALE: Column = Column {
+    name: "contribution_scale",
+    requires: Requires::Explanation(Explanation::ContributionScale),
+    data_type: |_| DataType::Float32,
+    fill: |rows| {
+        let scales = rows.each(|doc, _| doc.predicted_contribution().and_then(signed_scale)).map(Option::flatten);
+        Ok(Arc::new(scales.collect::<Float32Array>()))
+    },
+};
+
 pub static SENTENCE_LENGTHS: Column = Column {
     name: "sentence_lengths",
     requires: Requires::Sentences,
@@ -270,7 +284,7 @@ pub static EMBEDDING: Column = Column {
 };
 
 /// Every column an output table may have, in the order a table has them.
-pub static COLUMNS: [&Column; 13] = [
+pub static COLUMNS: [&Column; 14] = [
     &PREDICTION,
     &PREDICTION_INDEX,
     &CONFIDENCE,
@@ -281,6 +295,7 @@ pub static COLUMNS: [&Column; 13] = [
     &ATTENTION_ENTROPY,
     &ATTENTION_SUMMARY,
     &CONTRIBUTION,
+    &CONTRIBUTION_SCALE,
     &SENTENCE_LENGTHS,
     &SENTENCE_ATTENTION,
     &EMBEDDING,
@@ -478,7 +493,12 @@ mod tests {
                         AttentionEncoding::Compact => 3 * usize::from(attention),
                         _ => 2 * usize::from(attention),
                     };
-                    let contribution_column = usize::from(contribution && output != AttentionEncoding::None);
+                    // Compact pushes come with their scale.
+                    let contribution_column = match output {
+                        AttentionEncoding::None => 0,
+                        AttentionEncoding::Compact => 2 * usize::from(contribution),
+                        _ => usize::from(contribution),
+                    };
                     assert_eq!(
                         batch.num_columns(),
                         6 + attention_columns
@@ -521,7 +541,10 @@ mod tests {
         let optional = OptionalColumns { attention: true, contribution: true, sentences: false, embedding_dim: None };
         let table = OutputTable::for_model(optional, AttentionEncoding::Compact);
         let names: Vec<String> = table.fields().iter().map(|f| f.name().clone()).collect();
-        assert_eq!(&names[6..], ["attention", "attention_entropy", "attention_summary", "contribution"]);
+        assert_eq!(
+            &names[6..],
+            ["attention", "attention_entropy", "attention_summary", "contribution", "contribution_scale"]
+        );
         let labels = ["neg".to_owned(), "pos".to_owned()];
         let arrays = table.build(&[Some(doc)], &labels, &Vocabulary::from_tokens(["a", "b", "c"])).expect("rows fit");
         let hops = arrays[6].as_list::<i32>().value(0);
@@ -537,6 +560,16 @@ mod tests {
         assert_eq!(summary.as_primitive::<UInt8Type>().values().to_vec(), vec![255, 64, 106]);
         let pushes = arrays[9].as_list::<i32>().value(0);
         assert_eq!(pushes.as_primitive::<Int8Type>().values().to_vec(), vec![-127, 64, -32]);
+        // The scale gives the pushes back in logit units, to within half a step.
+        let scale = arrays[10].as_primitive::<Float32Type>().value(0);
+        assert!((scale - 0.4 / 127.0).abs() < 1e-9, "{scale}");
+        let back: Vec<f32> = pushes.as_primitive::<Int8Type>().values().iter().map(|&b| f32::from(b) * scale).collect();
+        for (got, want) in back.iter().zip([-0.4f32, 0.2, -0.1]) {
+            assert!((got - want).abs() <= scale / 2.0 + 1e-7, "{back:?}");
+        }
+        // Floats need no scale.
+        let full = OutputTable::for_model(optional, AttentionEncoding::Full);
+        assert!(full.fields().iter().all(|f| f.name() != "contribution_scale"));
     }
 
     #[test]

@@ -14,7 +14,8 @@ use crate::explain::{heaviest, strongest};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AttentionEncoding {
     /// Every hop's weights and their summary as bytes relative to the heaviest token, each
-    /// hop's exact entropy, and the contributions as signed bytes relative to the strongest.
+    /// hop's exact entropy, and the contributions as signed bytes relative to the strongest,
+    /// with each row's scale back to logit units.
     #[default]
     Compact,
     /// Every hop's weights, their summary and the contributions as 32-bit floats.
@@ -39,6 +40,9 @@ pub enum Explanation {
     Summary,
     /// `contribution`: each token's signed push towards the predicted class.
     Contribution,
+    /// `contribution_scale`: logit units per step of the pushes held as bytes, so that rows
+    /// can be compared and summed.
+    ContributionScale,
 }
 
 /// How an encoding writes weights and pushes.
@@ -56,7 +60,8 @@ impl AttentionEncoding {
         use Explanation::*;
         match self {
             Self::Compact => true,
-            Self::Full | Self::TopK(_) => part != HopEntropy,
+            // The exact entropies and the scale only complete values held as bytes.
+            Self::Full | Self::TopK(_) => !matches!(part, HopEntropy | ContributionScale),
             Self::Summary => matches!(part, Summary | Contribution),
             Self::None => false,
         }
@@ -150,6 +155,13 @@ pub fn quantise_weights(weights: &[f32]) -> Vec<u8> {
 
 /// Each value as `round(127 · v / largest |v|)`, keeping its sign: the strongest push either
 /// way is ±127. A list of zeros (or of non-finite values) is all 0.
+/// Logit units per step of [`quantise_signed`]'s bytes for `values`: a byte times this gives
+/// the push back (to within half a step). `None` when every value is 0.
+pub fn signed_scale(values: &[f32]) -> Option<f32> {
+    let largest = strongest(values.iter().copied());
+    (largest > 0.0).then(|| largest / 127.0)
+}
+
 pub fn quantise_signed(values: &[f32]) -> Vec<i8> {
     let largest = strongest(values.iter().copied());
     if largest <= 0.0 {

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, AsArray, Int64Array, ListArray};
-use datafusion::arrow::datatypes::{DataType, Field, Int64Type};
+use datafusion::arrow::array::{ArrayRef, AsArray, Float64Array, Int64Array, ListArray};
+use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
 use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::logical_expr::{DocSection, Documentation};
 
@@ -20,6 +20,8 @@ pub enum Role {
     HeadWeights,
     /// An integer → `Int64`.
     Count,
+    /// A number → `Float64`.
+    Number,
     /// A string → `Utf8`.
     Text,
 }
@@ -31,6 +33,7 @@ impl Role {
             Role::Weights => "a list of numbers",
             Role::HeadWeights => "a list of lists of numbers",
             Role::Count => "an integer",
+            Role::Number => "a number",
             Role::Text => "a string",
         }
     }
@@ -41,6 +44,7 @@ impl Role {
             Role::Weights => list_of(DataType::Float32),
             Role::HeadWeights => list_of(list_of(DataType::Float32)),
             Role::Count => DataType::Int64,
+            Role::Number => DataType::Float64,
             Role::Text => DataType::Utf8,
         }
     }
@@ -55,6 +59,7 @@ impl Role {
             Role::HeadWeights => list_item(data_type)
                 .is_some_and(|t| t.is_null() || list_item(t).is_some_and(|t| t.is_numeric() || t.is_null())),
             Role::Count => data_type.is_integer(),
+            Role::Number => data_type.is_numeric(),
             Role::Text => is_string(data_type),
         }
     }
@@ -156,6 +161,11 @@ pub fn list_argument<'a>(function: &str, arrays: &'a [ArrayRef], i: usize) -> Re
 /// Argument `i` of a call as an Int64 array (see [`list_argument`]).
 pub fn int_argument<'a>(function: &str, arrays: &'a [ArrayRef], i: usize) -> Result<&'a Int64Array> {
     arrays.get(i).and_then(|a| a.as_primitive_opt::<Int64Type>()).ok_or_else(|| planned_differently(function, i))
+}
+
+/// Argument `i` of a call as a Float64 array (see [`list_argument`]).
+pub fn float_argument<'a>(function: &str, arrays: &'a [ArrayRef], i: usize) -> Result<&'a Float64Array> {
+    arrays.get(i).and_then(|a| a.as_primitive_opt::<Float64Type>()).ok_or_else(|| planned_differently(function, i))
 }
 
 fn planned_differently(function: &str, i: usize) -> DataFusionError {

@@ -1,8 +1,10 @@
 //! `attention_html(tokens, weights)`: an HTML snippet that shades each token by its weight
 //! (the heat maps of Lin et al. §2.3). The heaviest token of the document is shaded darkest;
 //! token text is HTML-escaped and each token's weight is in its `title`.
-//! `contribution_html(tokens, contribution)` does the same in two hues for a signed push:
-//! blue towards the predicted class, orange against it, relative to the strongest push.
+//! `contribution_html(tokens, contribution[, scale])` does the same in two hues for a signed
+//! push: blue towards the predicted class, orange against it, relative to the strongest push.
+//! With compact output's `contribution_scale`, each `title` is the push in logit units rather
+//! than a byte.
 
 use std::fmt::Write;
 use std::sync::Arc;
@@ -12,7 +14,7 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result;
 use runtime::explain;
 
-use super::args::{Parameters, Role, list_argument};
+use super::args::{Parameters, Role, float_argument, list_argument};
 use super::row_function::RowFunction;
 use super::token_weights::row_pairs;
 
@@ -28,10 +30,11 @@ const PARAMETERS: Parameters = Parameters {
 const CONTRIBUTION_NAME: &str = "contribution_html";
 const CONTRIBUTION_PARAMETERS: Parameters = Parameters {
     function: CONTRIBUTION_NAME,
-    names: &["tokens", "contribution"],
-    roles: &[Role::Tokens, Role::Weights],
-    optional: 0,
-    help: "HTML snippet in two hues: blue where a token pushed towards the predicted class, orange against",
+    names: &["tokens", "contribution", "scale"],
+    roles: &[Role::Tokens, Role::Weights, Role::Number],
+    optional: 1,
+    help: "HTML snippet in two hues: blue where a token pushed towards the predicted class, orange against; \
+           give compact output's contribution_scale for titles in logit units",
 };
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -58,27 +61,30 @@ pub fn escape_html(text: &str, out: &mut String) {
 /// rather than a weight of 0.
 pub fn shade<'a>(tokens: impl Iterator<Item = Option<&'a str>>, weights: &[Option<f32>]) -> String {
     let heaviest = explain::heaviest(weights.iter().flatten().copied());
-    spans(tokens, weights, |weight| explain::weight_colour(weight, heaviest, explain::ATTENTION_HUE))
+    spans(tokens, weights, 1.0, |weight| explain::weight_colour(weight, heaviest, explain::ATTENTION_HUE))
 }
 
 /// Like [`shade`] for signed values: blue for positive, orange for negative, each relative to
-/// the largest magnitude.
-pub fn shade_signed<'a>(tokens: impl Iterator<Item = Option<&'a str>>, values: &[Option<f32>]) -> String {
+/// the largest magnitude. Each `title` is the value times `scale` (1 for values already in
+/// logit units).
+pub fn shade_signed<'a>(tokens: impl Iterator<Item = Option<&'a str>>, values: &[Option<f32>], scale: f32) -> String {
     let strongest = explain::strongest(values.iter().flatten().copied());
-    spans(tokens, values, |value| explain::push_colour(value, strongest))
+    spans(tokens, values, scale, |value| explain::push_colour(value, strongest))
 }
 
-/// One `<span>` per token, coloured by `colour(value)` (a finite value; others get no shade).
+/// One `<span>` per token, coloured by `colour(value)` (a finite value; others get no shade),
+/// titled by the value times `scale`.
 fn spans<'a>(
     tokens: impl Iterator<Item = Option<&'a str>>,
     values: &[Option<f32>],
+    scale: f32,
     colour: impl Fn(f32) -> String,
 ) -> String {
     let mut html = String::new();
     for (token, value) in tokens.zip(values) {
         let Some(token) = token else { continue };
         let title = match value {
-            Some(v) if v.is_finite() => format!("{v:.4}"),
+            Some(v) if v.is_finite() => format!("{:.4}", v * scale),
             Some(v) => v.to_string(),
             None => "null".to_owned(),
         };
@@ -103,7 +109,7 @@ impl RowFunction for AttentionHtml {
     }
 
     fn evaluate(&self, arrays: &[ArrayRef]) -> Result<ArrayRef> {
-        html_rows(NAME, arrays, |tokens, weights| shade(tokens, weights))
+        html_rows(NAME, arrays, |_, tokens, weights| Some(shade(tokens, weights)))
     }
 }
 
@@ -115,15 +121,22 @@ impl RowFunction for ContributionHtml {
     }
 
     fn evaluate(&self, arrays: &[ArrayRef]) -> Result<ArrayRef> {
-        html_rows(CONTRIBUTION_NAME, arrays, |tokens, values| shade_signed(tokens, values))
+        let scales = (arrays.len() > 2).then(|| float_argument(CONTRIBUTION_NAME, arrays, 2)).transpose()?;
+        html_rows(CONTRIBUTION_NAME, arrays, |row, tokens, values| match scales {
+            // A row without a scale (every push 0, or a null) has no logit units to show.
+            Some(scales) if scales.is_null(row) => None,
+            Some(scales) => Some(shade_signed(tokens, values, scales.value(row) as f32)),
+            None => Some(shade_signed(tokens, values, 1.0)),
+        })
     }
 }
 
-/// One snippet per row of (tokens, values); null where either is null.
+/// One snippet per row of (tokens, values); null where either is null, or where `draw` gives
+/// none for the row.
 fn html_rows(
     function: &str,
     arrays: &[ArrayRef],
-    draw: impl for<'a> Fn(Box<dyn Iterator<Item = Option<&'a str>> + 'a>, &[Option<f32>]) -> String,
+    draw: impl for<'a> Fn(usize, Box<dyn Iterator<Item = Option<&'a str>> + 'a>, &[Option<f32>]) -> Option<String>,
 ) -> Result<ArrayRef> {
     let (tokens, values) = (list_argument(function, arrays, 0)?, list_argument(function, arrays, 1)?);
     let mut out = StringBuilder::new();
@@ -131,7 +144,7 @@ fn html_rows(
         match row_pairs(function, tokens, values, row)? {
             Some((row_tokens, row_values)) => {
                 let values: Vec<Option<f32>> = row_values.iter().collect();
-                out.append_value(draw(Box::new(row_tokens.iter()), &values));
+                out.append_option(draw(row, Box::new(row_tokens.iter()), &values));
             }
             None => out.append_null(),
         }
@@ -156,7 +169,7 @@ mod tests {
 
     #[test]
     fn signed_values_are_blue_for_and_orange_against() {
-        let html = super::shade_signed([Some("dull"), Some("superb")].into_iter(), &[Some(-0.25), Some(0.5)]);
+        let html = super::shade_signed([Some("dull"), Some("superb")].into_iter(), &[Some(-0.25), Some(0.5)], 1.0);
         assert!(html.contains("rgba(235, 130, 30, 0.425)\" title=\"-0.2500\">dull<"), "{html}");
         assert!(html.contains("rgba(40, 110, 220, 0.850)\" title=\"0.5000\">superb<"), "{html}");
     }
