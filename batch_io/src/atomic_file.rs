@@ -224,7 +224,7 @@ pub fn remove_stale_temporaries(target: &Path) -> anyhow::Result<usize> {
         let path = entry.path();
         // A live writer holds the lock; taking it means the writer is gone.
         let Ok(handle) = File::open(&path) else { continue };
-        if handle.try_lock().is_err() {
+        if handle.try_lock().is_err() || just_created(&handle) {
             continue;
         }
         let result = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
@@ -237,6 +237,20 @@ pub fn remove_stale_temporaries(target: &Path) -> anyhow::Result<usize> {
         }
     }
     Ok(removed)
+}
+
+/// How long an empty, unlocked temporary is taken for one a writer has just made and not yet
+/// locked (it creates, then locks): another shard starting beside it must not take it for one
+/// a killed run left. Seen in CI as a part that vanished before its rename.
+const LOCKING_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// An empty file, or a directory, made within [`LOCKING_GRACE`].
+fn just_created(handle: &File) -> bool {
+    let Ok(metadata) = handle.metadata() else { return false };
+    let young = metadata.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age < LOCKING_GRACE);
+    // A directory's size says nothing of its entries: a young one is given the grace.
+    let empty = metadata.is_dir() || metadata.len() == 0;
+    young && empty
 }
 
 /// A temporary file beside its target, locked and registered while it lives; removed when
@@ -367,8 +381,18 @@ mod tests {
         let unrelated = dir.path().join(".other.parquet.AAAAAA.partial");
         std::fs::write(&unrelated, b"not ours to judge").expect("write");
 
+        // A writer between creating its temporary and locking it: empty and new, so kept.
+        let unlocked_yet = dir.path().join(".out.parquet.BBBBBB.partial");
+        std::fs::write(&unlocked_yet, b"").expect("write");
+
         assert_eq!(remove_stale_temporaries(&target).expect("clean"), 1);
         assert!(!stale.exists());
+        assert!(unlocked_yet.exists(), "an empty temporary made a moment ago may be a writer's, not yet locked");
+        // Once older than the grace, it is a killed run's.
+        let past = std::time::SystemTime::now() - 2 * LOCKING_GRACE;
+        std::fs::File::options().write(true).open(&unlocked_yet).expect("open").set_modified(past).expect("age it");
+        assert_eq!(remove_stale_temporaries(&target).expect("clean"), 1);
+        assert!(!unlocked_yet.exists());
         assert!(live.path().exists(), "a locked temporary belongs to a live writer");
         assert!(unrelated.exists(), "temporaries of other targets are left alone");
         live.publish(&target).expect("publish");

@@ -750,3 +750,41 @@ fn the_filter_matches_whole_words_and_ids_and_hides_groups_left_empty() {
     assert_eq!(count(".example-group"), groups);
     page.assert_no_console_messages();
 }
+
+/// The word a SQL query over `predictions` finds with the largest mean push towards `class`
+/// (in logit units, over rows predicted as it, seen at least 10 times).
+fn strongest_push_by_sql(predictions: &Path, class: &str, pushes: &str) -> String {
+    let query = format!(
+        "SELECT t FROM (SELECT unnest(tokens) AS t, {pushes} AS p FROM p WHERE prediction = '{class}') \
+         GROUP BY t HAVING count(*) >= 10 ORDER BY avg(p) DESC, t LIMIT 1"
+    );
+    let sql = pipeline(
+        &["sql", "--format", "csv", &query],
+        &[("--table", &PathBuf::from(format!("p={}", predictions.display())))],
+    );
+    assert!(sql.status.success(), "{}", stderr(&sql));
+    String::from_utf8_lossy(&sql.stdout).lines().last().expect("a word").to_owned()
+}
+
+#[test]
+fn the_class_tables_rank_words_by_their_push_in_logit_units() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let compact = default_predictions(dir.path());
+    let full = dir.path().join("full.parquet");
+    let run = pipeline(&["run", "--attention", "full"], &[("--input", &reviews()), ("--output", &full)]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    for (predictions, pushes) in
+        [(&compact, "unnest(contribution) * contribution_scale"), (&full, "unnest(contribution)")]
+    {
+        let html_path = dir.path().join("report.html");
+        let output = report(predictions, &html_path, &[]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let html = std::fs::read_to_string(&html_path).expect("report");
+        let table = html.split("id=\"class-pushes\"").nth(1).expect("a push table").split("</table>").next().unwrap();
+        for class in ["neg", "pos"] {
+            let word = strongest_push_by_sql(predictions, class, pushes);
+            let row = table.split(&format!("<th>{class}</th>")).nth(1).expect("a row per class");
+            assert!(row.starts_with(&format!("<td class=\"tokens\">{word} (+")), "{class}: {word} first? {row}");
+        }
+    }
+}

@@ -7,7 +7,7 @@ use runtime::explain::{self, Ranking};
 
 use crate::MOST_EXAMPLES;
 use crate::charts;
-use crate::tally::{Example, Ranked, Tally};
+use crate::tally::{Example, LEAST_PUSH_COUNT, Ranked, Tally};
 
 /// Tokens listed per class and per hop.
 const TOP_TOKENS: usize = 15;
@@ -105,6 +105,7 @@ pub fn render(run: &RunInfo, tally: &Tally) -> anyhow::Result<String> {
                 (summary(run, tally))
                 @if tally.labelled > 0 { (accuracy(tally)?) }
                 (confidence(tally)?)
+                @if tally.classes.values().any(|c| !c.pushes.is_empty()) { (class_pushes(tally)) }
                 @if tally.classes.values().any(|c| !c.attention.is_empty()) { (class_tokens(tally)) }
                 @if !tally.hops.is_empty() { (hops(tally)?) }
                 (examples(tally))
@@ -249,7 +250,7 @@ fn confidence(tally: &Tally) -> anyhow::Result<Markup> {
 
 fn class_tokens(tally: &Tally) -> Markup {
     html! {
-        h2 { "What each class attends to" }
+        h2 { "Where each class's attention looked" }
         p.muted {
             "Most attended: attention mass summed over the class. Distinctive: attention relative to an even \
              spread over each document, (mass + 1) / (even mass + 1), as SQL's distinctive_attended."
@@ -261,6 +262,33 @@ fn class_tokens(tally: &Tally) -> Markup {
                     th { (class) }
                     td.tokens { (t.attention.top(TOP_TOKENS, Ranking::Mass).join(", ")) }
                     td.tokens { (t.attention.top(TOP_TOKENS, Ranking::Distinctive).join(", ")) }
+                }
+            }
+        }
+    }
+}
+
+/// The words that pushed each class's predictions towards it, and against it, by their mean
+/// push per occurrence in logit units.
+fn class_pushes(tally: &Tally) -> Markup {
+    let listed = |pushes: Vec<(String, f64)>| -> String {
+        pushes.iter().map(|(token, mean)| format!("{token} ({mean:+.3})")).collect::<Vec<_>>().join(", ")
+    };
+    html! {
+        h2 { "What pushed each class" }
+        p.muted {
+            "Over the documents predicted as each class: the words with the largest mean push towards it, and against it, "
+            "per occurrence, in logit units (the "
+            code { "contribution" } " column; compact bytes times " code { "contribution_scale" }
+            "). Only words seen at least " (LEAST_PUSH_COUNT) " times are ranked."
+        }
+        table id="class-pushes" {
+            tr { th { "predicted class" } th { "pushed towards it" } th { "pushed against it" } }
+            @for (class, t) in &tally.classes {
+                tr {
+                    th { (class) }
+                    td.tokens { (listed(t.pushes.top(TOP_TOKENS, true))) }
+                    td.tokens { (listed(t.pushes.top(TOP_TOKENS, false))) }
                 }
             }
         }

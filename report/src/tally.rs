@@ -22,6 +22,45 @@ pub struct ClassTally {
     pub confidence: [u64; CONFIDENCE_BINS],
     /// Over the summed attention (or the mean of the hops when there is no summary).
     pub attention: TokenAttention,
+    /// Each token's pushes towards the class, in logit units, over the rows predicted as it.
+    pub pushes: TokenPushes,
+}
+
+/// Fewest occurrences for a token to be ranked by its mean push: a rare word's mean is noise.
+pub const LEAST_PUSH_COUNT: u64 = 10;
+
+/// Each token's summed push and occurrences.
+#[derive(Debug, Default)]
+pub struct TokenPushes {
+    by_token: BTreeMap<String, (f64, u64)>,
+}
+
+impl TokenPushes {
+    fn add(&mut self, token: &str, push: f64) {
+        let entry = self.by_token.entry(token.to_owned()).or_default();
+        entry.0 += push;
+        entry.1 += 1;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_token.is_empty()
+    }
+
+    /// The `k` tokens seen at least [`LEAST_PUSH_COUNT`] times with the largest mean push
+    /// (`towards`) or the most negative, with that mean; ties go to the token that sorts first.
+    pub fn top(&self, k: usize, towards: bool) -> Vec<(String, f64)> {
+        let sign = if towards { 1.0 } else { -1.0 };
+        let mut means: Vec<(String, f64)> = self
+            .by_token
+            .iter()
+            .filter(|(_, (_, count))| *count >= LEAST_PUSH_COUNT)
+            .map(|(token, (sum, count))| (token.clone(), sum / *count as f64))
+            .filter(|(_, mean)| sign * mean > 0.0)
+            .collect();
+        means.sort_by(|a, b| (sign * b.1).total_cmp(&(sign * a.1)).then_with(|| a.0.cmp(&b.0)));
+        means.truncate(k);
+        means
+    }
 }
 
 /// One hop (head) of the attention, over every row.
@@ -311,6 +350,11 @@ impl Tally {
         let contribution = batch.contribution.as_ref().and_then(|c| floats_at(c, row));
         if let Some(contribution) = &contribution {
             check_length(contribution.len(), tokens.len(), "contribution", file, row_number)?;
+            if let (Some(unit), Some(class)) = (batch.push_unit(row), self.classes.get_mut(prediction)) {
+                for (token, push) in tokens.iter().zip(contribution.values().iter()) {
+                    class.pushes.add(token.unwrap_or_default(), f64::from(*push) * f64::from(unit));
+                }
+            }
         }
         let capacity = self.most_confident.capacity;
         let mut lists = vec![(confidence, &mut self.most_confident), (-confidence, &mut self.least_confident)];

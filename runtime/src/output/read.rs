@@ -16,8 +16,8 @@ use arrow::record_batch::RecordBatch;
 use batch_io::source::column_list;
 
 use super::columns::{
-    ATTENTION, ATTENTION_ENTROPY, ATTENTION_SUMMARY, CONFIDENCE, CONTRIBUTION, PREDICTION, SENTENCE_ATTENTION,
-    SENTENCE_LENGTHS, TOKENS, TRUNCATED,
+    ATTENTION, ATTENTION_ENTROPY, ATTENTION_SUMMARY, CONFIDENCE, CONTRIBUTION, CONTRIBUTION_SCALE, PREDICTION,
+    SENTENCE_ATTENTION, SENTENCE_LENGTHS, TOKENS, TRUNCATED,
 };
 use super::encoding::{AttentionEncoding, Values};
 use super::keys::ATTENTION_ENCODING;
@@ -40,6 +40,11 @@ pub struct Layout {
     pub entropy: bool,
     /// `contribution`, each token's signed push towards the predicted class.
     pub contribution: bool,
+    /// `contribution_scale`, beside compact pushes.
+    pub contribution_scale: bool,
+    /// The pushes can be read in logit units: floats, or compact bytes with their scale
+    /// (outputs of versions before `contribution_scale` have bytes alone).
+    pub pushes_in_logits: bool,
 }
 
 impl Layout {
@@ -76,6 +81,11 @@ impl Layout {
             // Only beside compact (integer) attention, which it was written for.
             entropy: tokens && has(ATTENTION_ENTROPY.name) && compact_attention(schema),
             contribution: tokens && has(CONTRIBUTION.name),
+            contribution_scale: tokens && has(CONTRIBUTION.name) && has(CONTRIBUTION_SCALE.name),
+            pushes_in_logits: tokens
+                && has(CONTRIBUTION.name)
+                && (has(CONTRIBUTION_SCALE.name)
+                    || schema.field_with_name(CONTRIBUTION.name).is_ok_and(|f| !integer_leaf(f.data_type(), 1))),
         })
     }
 
@@ -93,6 +103,7 @@ impl Layout {
             (TRUNCATED.name, self.truncated),
             (ATTENTION_ENTROPY.name, self.entropy),
             (CONTRIBUTION.name, self.contribution),
+            (CONTRIBUTION_SCALE.name, self.contribution_scale),
         ];
         columns.extend(optional.iter().filter(|(_, present)| *present).map(|(name, _)| (*name).to_owned()));
         columns
@@ -114,6 +125,9 @@ pub struct Batch {
     pub entropy: Option<ListArray>,
     /// Relative to the row's strongest push under `--attention compact` (signed bytes).
     pub contribution: Option<ListArray>,
+    /// Logit units per byte of `contribution`, under `--attention compact`.
+    pub contribution_scale: Option<Float32Array>,
+    pushes_in_logits: bool,
 }
 
 fn list_of(item: DataType) -> DataType {
@@ -175,6 +189,11 @@ impl Batch {
                 .transpose()?,
             entropy: layout.entropy.then(|| list(ATTENTION_ENTROPY.name, DataType::Float32)).transpose()?,
             contribution: layout.contribution.then(|| list(CONTRIBUTION.name, DataType::Float32)).transpose()?,
+            contribution_scale: layout
+                .contribution_scale
+                .then(|| anyhow::Ok(column(CONTRIBUTION_SCALE.name, &DataType::Float32)?.as_primitive().clone()))
+                .transpose()?,
+            pushes_in_logits: layout.pushes_in_logits,
         };
         // Weights that are not finite would vanish from the tallies and be written into titles.
         let weight_columns = [
@@ -195,6 +214,19 @@ impl Batch {
             }
         }
         Ok(batch_read)
+    }
+
+    /// Logit units per unit of row `row`'s `contribution` values: its scale for compact bytes
+    /// (0 where it is null: every push was 0), 1 for floats; `None` for bytes without a scale.
+    pub fn push_unit(&self, row: usize) -> Option<f32> {
+        if !self.pushes_in_logits {
+            return None;
+        }
+        Some(match &self.contribution_scale {
+            Some(scales) if scales.is_valid(row) => scales.value(row),
+            Some(_) => 0.0,
+            None => 1.0,
+        })
     }
 
     pub fn len(&self) -> usize {
