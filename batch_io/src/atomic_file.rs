@@ -16,6 +16,9 @@ use std::sync::{Mutex, PoisonError};
 use anyhow::{Context, bail};
 
 const SUFFIX: &str = ".partial";
+/// A temporary's name while it is made and locked, before it takes [`SUFFIX`]: no sweep
+/// looks for it, so no sweep meets a temporary unlocked.
+const MAKING_SUFFIX: &str = ".making";
 /// Characters tempfile puts between the prefix and the suffix.
 const RANDOM_CHARS: usize = 6;
 
@@ -224,7 +227,7 @@ pub fn remove_stale_temporaries(target: &Path) -> anyhow::Result<usize> {
         let path = entry.path();
         // A live writer holds the lock; taking it means the writer is gone.
         let Ok(handle) = File::open(&path) else { continue };
-        if handle.try_lock().is_err() || just_created(&handle) {
+        if handle.try_lock().is_err() {
             continue;
         }
         let result = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
@@ -237,20 +240,6 @@ pub fn remove_stale_temporaries(target: &Path) -> anyhow::Result<usize> {
         }
     }
     Ok(removed)
-}
-
-/// How long an empty, unlocked temporary is taken for one a writer has just made and not yet
-/// locked (it creates, then locks): another shard starting beside it must not take it for one
-/// a killed run left. Seen in CI as a part that vanished before its rename.
-const LOCKING_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// An empty file, or a directory, made within [`LOCKING_GRACE`].
-fn just_created(handle: &File) -> bool {
-    let Ok(metadata) = handle.metadata() else { return false };
-    let young = metadata.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age < LOCKING_GRACE);
-    // A directory's size says nothing of its entries: a young one is given the grace.
-    let empty = metadata.is_dir() || metadata.len() == 0;
-    young && empty
 }
 
 /// A temporary file beside its target, locked and registered while it lives; removed when
@@ -268,13 +257,25 @@ pub fn temp_beside(target: &Path) -> anyhow::Result<TempFile> {
     check_replaceable(target)?;
     remove_stale_temporaries(target)?;
     let parent = parent_dir(target);
-    let file = tempfile::Builder::new()
+    // Made under another name, locked, and only then named as a temporary: a run starting
+    // beside this one (another shard) sweeps temporaries nobody holds a lock on, and once took
+    // this one, made but not yet locked, for a killed run's (CI: a part gone before its rename).
+    let making = tempfile::Builder::new()
         .prefix(&temp_prefix(target)?)
-        .suffix(SUFFIX)
+        .suffix(MAKING_SUFFIX)
         .rand_bytes(RANDOM_CHARS)
         .tempfile_in(&parent)
         .with_context(|| format!("cannot write to {} (is the directory writable?)", parent.display()))?;
-    file.as_file().try_lock().map_err(|e| anyhow::anyhow!("cannot lock {}: {e}", file.path().display()))?;
+    making.as_file().try_lock().map_err(|e| anyhow::anyhow!("cannot lock {}: {e}", making.path().display()))?;
+    let name = making.path().file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(MAKING_SUFFIX));
+    let path = parent.join(format!("{}{SUFFIX}", name.context("a temporary without its suffix")?));
+    // The lock belongs to the open file, so it holds under the new name.
+    let file = making.persist_noclobber(&path).map_err(|e| {
+        anyhow::anyhow!("cannot name the temporary {} in {}: {}", path.display(), parent.display(), e.error)
+    })?;
+    let temp_path = tempfile::TempPath::try_from_path(&path)
+        .with_context(|| format!("cannot hold the temporary {}", path.display()))?;
+    let file = tempfile::NamedTempFile::from_parts(file, temp_path);
     let registration = Registration::new(file.path());
     Ok(TempFile { file, _registration: registration })
 }
@@ -381,19 +382,15 @@ mod tests {
         let unrelated = dir.path().join(".other.parquet.AAAAAA.partial");
         std::fs::write(&unrelated, b"not ours to judge").expect("write");
 
-        // A writer between creating its temporary and locking it: empty and new, so kept.
-        let unlocked_yet = dir.path().join(".out.parquet.BBBBBB.partial");
-        std::fs::write(&unlocked_yet, b"").expect("write");
-
         assert_eq!(remove_stale_temporaries(&target).expect("clean"), 1);
         assert!(!stale.exists());
-        assert!(unlocked_yet.exists(), "an empty temporary made a moment ago may be a writer's, not yet locked");
-        // Once older than the grace, it is a killed run's.
-        let past = std::time::SystemTime::now() - 2 * LOCKING_GRACE;
-        std::fs::File::options().write(true).open(&unlocked_yet).expect("open").set_modified(past).expect("age it");
-        assert_eq!(remove_stale_temporaries(&target).expect("clean"), 1);
-        assert!(!unlocked_yet.exists());
         assert!(live.path().exists(), "a locked temporary belongs to a live writer");
+        assert!(live.path().to_string_lossy().ends_with(SUFFIX), "{}", live.path().display());
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with(MAKING_SUFFIX)), "{names:?}");
         assert!(unrelated.exists(), "temporaries of other targets are left alone");
         live.publish(&target).expect("publish");
         assert!(target.is_file());
