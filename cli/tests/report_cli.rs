@@ -788,3 +788,48 @@ fn the_class_tables_rank_words_by_their_push_in_logit_units() {
         }
     }
 }
+
+/// A dataset resumed across versions: a part written before `contribution_scale` beside one
+/// with it. The report reads both and leaves the push table out, as for an old file alone.
+#[test]
+fn parts_with_and_without_contribution_scale_report_together_without_the_push_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let parts = dir.path().join("parts");
+    std::fs::create_dir(&parts).expect("mkdir");
+    let new = default_predictions(dir.path());
+    std::fs::copy(&new, parts.join("part-00000.parquet")).expect("copy");
+    let batch = read(&new);
+    let keep: Vec<usize> =
+        (0..batch.num_columns()).filter(|&i| batch.schema().field(i).name() != "contribution_scale").collect();
+    let old = batch.project(&keep).expect("project");
+    // The run's metadata (model, labels, encoding), as the file has it.
+    let source = std::fs::File::open(&new).expect("open");
+    let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(source).expect("parquet");
+    let metadata: Vec<parquet::file::metadata::KeyValue> = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|kv| kv.key != "ARROW:schema")
+        .collect();
+    assert!(metadata.iter().any(|kv| kv.key == "model.sha256"), "{metadata:?}");
+    let properties =
+        parquet::file::properties::WriterProperties::builder().set_key_value_metadata(Some(metadata)).build();
+    let file = std::fs::File::create(parts.join("part-00001.parquet")).expect("create");
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, old.schema(), Some(properties)).expect("writer");
+    writer.write(&old).expect("write");
+    writer.close().expect("close");
+
+    let html_path = dir.path().join("report.html");
+    let output = report(&parts, &html_path, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let html = std::fs::read_to_string(&html_path).expect("report");
+    assert!(html.contains("<th>rows</th><td class=\"num\">600</td>"), "both parts are read");
+    assert!(!html.contains("id=\"class-pushes\""), "bytes without their scale are not logit units");
+    // The new part alone has it.
+    let output = report(&new, &html_path, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(std::fs::read_to_string(&html_path).expect("report").contains("id=\"class-pushes\""));
+}

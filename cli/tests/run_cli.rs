@@ -721,6 +721,13 @@ fn attention_output_can_be_summed_sparse_or_left_out_and_every_reader_copes() {
     for (title, push) in titles.iter().zip(dense_pushes) {
         assert!((title - push).abs() <= scale / 2.0 + 1e-4, "title {title} for a push of {push}");
     }
+    // A scale that is no scale is refused, not drawn as plausible titles.
+    for bad in ["-1.0", "0.0", "'NaN'::double"] {
+        let query = format!("SELECT contribution_html(tokens, contribution, {bad}) FROM '{}'", default.display());
+        let sql = pipeline(&["sql", &query], &[]);
+        assert!(!sql.status.success(), "{bad} was taken for a scale");
+        assert!(stderr(&sql).contains("not a finite number above 0"), "{bad}: {}", stderr(&sql));
+    }
     let output = run(&reviews(), &dir.path().join("bad.parquet"), &["--attention", "top-k:0"]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
 }

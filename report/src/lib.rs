@@ -23,6 +23,7 @@ use batch_io::object_storage::{canonical_url, is_url};
 use batch_io::publish::{Destination, Sink};
 use batch_io::source::{RowSpan, open_span};
 
+use runtime::output::columns::CONTRIBUTION_SCALE;
 use runtime::output::keys;
 use runtime::output::origin::{SameRun, refuse_mixed_runs};
 use runtime::output::read::{Batch, Layout};
@@ -77,11 +78,14 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     let first = inputs.files.first().context("the input holds no file")?;
     // An empty projection reads only the footer: the schema and metadata decide the layout.
     let probe = open_span(first, BATCH_ROWS, Some(&[]), RowSpan::Whole)?;
-    let layout = Layout::of(&probe.schema, &first.to_string(), options.label_column.as_deref())?;
+    let mut layout = Layout::of(&probe.schema, &first.to_string(), options.label_column.as_deref())?;
     let layout_schema = probe.schema.clone();
     let run = run_info(options, inputs.files.len(), &layout, probe.schema.metadata());
     drop(probe);
-    refuse_other_runs(&inputs.files, first, &layout_schema)?;
+    if !refuse_other_runs(&inputs.files, first, &layout_schema)? {
+        // Parts written before `contribution_scale` hold bytes alone: no push table.
+        layout.without_contribution_scale();
+    }
     let filter = options.where_condition.as_deref().map(|c| RowFilter::new(c, &layout_schema)).transpose()?;
 
     let mut tally = Tally::new(options.examples, run.max_tokens, &run.labels, options.where_condition.as_deref());
@@ -119,13 +123,15 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
 
 /// Tallies over several models, label sets or encodings would mean nothing: every file after
 /// `first` must have its model, labels, encoding and column types (`first_schema`). Footers
-/// only, before any row is read.
+/// only, before any row is read. Returns whether every file has `first`'s
+/// `contribution_scale` column, if it has one (a dataset resumed across versions may not).
 fn refuse_other_runs(
     files: &[batch_io::source::InputFile],
     first: &batch_io::source::InputFile,
     first_schema: &arrow::datatypes::Schema,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<bool> {
     let first_name = first.to_string();
+    let mut every_scale = true;
     for file in files.iter().skip(1) {
         let probe = open_span(file, BATCH_ROWS, Some(&[]), RowSpan::Whole)?;
         refuse_mixed_runs(
@@ -134,8 +140,9 @@ fn refuse_other_runs(
             SameRun::ModelAndEncoding,
             "report on each run's output separately",
         )?;
+        every_scale &= probe.schema.index_of(CONTRIBUTION_SCALE.name).is_ok();
     }
-    Ok(())
+    Ok(every_scale)
 }
 
 /// The page is HTML: a `.parquet` name or `_SUCCESS` would take the place of predictions or

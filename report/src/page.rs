@@ -105,7 +105,7 @@ pub fn render(run: &RunInfo, tally: &Tally) -> anyhow::Result<String> {
                 (summary(run, tally))
                 @if tally.labelled > 0 { (accuracy(tally)?) }
                 (confidence(tally)?)
-                @if tally.classes.values().any(|c| !c.pushes.is_empty()) { (class_pushes(tally)) }
+                @if tally.classes.values().any(|c| c.pushes.ranks_any()) { (class_pushes(tally)) }
                 @if tally.classes.values().any(|c| !c.attention.is_empty()) { (class_tokens(tally)) }
                 @if !tally.hops.is_empty() { (hops(tally)?) }
                 (examples(tally))
@@ -272,6 +272,9 @@ fn class_tokens(tally: &Tally) -> Markup {
 /// push per occurrence in logit units.
 fn class_pushes(tally: &Tally) -> Markup {
     let listed = |pushes: Vec<(String, f64)>| -> String {
+        if pushes.is_empty() {
+            return format!("(no word seen {LEAST_PUSH_COUNT} times)");
+        }
         pushes.iter().map(|(token, mean)| format!("{token} ({mean:+.3})")).collect::<Vec<_>>().join(", ")
     };
     html! {
@@ -279,7 +282,7 @@ fn class_pushes(tally: &Tally) -> Markup {
         p.muted {
             "Over the documents predicted as each class: the words with the largest mean push towards it, and against it, "
             "per occurrence, in logit units (the "
-            code { "contribution" } " column; compact bytes times " code { "contribution_scale" }
+            code { "contribution" } " column: floats, or compact bytes times " code { "contribution_scale" }
             "). Only words seen at least " (LEAST_PUSH_COUNT) " times are ranked."
         }
         table id="class-pushes" {

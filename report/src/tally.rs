@@ -42,8 +42,9 @@ impl TokenPushes {
         entry.1 += 1;
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.by_token.is_empty()
+    /// Whether some token is ranked either way.
+    pub fn ranks_any(&self) -> bool {
+        !self.top(1, true).is_empty() || !self.top(1, false).is_empty()
     }
 
     /// The `k` tokens seen at least [`LEAST_PUSH_COUNT`] times with the largest mean push
@@ -55,7 +56,8 @@ impl TokenPushes {
             .iter()
             .filter(|(_, (_, count))| *count >= LEAST_PUSH_COUNT)
             .map(|(token, (sum, count))| (token.clone(), sum / *count as f64))
-            .filter(|(_, mean)| sign * mean > 0.0)
+            // Means that print as ±0.000 are no evidence either way.
+            .filter(|(_, mean)| sign * mean >= 0.0005)
             .collect();
         means.sort_by(|a, b| (sign * b.1).total_cmp(&(sign * a.1)).then_with(|| a.0.cmp(&b.0)));
         means.truncate(k);

@@ -89,6 +89,15 @@ impl Layout {
         })
     }
 
+    /// Leaves `contribution_scale` unread, and so the pushes not in logit units, when some
+    /// file of the input has none (written before it).
+    pub fn without_contribution_scale(&mut self) {
+        if self.contribution_scale {
+            self.contribution_scale = false;
+            self.pushes_in_logits = false;
+        }
+    }
+
     /// The columns to read.
     pub fn columns(&self) -> Vec<String> {
         let mut columns: Vec<String> = REQUIRED.iter().map(|c| (*c).to_owned()).collect();

@@ -14,7 +14,7 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result;
 use runtime::explain;
 
-use super::args::{Parameters, Role, float_argument, list_argument};
+use super::args::{Parameters, Role, float_argument, list_argument, value_error};
 use super::row_function::RowFunction;
 use super::token_weights::row_pairs;
 
@@ -122,11 +122,16 @@ impl RowFunction for ContributionHtml {
 
     fn evaluate(&self, arrays: &[ArrayRef]) -> Result<ArrayRef> {
         let scales = (arrays.len() > 2).then(|| float_argument(CONTRIBUTION_NAME, arrays, 2)).transpose()?;
-        html_rows(CONTRIBUTION_NAME, arrays, |row, tokens, values| match scales {
-            // A row without a scale (every push 0, or a null) has no logit units to show.
-            Some(scales) if scales.is_null(row) => None,
-            Some(scales) => Some(shade_signed(tokens, values, scales.value(row) as f32)),
-            None => Some(shade_signed(tokens, values, 1.0)),
+        if let Some(bad) = scales.and_then(|s| s.iter().flatten().find(|s| !s.is_finite() || *s <= 0.0)) {
+            return Err(value_error(
+                CONTRIBUTION_NAME,
+                format!("scale {bad} is not a finite number above 0: give compact output's contribution_scale"),
+            ));
+        }
+        html_rows(CONTRIBUTION_NAME, arrays, |row, tokens, values| {
+            // Null where every push of the row is 0: its titles are 0 in any unit.
+            let scale = scales.map_or(1.0, |s| if s.is_null(row) { 0.0 } else { s.value(row) as f32 });
+            Some(shade_signed(tokens, values, scale))
         })
     }
 }
