@@ -108,7 +108,7 @@ pub fn render(run: &RunInfo, tally: &Tally) -> anyhow::Result<String> {
                 @if tally.classes.values().any(|c| c.pushes.ranks_any()) { (class_pushes(tally)) }
                 @if tally.classes.values().any(|c| !c.attention.is_empty()) { (class_tokens(tally)) }
                 @if !tally.hops.is_empty() { (hops(tally)?) }
-                (examples(tally))
+                (examples(tally, &PushAnchor::of(&run.labels)))
                 script { (PreEscaped(FILTER_SCRIPT)) }
             }
         }
@@ -331,7 +331,36 @@ fn mean_even_entropy(tally: &Tally) -> f64 {
     (tally.tokens as f64 / tally.tokenized_rows as f64).ln()
 }
 
-fn examples(tally: &Tally) -> Markup {
+/// Which way the pushes of a card are drawn. With two classes, towards the second label on
+/// every card, so that a hue names the same class on each (a push towards one of two classes
+/// is as strong against the other); otherwise towards each card's predicted class.
+enum PushAnchor {
+    Class { towards: String, other: String },
+    Predicted,
+}
+
+impl PushAnchor {
+    fn of(labels: &[String]) -> Self {
+        match labels {
+            [other, towards] => Self::Class { towards: towards.clone(), other: other.clone() },
+            _ => Self::Predicted,
+        }
+    }
+
+    /// A card's pushes (towards `prediction`) as the anchor draws them, and what a positive and
+    /// a negative push mean there.
+    fn anchored(&self, pushes: &[f32], prediction: &str) -> (Vec<f32>, String, String) {
+        match self {
+            Self::Class { towards, other } => {
+                let sign = if prediction == towards { 1.0 } else { -1.0 };
+                (pushes.iter().map(|p| sign * p).collect(), format!("towards {towards}"), format!("towards {other}"))
+            }
+            Self::Predicted => (pushes.to_vec(), format!("towards {prediction}"), format!("against {prediction}")),
+        }
+    }
+}
+
+fn examples(tally: &Tally, anchor: &PushAnchor) -> Markup {
     let groups: [(&str, &str, &Ranked); 2] = [
         ("most-confident", "Most confident", &tally.most_confident),
         ("least-confident", "Least confident", &tally.least_confident),
@@ -341,8 +370,17 @@ fn examples(tally: &Tally) -> Markup {
         p.muted { "Each token is shaded by its weight relative to the document's heaviest token; hover for the weight." }
         @if tally.has_contribution() {
             p.muted.legend {
-                "Pushed: " span.tok style=(push_shade(0.8)) { "blue" } " tokens pushed the document towards its predicted class, "
-                span.tok style=(push_shade(-0.8)) { "orange" } " ones against it, shaded by strength relative to the document's strongest push (hover for it)."
+                @match anchor {
+                    PushAnchor::Class { towards, other } => {
+                        "Pushed, on every card: " span.tok style=(push_shade(0.8)) { "blue" } " tokens pushed towards "
+                        strong { (towards) } ", " span.tok style=(push_shade(-0.8)) { "orange" } " ones towards " strong { (other) }
+                        ", shaded by strength relative to the document's strongest push (hover for it)."
+                    }
+                    PushAnchor::Predicted => {
+                        "Pushed: " span.tok style=(push_shade(0.8)) { "blue" } " tokens pushed the document towards its predicted class, "
+                        span.tok style=(push_shade(-0.8)) { "orange" } " ones against it, shaded by strength relative to the document's strongest push (hover for it)."
+                    }
+                }
             }
         }
         div.filter {
@@ -361,14 +399,14 @@ fn examples(tally: &Tally) -> Markup {
                     }
                     "."
                 }
-                @for example in chosen.ranked.examples() { (example_card(example)) }
+                @for example in chosen.ranked.examples() { (example_card(example, anchor)) }
             }
         }
         @for (id, title, ranked) in groups {
             @if ranked.examples().next().is_some() {
                 section.example-group id=(id) {
                     h3 { (title) }
-                    @for example in ranked.examples() { (example_card(example)) }
+                    @for example in ranked.examples() { (example_card(example, anchor)) }
                 }
             }
         }
@@ -378,7 +416,7 @@ fn examples(tally: &Tally) -> Markup {
                 @for (label, ranked) in &tally.misclassified {
                     div.misclassified-class.example-group data-label=(label) {
                         h4 { "label " strong { (label) } }
-                        @for example in ranked.examples() { (example_card(example)) }
+                        @for example in ranked.examples() { (example_card(example, anchor)) }
                     }
                 }
             }
@@ -386,7 +424,7 @@ fn examples(tally: &Tally) -> Markup {
     }
 }
 
-fn example_card(example: &Example) -> Markup {
+fn example_card(example: &Example, anchor: &PushAnchor) -> Markup {
     html! {
         div.example {
             h4 {
@@ -403,7 +441,7 @@ fn example_card(example: &Example) -> Markup {
                 }
             }
             @if !example.contribution.is_empty() {
-                div.heatmap.pushed { span.hop-label { "pushed" } (contribution_heatmap(&example.tokens, &example.contribution, &example.prediction)) }
+                div.heatmap.pushed { span.hop-label { "pushed" } (contribution_heatmap(&example.tokens, &anchor.anchored(&example.contribution, &example.prediction))) }
             }
             @if let Some((lengths, weights)) = &example.sentences {
                 div.heatmap.summed { (sentences_heatmap(&example.tokens, &example.summary, lengths, weights)) }
@@ -433,21 +471,22 @@ fn heatmap(tokens: &[String], weights: &[f32]) -> Markup {
     }
 }
 
-/// Tokens shaded by their signed push relative to the strongest: blue towards `prediction`,
-/// orange against it; the relative push in `title` and `data-push`.
-fn contribution_heatmap(tokens: &[String], pushes: &[f32], prediction: &str) -> Markup {
+/// Tokens shaded by their signed push relative to the strongest, blue for a positive push and
+/// orange for a negative one; `(pushes, positive, negative)` as [`PushAnchor::anchored`]
+/// gives them, and what each sign means in `title`, with the relative push in `data-push`.
+fn contribution_heatmap(tokens: &[String], (pushes, positive, negative): &(Vec<f32>, String, String)) -> Markup {
     let strongest = explain::strongest(pushes.iter().copied());
     html! {
         @for (token, push) in tokens.iter().zip(pushes) {
             @let relative = explain::relative(*push, strongest);
-            @let direction = if relative < 0.0 { "against" } else { "towards" };
-            span.tok style=(push_shade(relative)) title=(format!("{relative:+.2} of the strongest push, {direction} {prediction}")) data-push=(format!("{relative:.3}")) { (token) }
+            @let direction = if relative < 0.0 { negative } else { positive };
+            span.tok style=(push_shade(relative)) title=(format!("{relative:+.2} of the strongest push, {direction}")) data-push=(format!("{relative:.3}")) { (token) }
             " "
         }
     }
 }
 
-/// Blue for a push towards the predicted class, orange against it.
+/// Blue for a positive push, orange for a negative one.
 fn push_shade(relative: f32) -> String {
     format!("background: {}", explain::push_colour(relative, 1.0))
 }
@@ -503,10 +542,30 @@ mod tests {
     #[test]
     fn pushes_are_two_hues_relative_to_the_strongest() {
         let tokens = vec!["dull".to_owned(), "fine".to_owned(), "superb".to_owned()];
-        let html = contribution_heatmap(&tokens, &[-0.5, 0.0, 1.0], "pos").into_string();
+        let predicted = PushAnchor::Predicted.anchored(&[-0.5, 0.0, 1.0], "pos");
+        let html = contribution_heatmap(&tokens, &predicted).into_string();
         assert!(html.contains("rgba(235, 130, 30, 0.425)"), "against, half as strong: {html}");
         assert!(html.contains("rgba(40, 110, 220, 0.850)"), "towards, the strongest: {html}");
         assert!(html.contains("-0.50 of the strongest push, against pos"), "{html}");
         assert!(html.contains("data-push=\"1.000\""), "{html}");
+    }
+
+    /// With two classes, blue is the second label on every card: a card predicted `neg` has
+    /// its pushes towards `neg` drawn orange.
+    #[test]
+    fn with_two_classes_a_hue_names_the_same_class_on_every_card() {
+        let tokens = vec!["dull".to_owned(), "superb".to_owned()];
+        let anchor = PushAnchor::of(&["neg".to_owned(), "pos".to_owned()]);
+        let on_neg = contribution_heatmap(&tokens, &anchor.anchored(&[1.0, -0.5], "neg")).into_string();
+        assert!(
+            on_neg.contains("-1.00 of the strongest push, towards neg") && on_neg.contains("rgba(235, 130, 30, 0.850)"),
+            "{on_neg}"
+        );
+        assert!(
+            on_neg.contains("+0.50 of the strongest push, towards pos") && on_neg.contains("rgba(40, 110, 220, 0.425)"),
+            "{on_neg}"
+        );
+        let on_pos = contribution_heatmap(&tokens, &anchor.anchored(&[-1.0, 0.5], "pos")).into_string();
+        assert_eq!(on_neg, on_pos, "the same pushes read from either prediction draw alike");
     }
 }
