@@ -108,14 +108,14 @@ bench_run() {
     # Session-only: the rows over the time inside sessions, summed over the sessions that ran
     # at once (one per core on the CPU): with one CUDA session, ONNX Runtime's own pace.
     local divisor=1; [ "$device" = cpu ] && divisor=$(nproc)
-    awk -v label="$label" -v batch="$batch" -v sessions="$divisor" -v began="$began" -v ended="$ended" -v util="$util" '
+    awk -v label="$label" -v batch="$batch" -v divisor="$divisor" -v began="$began" -v ended="$ended" -v util="$util" '
         match($0, /"rows": *[0-9]+/) && !rows { rows = substr($0, RSTART, RLENGTH); sub(/.*: */, "", rows) }
         match($0, /"docs_per_second": *[0-9.e+-]+/) { dps = substr($0, RSTART, RLENGTH); sub(/.*: */, "", dps) }
         match($0, /"session_seconds": *[0-9.e+-]+/) { ss = substr($0, RSTART, RLENGTH); sub(/.*: */, "", ss) }
         match($0, /"seconds": *[0-9.e+-]+/) && !seen++ { s = substr($0, RSTART, RLENGTH); sub(/.*: */, "", s) }
         END {
             wall = ended - began
-            only = rows / (ss / sessions)
+            only = rows / (ss / divisor)
             printf "%s, batch %d: %d rows in %.1f s (%.1f s with start-up) = %.0f docs/s end to end (%.0f with start-up); session-only %.0f docs/s; end to end reaches %.0f%% of it; GPU busy %s\n",
                 label, batch, rows, s, wall, dps, rows / wall, only, 100 * dps / only, util
         }' "$work/m.json" | tee -a "$report"

@@ -24,6 +24,24 @@ fn default_predictions(dir: &Path) -> PathBuf {
     output
 }
 
+/// The same with `--attention full`: every weight and push as a float.
+fn full_predictions(dir: &Path) -> PathBuf {
+    let output = dir.join("full.parquet");
+    let run = pipeline(&["run", "--attention", "full"], &[("--input", &reviews()), ("--output", &output)]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    output
+}
+
+/// The last line `pipeline sql --format csv` prints for `query` over `predictions` as table `p`.
+fn sql_last_line(predictions: &Path, query: &str) -> String {
+    let sql = pipeline(
+        &["sql", "--format", "csv", query],
+        &[("--table", &PathBuf::from(format!("p={}", predictions.display())))],
+    );
+    assert!(sql.status.success(), "{}", stderr(&sql));
+    String::from_utf8_lossy(&sql.stdout).lines().last().expect("a result").to_owned()
+}
+
 /// The report page, as HTML, of a fixture package's predictions on the 300 fixture reviews.
 fn fixture_report(dir: &Path, package: &str) -> String {
     let predictions = dir.join(format!("{package}.parquet"));
@@ -98,9 +116,7 @@ fn a_report_on_default_predictions_has_every_section() {
 fn compact_predictions_give_the_report_of_full_ones() {
     let dir = tempfile::tempdir().expect("tempdir");
     let compact = default_predictions(dir.path());
-    let full = dir.path().join("full.parquet");
-    let run = pipeline(&["run", "--attention", "full"], &[("--input", &reviews()), ("--output", &full)]);
-    assert!(run.status.success(), "{}", stderr(&run));
+    let full = full_predictions(dir.path());
     assert!(std::fs::metadata(&compact).expect("compact").len() * 3 < std::fs::metadata(&full).expect("full").len());
     let page = |predictions: &Path, name: &str| {
         let html_path = dir.path().join(name);
@@ -234,10 +250,7 @@ fn write_with_column(path: &Path, batch: &arrow::array::RecordBatch, name: &str,
 #[test]
 fn columns_of_the_wrong_type_or_not_finite_are_refused_by_name() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let full = dir.path().join("full.parquet");
-    assert!(
-        pipeline(&["run", "--attention", "full"], &[("--input", &reviews()), ("--output", &full)]).status.success()
-    );
+    let full = full_predictions(dir.path());
     let batch = read(&full);
     let rows = batch.num_rows();
     let html_path = dir.path().join("report.html");
@@ -638,13 +651,8 @@ fn a_where_condition_chooses_the_documents_drawn_and_the_run_section_names_the_m
 
     // Counted independently, by `pipeline sql` over the same predictions.
     let condition = "label <> prediction AND array_length(tokens) > 100";
-    let sql = pipeline(
-        &["sql", "--format", "csv", &format!("SELECT count(*) AS n FROM p WHERE {condition}")],
-        &[("--table", &PathBuf::from(format!("p={}", predictions.display())))],
-    );
-    assert!(sql.status.success(), "{}", stderr(&sql));
-    let expected: usize =
-        String::from_utf8_lossy(&sql.stdout).lines().last().and_then(|n| n.parse().ok()).expect("a count");
+    let counted = sql_last_line(&predictions, &format!("SELECT count(*) AS n FROM p WHERE {condition}"));
+    let expected: usize = counted.parse().expect("a count");
     assert!(expected > 3, "the condition should pick several rows, not {expected}");
 
     let output = report(&predictions, &html_path, &["--where", condition, "--examples", "200"]);
@@ -758,21 +766,14 @@ fn strongest_push_by_sql(predictions: &Path, class: &str, pushes: &str) -> Strin
         "SELECT t FROM (SELECT unnest(tokens) AS t, {pushes} AS p FROM p WHERE prediction = '{class}') \
          GROUP BY t HAVING count(*) >= 10 ORDER BY avg(p) DESC, t LIMIT 1"
     );
-    let sql = pipeline(
-        &["sql", "--format", "csv", &query],
-        &[("--table", &PathBuf::from(format!("p={}", predictions.display())))],
-    );
-    assert!(sql.status.success(), "{}", stderr(&sql));
-    String::from_utf8_lossy(&sql.stdout).lines().last().expect("a word").to_owned()
+    sql_last_line(predictions, &query)
 }
 
 #[test]
 fn the_class_tables_rank_words_by_their_push_in_logit_units() {
     let dir = tempfile::tempdir().expect("tempdir");
     let compact = default_predictions(dir.path());
-    let full = dir.path().join("full.parquet");
-    let run = pipeline(&["run", "--attention", "full"], &[("--input", &reviews()), ("--output", &full)]);
-    assert!(run.status.success(), "{}", stderr(&run));
+    let full = full_predictions(dir.path());
     for (predictions, pushes) in
         [(&compact, "unnest(contribution) * contribution_scale"), (&full, "unnest(contribution)")]
     {

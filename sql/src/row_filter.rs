@@ -33,7 +33,8 @@ impl RowFilter {
             .enable_all()
             .build()
             .context("cannot start the query runtime")?;
-        let predicate = runtime.block_on(plan_condition(condition, schema)).with_context(invalid)?;
+        let session = SqlSession::new(ClassifyOptions::without_model())?;
+        let predicate = runtime.block_on(plan_condition(&session, condition, schema)).with_context(invalid)?;
         // Planned again over the columns it reads alone, so it runs on just those.
         let mut columns: Vec<String> = predicate.column_refs().iter().map(|c| c.name.clone()).collect();
         columns.sort();
@@ -44,7 +45,6 @@ impl RowFilter {
             .collect::<Result<Vec<_>, _>>()
             .with_context(invalid)?;
         let read = DFSchema::try_from_qualified_schema(TABLE, &Schema::new(fields))?;
-        let session = SqlSession::new(ClassifyOptions::without_model())?;
         let predicate = session
             .context()
             .create_physical_expr(predicate, &read)
@@ -97,8 +97,7 @@ const TABLE: &str = "report_rows";
 /// The condition as a logical expression: planned as `SELECT * FROM report_rows WHERE …` over
 /// an empty table of `schema`, so that `pipeline sql`'s checks and messages apply, then taken
 /// out of the plan. What cannot be judged one row at a time is refused.
-async fn plan_condition(condition: &str, schema: &Schema) -> anyhow::Result<Expr> {
-    let session = SqlSession::new(ClassifyOptions::without_model())?;
+async fn plan_condition(session: &SqlSession, condition: &str, schema: &Schema) -> anyhow::Result<Expr> {
     let empty = MemTable::try_new(Arc::new(schema.clone()), vec![vec![]])?;
     session.context().register_table(TABLE, Arc::new(empty))?;
     let planned = session.query(&format!("SELECT * FROM {TABLE} WHERE {condition}")).await;

@@ -153,8 +153,6 @@ pub fn quantise_weights(weights: &[f32]) -> Vec<u8> {
     weights.iter().map(|&w| (255.0 * w / heaviest).round().clamp(0.0, 255.0) as u8).collect()
 }
 
-/// Each value as `round(127 · v / largest |v|)`, keeping its sign: the strongest push either
-/// way is ±127. A list of zeros (or of non-finite values) is all 0.
 /// Logit units per step of [`quantise_signed`]'s bytes for `values`: a byte times this gives
 /// the push back (to within half a step). `None` when every value is 0.
 pub fn signed_scale(values: &[f32]) -> Option<f32> {
@@ -162,6 +160,8 @@ pub fn signed_scale(values: &[f32]) -> Option<f32> {
     (largest > 0.0).then(|| largest / 127.0)
 }
 
+/// Each value as `round(127 · v / largest |v|)`, keeping its sign: the strongest push either
+/// way is ±127. A list of zeros (or of non-finite values) is all 0.
 pub fn quantise_signed(values: &[f32]) -> Vec<i8> {
     let largest = strongest(values.iter().copied());
     if largest <= 0.0 {

@@ -70,6 +70,10 @@ impl Layout {
             None => has("label").then(|| "label".to_owned()),
         };
         let tokens = has(TOKENS.name);
+        let contribution = tokens && has(CONTRIBUTION.name);
+        let contribution_scale = contribution && has(CONTRIBUTION_SCALE.name);
+        let float_pushes =
+            contribution && schema.field_with_name(CONTRIBUTION.name).is_ok_and(|f| !integer_leaf(f.data_type(), 1));
         Ok(Self {
             label,
             id: has("id"),
@@ -80,12 +84,9 @@ impl Layout {
             truncated: has(TRUNCATED.name),
             // Only beside compact (integer) attention, which it was written for.
             entropy: tokens && has(ATTENTION_ENTROPY.name) && compact_attention(schema),
-            contribution: tokens && has(CONTRIBUTION.name),
-            contribution_scale: tokens && has(CONTRIBUTION.name) && has(CONTRIBUTION_SCALE.name),
-            pushes_in_logits: tokens
-                && has(CONTRIBUTION.name)
-                && (has(CONTRIBUTION_SCALE.name)
-                    || schema.field_with_name(CONTRIBUTION.name).is_ok_and(|f| !integer_leaf(f.data_type(), 1))),
+            contribution,
+            contribution_scale,
+            pushes_in_logits: contribution_scale || float_pushes,
         })
     }
 
