@@ -200,9 +200,11 @@ fn is_temporary_of(entry: &str, prefix: &str) -> bool {
 }
 
 /// The target name a temporary named `entry` is for (`out.parquet` for
-/// `.out.parquet.Ab3dE9.partial`); `None` for anything that is not one of our temporaries.
+/// `.out.parquet.Ab3dE9.partial`, or for `….making` while another run makes it); `None` for
+/// anything that is not one of our temporaries.
 pub fn temporary_target(entry: &str) -> Option<&str> {
-    let rest = entry.strip_prefix('.')?.strip_suffix(SUFFIX)?;
+    let name = entry.strip_prefix('.')?;
+    let rest = name.strip_suffix(SUFFIX).or_else(|| name.strip_suffix(MAKING_SUFFIX))?;
     let (target, random) = rest.rsplit_once('.')?;
     let ours = !target.is_empty() && random.len() == RANDOM_CHARS && random.chars().all(|c| c.is_ascii_alphanumeric());
     ours.then_some(target)
@@ -367,6 +369,7 @@ mod tests {
         assert!(!is_temporary_of(".out.parquet.Ab3dE.partial", ".out.parquet."));
         assert!(!is_temporary_of("out.parquet", ".out.parquet."));
         assert_eq!(temporary_target(".part-00001.parquet.Ab3dE9.partial"), Some("part-00001.parquet"));
+        assert_eq!(temporary_target(".part-00001.parquet.Ab3dE9.making"), Some("part-00001.parquet"));
         assert_eq!(temporary_target(".part-00001.parquet.Ab3.partial"), None);
         assert_eq!(temporary_target("part-00001.parquet"), None);
     }
