@@ -97,6 +97,8 @@ fn a_run_pushes_its_figures_and_a_failure_keeps_the_last_success() {
     assert!(value("pipeline_run_stage_busy_seconds").is_some());
     let text = std::fs::read_to_string(&textfile).expect("textfile");
     assert_eq!(sample(&text, "pipeline_run_rows"), Some(300.0), "{text}");
+    let written = sample(&text, "pipeline_run_last_success_timestamp_seconds");
+    assert_eq!(written, Some(success), "the textfile and the Pushgateway say one end time: {text}");
     assert!(text.contains("# TYPE pipeline_run_exit_code gauge"), "{text}");
 
     // A failed run: exit code 1 pushed, the last success and its figures kept.
@@ -111,7 +113,7 @@ fn a_run_pushes_its_figures_and_a_failure_keeps_the_last_success() {
     let text = std::fs::read_to_string(&textfile).expect("textfile");
     assert_eq!(sample(&text, "pipeline_run_exit_code"), Some(1.0), "{text}");
     let kept = sample(&text, "pipeline_run_last_success_timestamp_seconds").expect("the last success");
-    assert!((kept - success).abs() < 0.01, "{kept} vs {success}");
+    assert_eq!(kept, success, "the failure keeps the last success's time as it was");
     assert!(!text.contains("pipeline_run_rows"), "{text}");
 }
 

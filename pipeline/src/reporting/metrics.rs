@@ -45,13 +45,20 @@ pub struct RunMetrics {
 type FloatGauge = Gauge<f64, AtomicU64>;
 
 impl RunMetrics {
-    /// `previous_success`: the last success's time, which a failure keeps (textfile only).
-    pub fn new(job: &str, shard: Shard, outcome: &Outcome<'_>, previous_success: Option<f64>) -> anyhow::Result<Self> {
+    /// `ended`: when the run ended ([`seconds_now`]), one time for the Pushgateway and the
+    /// textfile so that both say the same. `previous_success`: the last success's time,
+    /// which a failure keeps (textfile only).
+    pub fn new(
+        job: &str,
+        shard: Shard,
+        outcome: &Outcome<'_>,
+        ended: f64,
+        previous_success: Option<f64>,
+    ) -> anyhow::Result<Self> {
         let labels = [("job", job.to_owned()), ("shard", shard.index.to_string())]
             .into_iter()
             .map(|(name, value)| (Cow::Borrowed(name), Cow::Owned(value)));
         let mut registry = Registry::with_prefix_and_labels(PREFIX, labels);
-        let now = chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
         let mut gauge = |name: &str, help: &str, unit: Option<Unit>, value: f64| {
             let metric = FloatGauge::default();
             metric.set(value);
@@ -63,7 +70,7 @@ impl RunMetrics {
         let succeeded = match outcome {
             Outcome::Succeeded(summary) => {
                 gauge("exit_code", "Exit code of the last run (0: success)", None, 0.0);
-                gauge("last_success_timestamp", "When the last successful run ended", Some(Unit::Seconds), now);
+                gauge("last_success_timestamp", "When the last successful run ended", Some(Unit::Seconds), ended);
                 gauge("shard_count", "Shards of the run", None, shard.count as f64);
                 gauge("rows", "Rows the last run read", None, summary.rows as f64);
                 gauge("predicted_rows", "Rows the last run predicted", None, summary.counts.predicted as f64);
@@ -103,7 +110,7 @@ impl RunMetrics {
             }
             Outcome::Failed(code) => {
                 gauge("exit_code", "Exit code of the last run (0: success)", None, f64::from(*code));
-                gauge("last_failure_timestamp", "When the last failed run ended", Some(Unit::Seconds), now);
+                gauge("last_failure_timestamp", "When the last failed run ended", Some(Unit::Seconds), ended);
                 if let Some(time) = previous_success {
                     gauge("last_success_timestamp", "When the last successful run ended", Some(Unit::Seconds), time);
                 }
@@ -144,6 +151,11 @@ impl RunMetrics {
         std::io::Write::write_all(&mut file, self.body.as_bytes()).map_err(|e| write_failed(path, &e))?;
         file.publish(path)
     }
+}
+
+/// Now, in seconds since the Unix epoch to the millisecond, as the timestamps are written.
+pub fn seconds_now() -> f64 {
+    chrono::Utc::now().timestamp_millis() as f64 / 1000.0
 }
 
 /// The last success's time in a textfile written before, if there is one.

@@ -58,7 +58,8 @@ impl<'a> RunWatch<'a> {
             Ok(summary) => Outcome::Succeeded(summary),
             Err(error) => Outcome::Failed(exit_code_for(error)),
         };
-        push_metrics(reporting, self.spec.shard, &outcome, REQUEST_DEADLINE);
+        let ended = metrics::seconds_now();
+        push_metrics(reporting, self.spec.shard, &outcome, ended, REQUEST_DEADLINE);
         if let Some(path) = reporting.metrics_textfile.as_ref().filter(|_| !outputs_checked) {
             tracing::warn!(
                 "--metrics-textfile {}: not written, the run failed before its outputs were checked",
@@ -67,7 +68,7 @@ impl<'a> RunWatch<'a> {
         }
         if let Some(path) = reporting.metrics_textfile.as_ref().filter(|_| outputs_checked) {
             let previous = metrics::last_success_in(path);
-            let written = RunMetrics::new(&reporting.job_name, self.spec.shard, &outcome, previous)
+            let written = RunMetrics::new(&reporting.job_name, self.spec.shard, &outcome, ended, previous)
                 .and_then(|metrics| metrics.write_textfile(path));
             warn_on_failure("--metrics-textfile", written);
         }
@@ -84,7 +85,7 @@ impl<'a> RunWatch<'a> {
 /// A run stopped by a signal: its exit code to the Pushgateway and a FAIL event, each with
 /// a short deadline. (No textfile: the run may not have checked its path yet.)
 fn report_stopped(reporting: &Reporting, shard: Shard, lineage: Option<&LineageRun>, code: u8) {
-    push_metrics(reporting, shard, &Outcome::Failed(code), DEADLINE_WHEN_STOPPED);
+    push_metrics(reporting, shard, &Outcome::Failed(code), metrics::seconds_now(), DEADLINE_WHEN_STOPPED);
     if let (Some(run), Some(url)) = (lineage, &reporting.openlineage_url) {
         let message = format!("stopped by a signal (exit code {code})");
         send_lineage(url, &run.event(EventType::Fail, None, Some(&message)), DEADLINE_WHEN_STOPPED);
@@ -92,9 +93,9 @@ fn report_stopped(reporting: &Reporting, shard: Shard, lineage: Option<&LineageR
 }
 
 /// The figures of `outcome` to the Pushgateway, where one is asked for.
-fn push_metrics(reporting: &Reporting, shard: Shard, outcome: &Outcome<'_>, deadline: Duration) {
+fn push_metrics(reporting: &Reporting, shard: Shard, outcome: &Outcome<'_>, ended: f64, deadline: Duration) {
     if let Some(url) = &reporting.metrics_push {
-        let pushed = RunMetrics::new(&reporting.job_name, shard, outcome, None)
+        let pushed = RunMetrics::new(&reporting.job_name, shard, outcome, ended, None)
             .and_then(|metrics| block_on(metrics.push(url, deadline)).and_then(|r| r));
         warn_on_failure("--metrics-push", pushed);
     }
