@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use test_support::repo_root;
 use tract_onnx::pb::ModelProto;
 use training::layers::embedding::InitialWords;
+use training::models::san::PooledValues;
 use training::models::{ModelConfig, ModelFlags, Network, Variant, VariantVisitor};
 use training::onnx::GraphBuilder;
 
@@ -60,6 +61,7 @@ fn flags() -> ModelFlags {
         mlp_hidden: 7,
         dropout: Some(0.1),
         penalty: 1.0,
+        pooled_values: PooledValues::States,
     }
 }
 

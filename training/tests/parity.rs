@@ -16,6 +16,7 @@ use training::data::vocabulary::VocabularyConfig;
 use training::fit::{TrainConfig, forward_probs};
 use training::job::{TrainOutcome, TrainRequest, run_variant};
 use training::models::lama::AttentionScale;
+use training::models::san::PooledValues;
 use training::models::{ModelConfig, ModelFlags, Network, Variant};
 
 const RUNTIME_TOLERANCE: f32 = 1e-4;
@@ -51,6 +52,7 @@ fn tiny_flags() -> ModelFlags {
         mlp_hidden: 16,
         dropout: Some(0.1),
         penalty: 1.0,
+        pooled_values: PooledValues::States,
     }
 }
 
@@ -294,6 +296,40 @@ fn san_package_declares_its_contract() {
     assert!(manifest.parameter_count > 0);
     let tract = TractBackend::open(&san::model().package.graph_path()).expect("tract opens the graph");
     assert_eq!(tract.output_names(), ["probs", "attention", "embedding", "contribution"]);
+}
+
+/// SAN pooling the words' embeddings (`--pooled-values words`): the same checks as every
+/// variant, and the widths that follow from pooling embeddings, not states.
+mod san_words {
+    use super::*;
+
+    pub fn model() -> &'static Trained<<training::models::san::SanConfig as ModelConfig>::Model> {
+        static CELL: Cell<training::models::san::SanConfig> = OnceLock::new();
+        CELL.get_or_init(|| {
+            let flags = ModelFlags { pooled_values: PooledValues::Words, ..tiny_flags() };
+            train_tiny(Variant::San, &training::models::san::SanConfig::from(&flags))
+        })
+    }
+
+    #[test]
+    fn on_tract_and_onnx_runtime_matches_burn_on_a_mixed_length_padded_batch() {
+        runtimes_match_burn(model());
+    }
+
+    #[test]
+    fn single_examples_equal_their_batch_rows() {
+        single_examples_equal_batch_rows(model());
+    }
+
+    #[test]
+    fn its_package_pools_one_embedding_per_hop() {
+        let manifest = &model().package.manifest;
+        assert_eq!(manifest.embedding_dim, 3 * 24); // hops × the embedding width
+        assert_eq!(manifest.hyper_parameters["pooled_values"], "words");
+        assert_eq!(san::model().package.manifest.hyper_parameters["pooled_values"], "states");
+        let tract = TractBackend::open(&model().package.graph_path()).expect("tract opens the graph");
+        assert_eq!(tract.output_names(), ["probs", "attention", "embedding", "contribution"]);
+    }
 }
 
 #[test]

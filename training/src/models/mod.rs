@@ -280,6 +280,11 @@ pub struct ModelFlags {
     /// Weight of the penalty ‖A·Aᵀ − I‖²_F in the loss; the paper uses 1.0 [san, nal].
     #[arg(long, default_value_t = 1.0)]
     pub penalty: f32,
+    /// What the hops pool: `states`, the biLSTM's (the paper), or `words`, the words' own
+    /// embeddings, so that the context only chooses where each hop looks and each token's
+    /// contribution is its own word's [san].
+    #[arg(long, value_enum, default_value_t = crate::models::san::PooledValues::States)]
+    pub pooled_values: crate::models::san::PooledValues,
 }
 
 /// Refuses sizes of zero and a dropout outside [0, 1) before any training starts.

@@ -1,6 +1,11 @@
 //! SAN: structured self-attentive sentence embedding (Lin et al. 2017).
 //! embedding → biLSTM (u per direction) → r-hop attention A → M = A·H → ReLU MLP → softmax,
 //! trained with cross-entropy + coefficient · ‖A·Aᵀ − I‖²_F.
+//!
+//! `--pooled-values words` (our extension) pools the word embeddings E instead of H: M = A·E.
+//! The biLSTM then only chooses where each hop looks, and a token's contribution is its own
+//! word's value weighted by that attention; with H, a token's state also carries its
+//! neighbours' meaning, and the contribution credits carrier words (`this`, `.`) for it.
 
 use burn::nn::Embedding;
 use burn::prelude::*;
@@ -27,6 +32,17 @@ pub struct SanConfig {
     pub mlp_hidden: usize,
     pub dropout: f64,
     pub penalty: f32,
+    pub pooled_values: PooledValues,
+}
+
+/// What SAN's hops pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PooledValues {
+    /// The biLSTM states, as in the paper.
+    States,
+    /// The words' own embeddings: the context only chooses where each hop looks.
+    Words,
 }
 
 impl From<&ModelFlags> for SanConfig {
@@ -39,6 +55,7 @@ impl From<&ModelFlags> for SanConfig {
             mlp_hidden: flags.mlp_hidden,
             dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
             penalty: flags.penalty,
+            pooled_values: flags.pooled_values,
         }
     }
 }
@@ -63,12 +80,15 @@ impl ModelConfig for SanConfig {
 
     fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> San {
         let states = 2 * self.lstm_hidden;
+        let pools_words = self.pooled_values == PooledValues::Words;
+        let value_width = if pools_words { self.embedding_dim } else { states };
         San {
             embedding: embedding(words, self.embedding_dim, device),
             encoder: BiLstm::new(self.embedding_dim, self.lstm_hidden, device),
             attention: StructuredAttention::new(states, self.attention_dim, self.hops, device),
-            head: MlpHead::new(self.hops * states, self.mlp_hidden, classes, self.dropout, device),
+            head: MlpHead::new(self.hops * value_width, self.mlp_hidden, classes, self.dropout, device),
             penalty: self.penalty,
+            pools_words,
         }
     }
 }
@@ -80,20 +100,28 @@ pub struct San {
     attention: StructuredAttention,
     head: MlpHead,
     penalty: f32,
+    /// `--pooled-values words`: the hops pool the embeddings, not the biLSTM states.
+    pools_words: bool,
 }
 
 impl San {
-    fn embedding_dim(&self) -> usize {
-        self.attention.hops() * 2 * self.encoder.hidden()
+    /// The width of each pooled value: an embedding's or a biLSTM state's.
+    fn value_width(&self) -> usize {
+        if self.pools_words { self.embedding.weight.dims()[1] } else { 2 * self.encoder.hidden() }
     }
 
-    /// The biLSTM states `[B, T, 2u]`, the attention `[B, r, T]` and `M` flattened.
+    fn embedding_dim(&self) -> usize {
+        self.attention.hops() * self.value_width()
+    }
+
+    /// The pooled values `[B, T, width]`, the attention `[B, r, T]` and `M` flattened.
     fn read(&self, batch: &TokenBatch) -> (Tensor<3>, Tensor<3>, Tensor<2>) {
         let words = self.embedding.forward(batch.ids.clone());
-        let states = self.encoder.forward(words, batch);
+        let states = self.encoder.forward(words.clone(), batch);
         let attention = self.attention.forward(states.clone(), batch);
-        let sentence = attention.clone().matmul(states.clone()).reshape([batch.batch, self.embedding_dim()]);
-        (states, attention, sentence)
+        let values = if self.pools_words { words } else { states };
+        let sentence = attention.clone().matmul(values.clone()).reshape([batch.batch, self.embedding_dim()]);
+        (values, attention, sentence)
     }
 }
 
@@ -110,21 +138,22 @@ impl Network for San {
         let words = emit_embedding(g, &self.embedding, &batch.ids);
         let states = self.encoder.emit(g, &batch, &words);
         let attention = self.attention.emit(g, &batch, &states);
-        let sentence = g.matmul(&attention, &states);
+        let values = if self.pools_words { words } else { states };
+        let sentence = g.matmul(&attention, &values);
         let flat = g.ints("flatten_shape", &[2], &[0, -1]);
         let sentence = g.reshape(&sentence, &flat);
         let (probs, gradient) = self.head.emit_explained(g, &sentence);
         let hops = self.attention.hops();
-        let gradient = emit_per_hop(g, &gradient, hops, 2 * self.encoder.hidden());
-        let contribution = emit_token_contribution(g, &attention, &states, &gradient);
+        let gradient = emit_per_hop(g, &gradient, hops, self.value_width());
+        let contribution = emit_token_contribution(g, &attention, &values, &gradient);
         declare_outputs(g, (&probs, self.head.classes()), Some((&attention, hops)), (&sentence, self.embedding_dim()));
         declare_contribution(g, &contribution, self.head.classes());
     }
 
     fn contribution(&self, batch: &TokenBatch) -> Option<Tensor<3>> {
-        let (states, attention, sentence) = self.read(batch);
+        let (values, attention, sentence) = self.read(batch);
         let gradient = per_hop(self.head.input_gradient(sentence), self.attention.hops());
-        Some(token_contribution(attention, states, gradient))
+        Some(token_contribution(attention, values, gradient))
     }
 
     fn graph_shape(&self) -> GraphShape {
