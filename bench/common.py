@@ -33,3 +33,15 @@ def measure(command):
     if status != 0:
         sys.exit(f"failed ({status}): {' '.join(command)}\n{process.stderr.read()}")
     return wall, usage.ru_maxrss / 1024
+
+
+def pushes_towards_prediction(table):
+    """Each row's `contribution` turned towards its prediction. A run records where it points
+    them (`pipeline.contribution_towards`): a two-class model's second label on every row
+    (`label:pos`), or each row's prediction (`prediction`, and files written before the key)."""
+    towards = (table.schema.metadata or {}).get(b"pipeline.contribution_towards", b"prediction").decode()
+    label = towards[len("label:"):] if towards.startswith("label:") else None
+    rows = table.column("contribution").to_pylist()
+    predictions = table.column("prediction").to_pylist()
+    return [None if row is None else [p if label in (None, prediction) else -p for p in row]
+            for row, prediction in zip(rows, predictions)]

@@ -19,6 +19,8 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from common import pushes_towards_prediction
+
 pipeline, model, data, work = sys.argv[1:5]
 rows = int(sys.argv[5]) if len(sys.argv) > 5 else 2000
 k = int(sys.argv[6]) if len(sys.argv) > 6 else 5
@@ -38,7 +40,7 @@ table = pq.read_table(data, columns=["text"])
 pq.write_table(table.take([i * table.num_rows // rows for i in range(rows)]), subset)
 original = run(subset, f"{work}/original.parquet")
 tokens = original.column("tokens").to_pylist()
-pushes = original.column("contribution").to_pylist()
+pushes = pushes_towards_prediction(original)
 summaries = original.column("attention_summary").to_pylist()
 predicted = original.column("prediction_index").to_pylist()
 probabilities = original.column("probabilities").to_pylist()

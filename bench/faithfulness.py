@@ -30,6 +30,8 @@ from importlib import resources
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from common import pushes_towards_prediction
+
 pipeline, model, data, work = sys.argv[1:5]
 rows = int(sys.argv[5]) if len(sys.argv) > 5 else 2000
 BINS = [0.01, 0.05, 0.10, 0.20, 0.50]
@@ -65,7 +67,7 @@ if "attention_summary" in columns:
     summary = original.column("attention_summary").to_pylist()
     rankings["attention (summary)"] = [sorted(range(len(t)), key=lambda j, w=w: -w[j]) for t, w in zip(tokens, summary)]
 if "contribution" in columns:
-    pushes = original.column("contribution").to_pylist()
+    pushes = pushes_towards_prediction(original)
     rankings["contribution"] = [sorted(range(len(t)), key=lambda j, p=p: -p[j]) for t, p in zip(tokens, pushes)]
 
 

@@ -760,11 +760,13 @@ fn the_filter_matches_whole_words_and_ids_and_hides_groups_left_empty() {
 }
 
 /// The word a SQL query over `predictions` finds with the largest mean push towards `class`
-/// (in logit units, over rows predicted as it, seen at least 10 times).
+/// (in logit units, over rows predicted as it, seen at least 10 times). The pushes point at
+/// `pos`, the second label, on every row: towards `neg` is the most negative.
 fn strongest_push_by_sql(predictions: &Path, class: &str, pushes: &str) -> String {
+    let towards = if class == "pos" { "DESC" } else { "ASC" };
     let query = format!(
         "SELECT t FROM (SELECT unnest(tokens) AS t, {pushes} AS p FROM p WHERE prediction = '{class}') \
-         GROUP BY t HAVING count(*) >= 10 ORDER BY avg(p) DESC, t LIMIT 1"
+         GROUP BY t HAVING count(*) >= 10 ORDER BY avg(p) {towards}, t LIMIT 1"
     );
     sql_last_line(predictions, &query)
 }
@@ -790,6 +792,40 @@ fn the_class_tables_rank_words_by_their_push_in_logit_units() {
     }
 }
 
+/// The key-value metadata of the Parquet file at `path` (the run's: model, labels, encoding,
+/// where the pushes point), without Arrow's schema, less the keys `drop` names.
+fn run_metadata(path: &Path, drop: &[&str]) -> Vec<parquet::file::metadata::KeyValue> {
+    let source = std::fs::File::open(path).expect("open");
+    let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(source).expect("parquet");
+    let metadata: Vec<parquet::file::metadata::KeyValue> = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|kv| kv.key != "ARROW:schema" && !drop.contains(&kv.key.as_str()))
+        .collect();
+    assert!(metadata.iter().any(|kv| kv.key == "model.sha256"), "{metadata:?}");
+    metadata
+}
+
+/// Writes `batch` to `path` with `metadata` as the file's key-value metadata.
+fn write_with_metadata(
+    path: &Path,
+    batch: &arrow::array::RecordBatch,
+    metadata: Vec<parquet::file::metadata::KeyValue>,
+) {
+    let schema = Arc::new(batch.schema().as_ref().clone().with_metadata(Default::default()));
+    let batch = batch.clone().with_schema(schema).expect("same columns");
+    let properties =
+        parquet::file::properties::WriterProperties::builder().set_key_value_metadata(Some(metadata)).build();
+    let file = std::fs::File::create(path).expect("create");
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(properties)).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
 /// A dataset resumed across versions: a part written before `contribution_scale` beside one
 /// with it. The report reads both and leaves the push table out, as for an old file alone.
 #[test]
@@ -803,25 +839,7 @@ fn parts_with_and_without_contribution_scale_report_together_without_the_push_ta
     let keep: Vec<usize> =
         (0..batch.num_columns()).filter(|&i| batch.schema().field(i).name() != "contribution_scale").collect();
     let old = batch.project(&keep).expect("project");
-    // The run's metadata (model, labels, encoding), as the file has it.
-    let source = std::fs::File::open(&new).expect("open");
-    let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(source).expect("parquet");
-    let metadata: Vec<parquet::file::metadata::KeyValue> = builder
-        .metadata()
-        .file_metadata()
-        .key_value_metadata()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|kv| kv.key != "ARROW:schema")
-        .collect();
-    assert!(metadata.iter().any(|kv| kv.key == "model.sha256"), "{metadata:?}");
-    let properties =
-        parquet::file::properties::WriterProperties::builder().set_key_value_metadata(Some(metadata)).build();
-    let file = std::fs::File::create(parts.join("part-00001.parquet")).expect("create");
-    let mut writer = parquet::arrow::ArrowWriter::try_new(file, old.schema(), Some(properties)).expect("writer");
-    writer.write(&old).expect("write");
-    writer.close().expect("close");
+    write_with_metadata(&parts.join("part-00001.parquet"), &old, run_metadata(&new, &[]));
 
     let html_path = dir.path().join("report.html");
     let output = report(&parts, &html_path, &[]);
@@ -833,4 +851,64 @@ fn parts_with_and_without_contribution_scale_report_together_without_the_push_ta
     let output = report(&new, &html_path, &[]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(std::fs::read_to_string(&html_path).expect("report").contains("id=\"class-pushes\""));
+}
+
+/// An output written before `pipeline.contribution_towards` holds each row's pushes towards
+/// its prediction. The report turns both kinds towards each card's prediction, so the same
+/// pushes give the same page; a table of the two kinds at once is refused, naming the key.
+#[test]
+fn pushes_towards_each_prediction_from_before_the_key_report_as_the_same_page() {
+    use arrow::array::{Array, AsArray, Int8Builder};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let new = default_predictions(dir.path());
+    let batch = read(&new);
+    let predictions = batch.column_by_name("prediction").expect("prediction").as_string::<i32>().clone();
+    let pushes = batch.column_by_name("contribution").expect("contribution").as_list::<i32>().clone();
+    // What the earlier version wrote: the pushes of `neg` rows the other way round.
+    let mut flipped = ListBuilder::new(Int8Builder::new());
+    for row in 0..batch.num_rows() {
+        if pushes.is_null(row) {
+            flipped.append_null();
+            continue;
+        }
+        let sign: i8 = if predictions.value(row) == "neg" { -1 } else { 1 };
+        let bytes = pushes.value(row);
+        flipped.values().append_slice(
+            &bytes.as_primitive::<arrow::datatypes::Int8Type>().values().iter().map(|b| sign * b).collect::<Vec<_>>(),
+        );
+        flipped.append(true);
+    }
+    let index = batch.schema().index_of("contribution").expect("contribution");
+    let mut columns = batch.columns().to_vec();
+    columns[index] = Arc::new(flipped.finish());
+    let schema = batch.schema();
+    let old = arrow::array::RecordBatch::try_new(schema, columns).expect("same schema");
+    let old_path = dir.path().join("old.parquet");
+    write_with_metadata(&old_path, &old, run_metadata(&new, &["pipeline.contribution_towards"]));
+
+    let page = |input: &Path| {
+        let html_path = dir.path().join("report.html");
+        let output = report(input, &html_path, &[]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let html = std::fs::read_to_string(&html_path).expect("report");
+        // From the push table on; the cards name their file, which differs.
+        let from_pushes = html.split("id=\"class-pushes\"").nth(1).expect("a push table");
+        from_pushes.replace(&input.file_name().expect("a file").to_string_lossy().to_string(), "FILE")
+    };
+    let (from_new, from_old) = (page(&new), page(&old_path));
+    assert!(from_new.contains("towards <strong>pos</strong>"), "the legend names the class");
+    if let Some(at) = from_new.bytes().zip(from_old.bytes()).position(|(a, b)| a != b) {
+        let around = |page: &str| page.get(at.saturating_sub(200)..(at + 200).min(page.len())).unwrap_or("").to_owned();
+        panic!("the pages differ at byte {at}:\n{}\nvs\n{}", around(&from_new), around(&from_old));
+    }
+    assert_eq!(from_new.len(), from_old.len(), "the same pushes, pointed two ways, draw one page");
+
+    let parts = dir.path().join("parts");
+    std::fs::create_dir(&parts).expect("mkdir");
+    std::fs::copy(&new, parts.join("part-00000.parquet")).expect("copy");
+    std::fs::copy(&old_path, parts.join("part-00001.parquet")).expect("copy");
+    let output = report(&parts, &dir.path().join("mixed.html"), &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("pipeline.contribution_towards"), "{}", stderr(&output));
+    assert!(!dir.path().join("mixed.html").exists(), "nothing written");
 }

@@ -751,3 +751,31 @@ fn input_columns_named_like_output_columns_are_refused_in_every_mode() {
         assert!(!out.exists(), "{mode}: no output is left behind");
     }
 }
+
+/// With two classes, `contribution` points at the second label on every row, and the output
+/// says so: a confident `neg` row's pushes sum below zero, a confident `pos` row's above.
+/// (Pushes towards each row's prediction would sum above zero on both.)
+#[test]
+fn two_class_pushes_point_at_the_second_label_on_every_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.parquet");
+    // The embedded default model: confident enough for the sign of a net push to mean something.
+    let output = pipeline(&["run", "--attention", "full"], &[("--input", &reviews()), ("--output", &out)]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let batch = read(&out);
+    let file = ParquetRecordBatchReaderBuilder::try_new(File::open(&out).expect("open")).expect("parquet");
+    let metadata = file.metadata().file_metadata().key_value_metadata().cloned().unwrap_or_default();
+    let towards = metadata.iter().find(|kv| kv.key == "pipeline.contribution_towards").and_then(|kv| kv.value.clone());
+    assert_eq!(towards.as_deref(), Some("label:pos"));
+    let predictions = strings(&batch, "prediction");
+    let confidence = batch.column_by_name("confidence").expect("confidence").as_primitive::<Float32Type>().clone();
+    let pushes = batch.column_by_name("contribution").expect("contribution").as_list::<i32>().clone();
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    for row in (0..batch.num_rows()).filter(|&row| confidence.value(row) >= 0.6) {
+        let prediction = predictions[row].clone().expect("a prediction");
+        let net: f32 = pushes.value(row).as_primitive::<Float32Type>().values().iter().sum();
+        assert_eq!(net > 0.0, prediction == "pos", "row {row}, predicted {prediction}: net push {net}");
+        *seen.entry(prediction).or_default() += 1;
+    }
+    assert!(seen.len() == 2 && seen.values().all(|&n| n >= 50), "both classes, confidently: {seen:?}");
+}

@@ -40,13 +40,14 @@ use crate::units::WorkUnit;
 
 /// The schema-metadata keys that become table properties and must agree for two runs to
 /// share a table: the model and what its rows mean.
-const TABLE_PROPERTY_KEYS: [&str; 6] = [
+const TABLE_PROPERTY_KEYS: [&str; 7] = [
     keys::MODEL_VARIANT,
     keys::MODEL_SHA256,
     keys::MODEL_LABELS,
     keys::MAX_TOKENS,
     keys::LONG_DOCUMENTS,
     keys::ATTENTION_ENCODING,
+    keys::CONTRIBUTION_TOWARDS,
 ];
 /// The table property that fixes how files split into units: with another split, the same
 /// rows would be other units, and would be added again.

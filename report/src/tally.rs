@@ -101,7 +101,8 @@ pub struct Example {
     pub hops: Vec<Vec<f32>>,
     /// The hops summed and renormalised.
     pub summary: Vec<f32>,
-    /// Each token's signed push towards the predicted class (empty without the column).
+    /// Each token's signed push towards the predicted class, whichever way the file points
+    /// them (empty without the column).
     pub contribution: Vec<f32>,
     /// Tokens per sentence and each sentence's weight (HAN).
     pub sentences: Option<(Vec<usize>, Vec<f32>)>,
@@ -349,12 +350,15 @@ impl Tally {
 
         let Some(tokens) = tokens else { return Ok(()) };
         let (hops, summary) = self.add_attention(batch, row, &tokens, prediction, file, row_number)?;
+        // Pushes towards the row's prediction, however the file points them.
+        let towards_prediction = batch.push_sign(row);
         let contribution = batch.contribution.as_ref().and_then(|c| floats_at(c, row));
         if let Some(contribution) = &contribution {
             check_length(contribution.len(), tokens.len(), "contribution", file, row_number)?;
             if let (Some(unit), Some(class)) = (batch.push_unit(row), self.classes.get_mut(prediction)) {
+                let unit = f64::from(unit * towards_prediction);
                 for (token, push) in tokens.iter().zip(contribution.values().iter()) {
-                    class.pushes.add(token.unwrap_or_default(), f64::from(*push) * f64::from(unit));
+                    class.pushes.add(token.unwrap_or_default(), f64::from(*push) * unit);
                 }
             }
         }
@@ -393,7 +397,10 @@ impl Tally {
                         .collect(),
                     hops: hops.iter().map(|h| cut(h.values())).collect(),
                     summary: summary.as_ref().map(|s| cut(s.values())).unwrap_or_default(),
-                    contribution: contribution.as_ref().map(|c| cut(c.values())).unwrap_or_default(),
+                    contribution: contribution
+                        .as_ref()
+                        .map(|c| cut(c.values()).into_iter().map(|push| push * towards_prediction).collect())
+                        .unwrap_or_default(),
                     // Sentences are drawn only whole.
                     sentences: sentences_of(batch, row).filter(|_| whole),
                     truncated,

@@ -109,9 +109,9 @@ pub type Hue = (u8, u8, u8);
 
 /// Attention weights.
 pub const ATTENTION_HUE: Hue = (220, 60, 40);
-/// A push towards the predicted class.
+/// A positive push: towards the class the pushes point at.
 pub const TOWARDS_HUE: Hue = (40, 110, 220);
-/// A push against the predicted class.
+/// A negative push: against that class (with two, towards the other).
 pub const AGAINST_HUE: Hue = (235, 130, 30);
 /// A hierarchical model's sentence weights.
 pub const SENTENCE_HUE: Hue = (60, 90, 200);
@@ -122,7 +122,8 @@ const DARKEST: f32 = 0.85;
 /// `value` as a share of `largest` (0–1, or −1–1 for signed values); 0 where either is not
 /// a positive finite number.
 pub fn relative(value: f32, largest: f32) -> f32 {
-    if largest > 0.0 && value.is_finite() { (value / largest).clamp(-1.0, 1.0) } else { 0.0 }
+    // Adding +0 turns −0 (a zero push turned round) into 0, which is not written "-0.00".
+    if largest > 0.0 && value.is_finite() { (value / largest).clamp(-1.0, 1.0) + 0.0 } else { 0.0 }
 }
 
 /// The CSS colour of a weight, relative to the heaviest of its document.
@@ -130,8 +131,8 @@ pub fn weight_colour(weight: f32, heaviest: f32, hue: Hue) -> String {
     rgba(hue, relative(weight, heaviest).max(0.0))
 }
 
-/// The CSS colour of a signed push, relative to the strongest of its document: blue towards
-/// the predicted class, orange against it.
+/// The CSS colour of a signed push, relative to the strongest of its document: blue where it
+/// is positive, orange where negative.
 pub fn push_colour(push: f32, strongest: f32) -> String {
     let share = relative(push, strongest);
     rgba(if share < 0.0 { AGAINST_HUE } else { TOWARDS_HUE }, share.abs())
@@ -196,5 +197,6 @@ mod tests {
         assert_eq!(push_colour(0.5, 0.5), "rgba(40, 110, 220, 0.850)");
         assert_eq!(heaviest([0.1, f32::INFINITY, 0.3]), 0.3);
         assert_eq!(strongest([0.1, -0.4, f32::NAN]), 0.4);
+        assert!(relative(-0.0, 1.0).is_sign_positive(), "a zero push is 0, not -0");
     }
 }

@@ -8,8 +8,9 @@ use anyhow::Context;
 use sha2::{Digest, Sha256};
 
 use runtime::classifier::Classifier;
-use runtime::output::AttentionEncoding;
+use runtime::output::encoding::Explanation;
 use runtime::output::keys;
+use runtime::output::{AttentionEncoding, PushesTowards};
 use runtime::package::ModelPackage;
 
 /// The sha256 of the package's graph, as the metadata and a dataset's fingerprint record it.
@@ -36,5 +37,11 @@ pub fn table_metadata(
         (keys::BACKEND, classifier.backend().describe()),
         (keys::ATTENTION_ENCODING, attention.to_string()),
     ];
-    Ok(entries.into_iter().map(|(key, value)| (key.to_owned(), value)).collect())
+    let mut metadata: HashMap<String, String> =
+        entries.into_iter().map(|(key, value)| (key.to_owned(), value)).collect();
+    if classifier.optional_columns(false).contribution && attention.keeps(Explanation::Contribution) {
+        let towards = PushesTowards::of_labels(&package.manifest.labels);
+        metadata.insert(keys::CONTRIBUTION_TOWARDS.to_owned(), towards.metadata_value());
+    }
+    Ok(metadata)
 }

@@ -198,18 +198,18 @@ pub static ATTENTION_SUMMARY: Column = Column {
     },
 };
 
-/// Each token's signed push towards the predicted class: floats, or bytes relative to the
-/// strongest push.
+/// Each token's signed push towards the second of two classes (or, with more, the predicted
+/// one; [`super::PushesTowards`]): floats, or bytes relative to the strongest push.
 pub static CONTRIBUTION: Column = Column {
     name: "contribution",
     requires: Requires::Explanation(Explanation::Contribution),
     data_type: |settings| list(settings.encoding.push_type()),
     fill: |rows| match rows.settings.encoding.values() {
         Values::Floats { .. } => {
-            rows.lists(Float32Builder::new(), |values, doc| Ok(append(values, doc.predicted_contribution())))
+            rows.lists(Float32Builder::new(), |values, doc| Ok(append(values, doc.anchored_contribution())))
         }
         Values::Bytes => rows.lists(Int8Builder::new(), |values, doc| {
-            Ok(append(values, doc.predicted_contribution().map(quantise_signed).as_deref()))
+            Ok(append(values, doc.anchored_contribution().map(quantise_signed).as_deref()))
         }),
     },
 };
@@ -221,7 +221,7 @@ pub static CONTRIBUTION_SCALE: Column = Column {
     requires: Requires::Explanation(Explanation::ContributionScale),
     data_type: |_| DataType::Float32,
     fill: |rows| {
-        let scales = rows.each(|doc, _| doc.predicted_contribution().and_then(signed_scale)).map(Option::flatten);
+        let scales = rows.each(|doc, _| doc.anchored_contribution().and_then(signed_scale)).map(Option::flatten);
         Ok(Arc::new(scales.collect::<Float32Array>()))
     },
 };
@@ -524,7 +524,7 @@ mod tests {
     }
 
     /// Compact output keeps what a heat map draws: the heaviest token of each hop is 255,
-    /// the strongest push ±127 towards the predicted class, and the exact entropy per hop.
+    /// the strongest push ±127 towards the second label, and the exact entropy per hop.
     #[test]
     fn compact_output_is_bytes_relative_to_the_heaviest_with_exact_entropies() {
         use arrow::array::AsArray;
@@ -546,7 +546,8 @@ mod tests {
             ["attention", "attention_entropy", "attention_summary", "contribution", "contribution_scale"]
         );
         let labels = ["neg".to_owned(), "pos".to_owned()];
-        let arrays = table.build(&[Some(doc)], &labels, &Vocabulary::from_tokens(["a", "b", "c"])).expect("rows fit");
+        let vocabulary = Vocabulary::from_tokens(["a", "b", "c"]);
+        let arrays = table.build(&[Some(doc.clone())], &labels, &vocabulary).expect("rows fit");
         let hops = arrays[6].as_list::<i32>().value(0);
         let hops = hops.as_list::<i32>();
         assert_eq!(hops.value(0).as_primitive::<UInt8Type>().values().to_vec(), vec![102, 153, 255]);
@@ -555,7 +556,7 @@ mod tests {
         let entropies = entropies.as_primitive::<Float32Type>().values().to_vec();
         let expected = -(0.2f32 * 0.2f32.ln() + 0.3 * 0.3f32.ln() + 0.5 * 0.5f32.ln());
         assert!((entropies[0] - expected).abs() < 1e-6 && entropies[1] == 0.0, "{entropies:?}");
-        // `pos` is predicted: its row of contributions, scaled to the strongest.
+        // The row of the second label, `pos`, scaled to the strongest.
         let summary = arrays[8].as_list::<i32>().value(0);
         assert_eq!(summary.as_primitive::<UInt8Type>().values().to_vec(), vec![255, 64, 106]);
         let pushes = arrays[9].as_list::<i32>().value(0);
@@ -567,6 +568,11 @@ mod tests {
         for (got, want) in back.iter().zip([-0.4f32, 0.2, -0.1]) {
             assert!((got - want).abs() <= scale / 2.0 + 1e-7, "{back:?}");
         }
+        // Predicted `neg`, the pushes are still towards `pos`: a push means one class on every row.
+        let on_neg = DocumentPrediction { probabilities: vec![0.8, 0.2], ..doc };
+        let arrays = table.build(&[Some(on_neg)], &labels, &vocabulary).expect("rows fit");
+        let pushes = arrays[9].as_list::<i32>().value(0);
+        assert_eq!(pushes.as_primitive::<Int8Type>().values().to_vec(), vec![-127, 64, -32]);
         // Floats need no scale.
         let full = OutputTable::for_model(optional, AttentionEncoding::Full);
         assert!(full.fields().iter().all(|f| f.name() != "contribution_scale"));

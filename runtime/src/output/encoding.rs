@@ -38,7 +38,8 @@ pub enum Explanation {
     HopEntropy,
     /// `attention_summary`: the hops summed per token.
     Summary,
-    /// `contribution`: each token's signed push towards the predicted class.
+    /// `contribution`: each token's signed push towards the second of two classes, or the
+    /// predicted one of more.
     Contribution,
     /// `contribution_scale`: logit units per step of the pushes held as bytes, so that rows
     /// can be compared and summed.

@@ -18,6 +18,9 @@ pub const VERSION: &str = "pipeline.version";
 pub const BACKEND: &str = "pipeline.backend";
 /// The `--attention` encoding, as [`super::AttentionEncoding`] spells it.
 pub const ATTENTION_ENCODING: &str = "pipeline.attention";
+/// Which class the `contribution` pushes are towards ([`super::PushesTowards`]): `label:NAME`
+/// (two classes: the second) or `prediction` (each row's).
+pub const CONTRIBUTION_TOWARDS: &str = "pipeline.contribution_towards";
 /// A dataset part: the run fingerprint, as JSON.
 pub const RUN_FINGERPRINT: &str = "pipeline.run";
 /// A dataset part: the input file it was read from, as JSON.

@@ -6,9 +6,11 @@
 //! - `encoding`: the `--attention` choice as one type, with the byte encoding of `compact`
 //!   and the hop entropy;
 //! - `keys`: the schema-metadata keys a run writes and readers check;
+//! - `anchor`: which class the `contribution` pushes are towards;
 //! - `origin`: which run wrote a file, so that tables and reports do not blend runs;
 //! - `read`: an output read back, whatever wrote it, with bytes decoded to weights.
 
+pub mod anchor;
 pub mod columns;
 pub mod encoding;
 pub mod keys;
@@ -16,6 +18,7 @@ pub mod origin;
 pub mod prediction;
 pub mod read;
 
+pub use anchor::PushesTowards;
 pub use columns::{OptionalColumns, OutputTable, is_reserved, reserved_names};
 pub use encoding::AttentionEncoding;
 pub use prediction::{DocumentPrediction, SentenceAttention};

@@ -5,6 +5,8 @@
 
 use arrow::datatypes::Schema;
 
+use super::anchor::PushesTowards;
+use super::columns::CONTRIBUTION;
 use super::keys::{ATTENTION_ENCODING, MODEL_LABELS, MODEL_SHA256};
 
 /// What must agree between two files before they are read as one.
@@ -39,6 +41,20 @@ pub fn refuse_mixed_runs(
             anyhow::bail!(
                 "{other_name} and {first_name} are outputs of different runs ({what} `{b}` in the one, `{a}` in the \
                  other); {advice}"
+            );
+        }
+    }
+    // Pushes towards the second label read with pushes towards each prediction would cancel.
+    let has_pushes = |schema: &Schema| schema.index_of(CONTRIBUTION.name).is_ok();
+    if has_pushes(first) && has_pushes(other) {
+        let (ours, theirs) = (PushesTowards::recorded(first.metadata()), PushesTowards::recorded(other.metadata()));
+        if ours != theirs {
+            anyhow::bail!(
+                "{other_name} and {first_name} hold pushes towards different classes (`contribution` {} in the one, {} \
+                 in the other, as their `{}` metadata says); {advice}",
+                theirs.describe(),
+                ours.describe(),
+                super::keys::CONTRIBUTION_TOWARDS
             );
         }
     }

@@ -55,9 +55,11 @@ impl DocumentPrediction {
         Some(summary)
     }
 
-    /// Each token's contribution to the predicted class.
-    pub fn predicted_contribution(&self) -> Option<&[f32]> {
-        self.contribution.as_ref()?.get(self.predicted_index()).map(Vec::as_slice)
+    /// Each token's contribution to the class the `contribution` column is towards
+    /// ([`super::PushesTowards`]): the second of two, or the predicted one.
+    pub fn anchored_contribution(&self) -> Option<&[f32]> {
+        let class = super::PushesTowards::class_index(self.probabilities.len(), self.predicted_index());
+        self.contribution.as_ref()?.get(class).map(Vec::as_slice)
     }
 }
 

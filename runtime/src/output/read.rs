@@ -15,6 +15,7 @@ use arrow::datatypes::{DataType, Field, Float32Type, Int32Type, Schema};
 use arrow::record_batch::RecordBatch;
 use batch_io::source::column_list;
 
+use super::anchor::PushesTowards;
 use super::columns::{
     ATTENTION, ATTENTION_ENTROPY, ATTENTION_SUMMARY, CONFIDENCE, CONTRIBUTION, CONTRIBUTION_SCALE, PREDICTION,
     SENTENCE_ATTENTION, SENTENCE_LENGTHS, TOKENS, TRUNCATED,
@@ -38,8 +39,10 @@ pub struct Layout {
     pub truncated: bool,
     /// `attention_entropy`, each hop's exact entropy (written with `--attention compact`).
     pub entropy: bool,
-    /// `contribution`, each token's signed push towards the predicted class.
+    /// `contribution`, each token's signed push towards [`Self::pushes_towards`].
     pub contribution: bool,
+    /// Which class the pushes are towards, as the file records it.
+    pub pushes_towards: PushesTowards,
     /// `contribution_scale`, beside compact pushes.
     pub contribution_scale: bool,
     /// The pushes can be read in logit units: floats, or compact bytes with their scale
@@ -85,6 +88,7 @@ impl Layout {
             // Only beside compact (integer) attention, which it was written for.
             entropy: tokens && has(ATTENTION_ENTROPY.name) && compact_attention(schema),
             contribution,
+            pushes_towards: PushesTowards::recorded(schema.metadata()),
             contribution_scale,
             pushes_in_logits: contribution_scale || float_pushes,
         })
@@ -138,6 +142,7 @@ pub struct Batch {
     /// Logit units per byte of `contribution`, under `--attention compact`.
     pub contribution_scale: Option<Float32Array>,
     pushes_in_logits: bool,
+    pushes_towards: PushesTowards,
 }
 
 fn list_of(item: DataType) -> DataType {
@@ -204,6 +209,7 @@ impl Batch {
                 .then(|| anyhow::Ok(column(CONTRIBUTION_SCALE.name, &DataType::Float32)?.as_primitive().clone()))
                 .transpose()?,
             pushes_in_logits: layout.pushes_in_logits,
+            pushes_towards: layout.pushes_towards.clone(),
         };
         // Weights that are not finite would vanish from the tallies and be written into titles.
         let weight_columns = [
@@ -237,6 +243,12 @@ impl Batch {
             Some(_) => 0.0,
             None => 1.0,
         })
+    }
+
+    /// What turns row `row`'s pushes into pushes towards its prediction: −1 where they point
+    /// at the other of two classes, 1 otherwise.
+    pub fn push_sign(&self, row: usize) -> f32 {
+        self.pushes_towards.sign_towards(self.prediction.value(row))
     }
 
     pub fn len(&self) -> usize {

@@ -2,7 +2,9 @@
 //! (the heat maps of Lin et al. §2.3). The heaviest token of the document is shaded darkest;
 //! token text is HTML-escaped and each token's weight is in its `title`.
 //! `contribution_html(tokens, contribution[, scale])` does the same in two hues for a signed
-//! push: blue towards the predicted class, orange against it, relative to the strongest push.
+//! push: blue where it is positive, towards the class the `contribution` column points at (the
+//! second label of a two-class model, else the row's prediction), orange where it is negative,
+//! relative to the strongest push.
 //! With compact output's `contribution_scale`, each `title` is the push in logit units rather
 //! than a byte.
 
@@ -33,7 +35,8 @@ const CONTRIBUTION_PARAMETERS: Parameters = Parameters {
     names: &["tokens", "contribution", "scale"],
     roles: &[Role::Tokens, Role::Weights, Role::Number],
     optional: 1,
-    help: "HTML snippet in two hues: blue where a token pushed towards the predicted class, orange against; \
+    help: "HTML snippet in two hues: blue where a token pushed towards the column's class (a two-class model's second \
+           label, else the prediction), orange against; \
            give compact output's contribution_scale for titles in logit units",
 };
 
