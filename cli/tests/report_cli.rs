@@ -363,6 +363,23 @@ fn the_report_renders_in_chromium_without_errors_and_shades_by_weight() {
     for (push, colour) in &pushes {
         assert!((alpha(colour) - 0.85 * push.abs()).abs() < 0.01, "push {push} painted {colour}");
     }
+    // A hue names one class on every card: the legend says blue is pos and orange neg, and a
+    // confident card's pushes lean blue where it predicted pos and orange where it predicted neg.
+    let legend = value("document.querySelector('.legend').textContent").as_str().unwrap_or("").to_owned();
+    assert!(legend.contains("towards pos") && legend.contains("towards neg"), "{legend}");
+    let cards = value(
+        "JSON.stringify([...document.querySelectorAll('.example')].map(c => [\
+         c.querySelector('h4 strong').textContent, parseFloat(c.querySelector('h4').textContent.split('(')[1]), \
+         [...c.querySelectorAll('.heatmap.pushed .tok')].reduce((sum, t) => sum + parseFloat(t.dataset.push), 0)]))",
+    );
+    let cards: Vec<(String, f64, f64)> = serde_json::from_str(cards.as_str().expect("a JSON string")).expect("cards");
+    let confident: Vec<&(String, f64, f64)> = cards.iter().filter(|(_, confidence, _)| *confidence > 0.9).collect();
+    for class in ["neg", "pos"] {
+        assert!(confident.iter().any(|(p, _, _)| p == class), "a confident {class} card: {cards:?}");
+    }
+    for (prediction, confidence, net) in &confident {
+        assert_eq!(*net > 0.0, prediction == "pos", "a card predicted {prediction} ({confidence}) nets {net}");
+    }
 
     // A token's shading follows its weight: heavier never lighter, the heaviest darkest.
     let shades = value(
