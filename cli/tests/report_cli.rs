@@ -110,8 +110,9 @@ fn a_report_on_default_predictions_has_every_section() {
     assert!(accuracy(&html).is_some());
 }
 
-/// The default compact output loses nothing the report shows: the same hop entropies, the
-/// same tokens per class and per hop, the same examples, the same contributions.
+/// The default compact output loses nothing the report shows: the same confusion matrix, the
+/// same tokens per class and per hop up to near-equal neighbours, the same examples, the same
+/// contributions.
 #[test]
 fn compact_predictions_give_the_report_of_full_ones() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -129,8 +130,29 @@ fn compact_predictions_give_the_report_of_full_ones() {
         let start = html.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no {id}"));
         html[start..].split("</table>").next().unwrap_or_default().to_owned()
     };
-    for id in ["class-tokens", "hop-tokens", "confusion-matrix"] {
-        assert_eq!(table(&compact, id), table(&full, id), "{id} differs");
+    assert_eq!(table(&compact, "confusion-matrix"), table(&full, "confusion-matrix"));
+    // Token lists ranked by attention mass: bytes round each weight to 1/255 of its hop's
+    // heaviest, which can reorder tokens of near-equal mass (the default model's hops, trained
+    // without the penalty, spread their weight over many tokens) but not move one far.
+    let lists = |html: &str, id: &str| -> Vec<Vec<String>> {
+        table(html, id)
+            .split("<td class=\"tokens\">")
+            .skip(1)
+            .map(|cell| cell.split('<').next().unwrap_or_default().split(", ").map(str::to_owned).collect())
+            .collect()
+    };
+    for id in ["class-tokens", "hop-tokens"] {
+        let (compact_lists, full_lists) = (lists(&compact, id), lists(&full, id));
+        assert!(!full_lists.is_empty() && compact_lists.len() == full_lists.len(), "{id}");
+        for (compact_list, full_list) in compact_lists.iter().zip(&full_lists) {
+            let shared = compact_list.iter().filter(|t| full_list.contains(t)).count();
+            assert!(shared + 2 >= full_list.len(), "{id}: {compact_list:?} vs {full_list:?}");
+            for (rank, token) in compact_list.iter().enumerate() {
+                if let Some(full_rank) = full_list.iter().position(|t| t == token) {
+                    assert!(rank.abs_diff(full_rank) <= 3, "{id}: {token} at {rank} vs {full_rank}");
+                }
+            }
+        }
     }
     // Each example's tokens, in the same order, with the same pushes to two decimals.
     let tokens = |html: &str| -> Vec<String> {
