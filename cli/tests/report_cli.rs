@@ -950,4 +950,18 @@ fn pushes_towards_each_prediction_from_before_the_key_report_as_the_same_page() 
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("pipeline.contribution_towards"), "{}", stderr(&output));
     assert!(!dir.path().join("mixed.html").exists(), "nothing written");
+
+    // A label that is none of the model's would turn every card's pushes round: refused.
+    let altered = dir.path().join("altered.parquet");
+    let mut metadata = run_metadata(&new, &["pipeline.contribution_towards"]);
+    metadata.push(parquet::file::metadata::KeyValue::new(
+        "pipeline.contribution_towards".to_owned(),
+        "label:positive".to_owned(),
+    ));
+    write_with_metadata(&altered, &batch, metadata);
+    let output = report(&altered, &dir.path().join("altered.html"), &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("altered.parquet") && message.contains("`positive`"), "{message}");
+    assert!(!dir.path().join("altered.html").exists(), "nothing written");
 }

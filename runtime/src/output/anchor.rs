@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::keys::CONTRIBUTION_TOWARDS;
+use super::keys::{CONTRIBUTION_TOWARDS, MODEL_LABELS};
 
 const PREDICTION: &str = "prediction";
 const LABEL_PREFIX: &str = "label:";
@@ -36,12 +36,32 @@ impl PushesTowards {
     }
 
     /// As an output's schema metadata records it; towards each row's prediction where it
-    /// records nothing (written before the key) or something this version does not know.
-    pub fn recorded(metadata: &HashMap<String, String>) -> Self {
-        match metadata.get(CONTRIBUTION_TOWARDS).and_then(|value| value.strip_prefix(LABEL_PREFIX)) {
-            Some(label) => Self::Label(label.to_owned()),
-            None => Self::Prediction,
+    /// records nothing (written before the key). A value this version cannot read, or a label
+    /// that is none of the model's (`model.labels`, where recorded), is an error: read as
+    /// either, it would draw every push the wrong way round.
+    pub fn recorded(metadata: &HashMap<String, String>) -> Result<Self, String> {
+        let Some(value) = metadata.get(CONTRIBUTION_TOWARDS) else { return Ok(Self::Prediction) };
+        let shown: String = value.chars().take(40).collect();
+        let anchor = match value.strip_prefix(LABEL_PREFIX) {
+            Some(label) if !label.is_empty() => Self::Label(label.to_owned()),
+            _ if value == PREDICTION => Self::Prediction,
+            _ => {
+                return Err(format!(
+                    "its metadata `{CONTRIBUTION_TOWARDS}` is `{shown}`, which is neither `{PREDICTION}` nor \
+                     `{LABEL_PREFIX}NAME`"
+                ));
+            }
+        };
+        let labels: Option<Vec<String>> = metadata.get(MODEL_LABELS).and_then(|l| serde_json::from_str(l).ok());
+        if let (Self::Label(label), Some(labels)) = (&anchor, labels)
+            && !labels.contains(label)
+        {
+            let label: String = label.chars().take(40).collect();
+            return Err(format!(
+                "its metadata `{CONTRIBUTION_TOWARDS}` names the label `{label}`, which is none of the model's {labels:?}"
+            ));
         }
+        Ok(anchor)
     }
 
     /// The metadata value: `label:NAME` or `prediction`.
@@ -91,8 +111,21 @@ mod tests {
     fn the_metadata_value_reads_back_and_its_absence_means_each_prediction() {
         for anchor in [PushesTowards::Label("label:odd".to_owned()), PushesTowards::Prediction] {
             let metadata = HashMap::from([(CONTRIBUTION_TOWARDS.to_owned(), anchor.metadata_value())]);
-            assert_eq!(PushesTowards::recorded(&metadata), anchor);
+            assert_eq!(PushesTowards::recorded(&metadata), Ok(anchor));
         }
-        assert_eq!(PushesTowards::recorded(&HashMap::new()), PushesTowards::Prediction);
+        assert_eq!(PushesTowards::recorded(&HashMap::new()), Ok(PushesTowards::Prediction));
+    }
+
+    /// Read the wrong way, every push would be drawn turned round: refused instead.
+    #[test]
+    fn a_value_it_cannot_read_or_a_label_not_the_models_is_refused() {
+        let labels = (MODEL_LABELS.to_owned(), r#"["neg","pos"]"#.to_owned());
+        for value in ["label:", "garbage", "", "label:positive"] {
+            let metadata = HashMap::from([(CONTRIBUTION_TOWARDS.to_owned(), value.to_owned()), labels.clone()]);
+            let error = PushesTowards::recorded(&metadata).expect_err(value);
+            assert!(error.contains(CONTRIBUTION_TOWARDS), "{error}");
+        }
+        let metadata = HashMap::from([(CONTRIBUTION_TOWARDS.to_owned(), "label:pos".to_owned()), labels]);
+        assert_eq!(PushesTowards::recorded(&metadata), Ok(PushesTowards::Label("pos".to_owned())));
     }
 }

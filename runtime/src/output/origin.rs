@@ -47,7 +47,10 @@ pub fn refuse_mixed_runs(
     // Pushes towards the second label read with pushes towards each prediction would cancel.
     let has_pushes = |schema: &Schema| schema.index_of(CONTRIBUTION.name).is_ok();
     if has_pushes(first) && has_pushes(other) {
-        let (ours, theirs) = (PushesTowards::recorded(first.metadata()), PushesTowards::recorded(other.metadata()));
+        let recorded = |name: &str, schema: &Schema| {
+            PushesTowards::recorded(schema.metadata()).map_err(|problem| anyhow::anyhow!("{name}: {problem}; {advice}"))
+        };
+        let (ours, theirs) = (recorded(first_name, first)?, recorded(other_name, other)?);
         if ours != theirs {
             anyhow::bail!(
                 "{other_name} and {first_name} hold pushes towards different classes (`contribution` {} in the one, {} \

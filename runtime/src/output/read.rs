@@ -88,7 +88,8 @@ impl Layout {
             // Only beside compact (integer) attention, which it was written for.
             entropy: tokens && has(ATTENTION_ENTROPY.name) && compact_attention(schema),
             contribution,
-            pushes_towards: PushesTowards::recorded(schema.metadata()),
+            pushes_towards: PushesTowards::recorded(schema.metadata())
+                .map_err(|problem| anyhow::anyhow!("{file}: {problem}; rerun `pipeline run` to write it anew"))?,
             contribution_scale,
             pushes_in_logits: contribution_scale || float_pushes,
         })
