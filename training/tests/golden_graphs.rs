@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use test_support::repo_root;
 use tract_onnx::pb::ModelProto;
 use training::layers::embedding::InitialWords;
-use training::models::san::PooledValues;
+use training::models::PooledValues;
 use training::models::{ModelConfig, ModelFlags, Network, Variant, VariantVisitor};
 use training::onnx::GraphBuilder;
 

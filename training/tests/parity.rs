@@ -15,8 +15,8 @@ use training::data::corpus::Columns;
 use training::data::vocabulary::VocabularyConfig;
 use training::fit::{TrainConfig, forward_probs};
 use training::job::{TrainOutcome, TrainRequest, run_variant};
+use training::models::PooledValues;
 use training::models::lama::AttentionScale;
-use training::models::san::PooledValues;
 use training::models::{ModelConfig, ModelFlags, Network, Variant};
 
 const RUNTIME_TOLERANCE: f32 = 1e-4;
@@ -329,6 +329,35 @@ mod san_words {
         assert_eq!(san::model().package.manifest.hyper_parameters["pooled_values"], "states");
         let tract = TractBackend::open(&model().package.graph_path()).expect("tract opens the graph");
         assert_eq!(tract.output_names(), ["probs", "attention", "embedding", "contribution"]);
+    }
+}
+
+/// LAMA pooling the words' embeddings: the same checks.
+mod lama_words {
+    use super::*;
+
+    pub fn model() -> &'static Trained<<training::models::lama::LamaConfig as ModelConfig>::Model> {
+        static CELL: Cell<training::models::lama::LamaConfig> = OnceLock::new();
+        CELL.get_or_init(|| {
+            let flags = ModelFlags { pooled_values: PooledValues::Words, ..tiny_flags() };
+            train_tiny(Variant::Lama, &training::models::lama::LamaConfig::from(&flags))
+        })
+    }
+
+    #[test]
+    fn on_tract_and_onnx_runtime_matches_burn_on_a_mixed_length_padded_batch() {
+        runtimes_match_burn(model());
+    }
+
+    #[test]
+    fn single_examples_equal_their_batch_rows() {
+        single_examples_equal_batch_rows(model());
+    }
+
+    #[test]
+    fn its_package_pools_one_embedding_per_head() {
+        check_contract(model(), "lama", 2, 2 * 24); // heads × the embedding width
+        assert_eq!(model().package.manifest.hyper_parameters["pooled_values"], "words");
     }
 }
 

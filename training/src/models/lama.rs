@@ -24,7 +24,8 @@ use burn::prelude::*;
 use serde::Serialize;
 
 use super::{
-    GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes, declare_contribution, declare_outputs,
+    GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, PooledValues, check_sizes, declare_contribution,
+    declare_outputs,
 };
 use crate::layers::attention::{emit_masked_softmax, masked_softmax};
 use crate::layers::contribution::{emit_per_hop, emit_token_contribution, per_hop, token_contribution};
@@ -102,6 +103,7 @@ pub struct LamaConfig {
     pub dropout: f64,
     pub context: Context,
     pub attention_scale: AttentionScale,
+    pub pooled_values: PooledValues,
 }
 
 impl From<&ModelFlags> for LamaConfig {
@@ -115,6 +117,7 @@ impl From<&ModelFlags> for LamaConfig {
             dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
             context: Context::Global,
             attention_scale: flags.attention_scale,
+            pooled_values: flags.pooled_values,
         }
     }
 }
@@ -137,6 +140,8 @@ impl ModelConfig for LamaConfig {
 
     fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Lama {
         let states = 2 * self.gru_hidden;
+        let pools_words = self.pooled_values == PooledValues::Words;
+        let value_width = if pools_words { self.embedding_dim } else { states };
         let embedding = embedding(words, self.embedding_dim, device);
         let (global_context, context_dim) = match self.context {
             Context::Global => {
@@ -159,7 +164,8 @@ impl ModelConfig for LamaConfig {
                 }
                 AttentionScale::Learned => Some(Param::from_tensor(Tensor::zeros([1], device))),
             },
-            head: MlpHead::new(self.heads * states, self.mlp_hidden, classes, self.dropout, device),
+            head: MlpHead::new(self.heads * value_width, self.mlp_hidden, classes, self.dropout, device),
+            pools_words,
         }
     }
 }
@@ -202,6 +208,8 @@ pub struct Lama {
     /// `ln s` for `--attention-scale learned|fixed:V`; absent for the paper's formula.
     log_scale: Option<Param<Tensor<1>>>,
     head: MlpHead,
+    /// `--pooled-values words`: the heads pool the embeddings, not the biGRU states.
+    pools_words: bool,
 }
 
 impl Lama {
@@ -209,8 +217,13 @@ impl Lama {
         self.annotation_projection.weight.dims()[1]
     }
 
+    /// The width of each pooled value: an embedding's or a biGRU state's.
+    fn value_width(&self) -> usize {
+        if self.pools_words { self.embedding.weight.dims()[1] } else { 2 * self.encoder.hidden() }
+    }
+
     fn sentence_dim(&self) -> usize {
-        self.heads() * 2 * self.encoder.hidden()
+        self.heads() * self.value_width()
     }
 
     fn emit_context_factors(&self, g: &mut GraphBuilder, batch: &GraphBatch, states: &Value) -> Value {
@@ -237,10 +250,11 @@ impl Lama {
         }
     }
 
-    /// The biGRU states `[B, T, 2h]`, the attention `[B, m, T]` and the heads' reads flattened.
+    /// The pooled values (biGRU states `[B, T, 2h]` or embeddings), the attention `[B, m, T]`
+    /// and the heads' reads flattened.
     fn read(&self, batch: &TokenBatch) -> (Tensor<3>, Tensor<3>, Tensor<2>) {
         let words = self.embedding.forward(batch.ids.clone());
-        let states = self.encoder.forward(words, batch); // [B, T, 2h]
+        let states = self.encoder.forward(words.clone(), batch); // [B, T, 2h]
         let annotations = self.annotation.forward(states.clone()).tanh(); // [B, T, d_u]
         let context = self.context_factors(states.clone(), batch).unsqueeze_dim::<3>(1); // [B|1, 1, m]
         let scores = (self.annotation_projection.forward(annotations) * context).tanh(); // [B, T, m]
@@ -250,8 +264,9 @@ impl Lama {
             scores = scores * log_scale.val().exp().reshape([1, 1, 1]);
         }
         let attention = masked_softmax(scores, batch.mask.clone());
-        let sentence = attention.clone().matmul(states.clone()).reshape([batch.batch, self.sentence_dim()]);
-        (states, attention, sentence)
+        let values = if self.pools_words { words } else { states };
+        let sentence = attention.clone().matmul(values.clone()).reshape([batch.batch, self.sentence_dim()]);
+        (values, attention, sentence)
     }
 }
 
@@ -293,12 +308,13 @@ impl Network for Lama {
             let scores = g.transpose(&scores, &[0, 2, 1]);
             emit_masked_softmax(g, &scores, &batch.mask_f32)
         });
-        let sentence = g.matmul(&attention, &states);
+        let values = if self.pools_words { words } else { states };
+        let sentence = g.matmul(&attention, &values);
         let flat = g.ints("flatten_shape", &[2], &[0, -1]);
         let sentence = g.reshape(&sentence, &flat);
         let (probs, gradient) = self.head.emit_explained(g, &sentence);
-        let gradient = emit_per_hop(g, &gradient, self.heads(), 2 * self.encoder.hidden());
-        let contribution = emit_token_contribution(g, &attention, &states, &gradient);
+        let gradient = emit_per_hop(g, &gradient, self.heads(), self.value_width());
+        let contribution = emit_token_contribution(g, &attention, &values, &gradient);
         declare_outputs(
             g,
             (&probs, self.head.classes()),
@@ -309,9 +325,9 @@ impl Network for Lama {
     }
 
     fn contribution(&self, batch: &TokenBatch) -> Option<Tensor<3>> {
-        let (states, attention, sentence) = self.read(batch);
+        let (values, attention, sentence) = self.read(batch);
         let gradient = per_hop(self.head.input_gradient(sentence), self.heads());
-        Some(token_contribution(attention, states, gradient))
+        Some(token_contribution(attention, values, gradient))
     }
 
     fn graph_shape(&self) -> GraphShape {

@@ -202,6 +202,16 @@ macro_rules! define_variants {
 
 for_each_variant!(define_variants);
 
+/// What an attention-pooled model's hops (heads) pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PooledValues {
+    /// The recurrent states, as in the papers.
+    States,
+    /// The words' own embeddings: the context only chooses where each hop looks.
+    Words,
+}
+
 /// Hyper-parameters as recorded in the manifest.
 pub type HyperParameters = BTreeMap<String, serde_json::Value>;
 
@@ -280,11 +290,11 @@ pub struct ModelFlags {
     /// Weight of the penalty ‖A·Aᵀ − I‖²_F in the loss; the paper uses 1.0 [san, nal].
     #[arg(long, default_value_t = 1.0)]
     pub penalty: f32,
-    /// What the hops pool: `states`, the biLSTM's (the paper), or `words`, the words' own
-    /// embeddings, so that the context only chooses where each hop looks and each token's
-    /// contribution is its own word's [san].
-    #[arg(long, value_enum, default_value_t = crate::models::san::PooledValues::States)]
-    pub pooled_values: crate::models::san::PooledValues,
+    /// What the hops (heads) pool: `states`, the recurrent ones (the papers), or `words`, the
+    /// words' own embeddings, so that the context only chooses where each hop looks and each
+    /// token's contribution is its own word's [san, lama, lama-ctx].
+    #[arg(long, value_enum, default_value_t = PooledValues::States)]
+    pub pooled_values: PooledValues,
 }
 
 /// Refuses sizes of zero and a dropout outside [0, 1) before any training starts.

@@ -12,7 +12,8 @@ use burn::prelude::*;
 use serde::Serialize;
 
 use super::{
-    GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes, declare_contribution, declare_outputs,
+    GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, PooledValues, check_sizes, declare_contribution,
+    declare_outputs,
 };
 use crate::layers::attention::{StructuredAttention, redundancy_penalty};
 use crate::layers::contribution::{emit_per_hop, emit_token_contribution, per_hop, token_contribution};
@@ -33,16 +34,6 @@ pub struct SanConfig {
     pub dropout: f64,
     pub penalty: f32,
     pub pooled_values: PooledValues,
-}
-
-/// What SAN's hops pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum PooledValues {
-    /// The biLSTM states, as in the paper.
-    States,
-    /// The words' own embeddings: the context only chooses where each hop looks.
-    Words,
 }
 
 impl From<&ModelFlags> for SanConfig {
