@@ -951,6 +951,20 @@ fn pushes_towards_each_prediction_from_before_the_key_report_as_the_same_page() 
     assert!(stderr(&output).contains("pipeline.contribution_towards"), "{}", stderr(&output));
     assert!(!dir.path().join("mixed.html").exists(), "nothing written");
 
+    // Through `pipeline sql --output`, which keeps the column and says where it points: the
+    // same push table and the same pushes on the cards.
+    let through_sql = dir.path().join("through-sql.parquet");
+    let query = format!("SELECT * FROM '{}'", new.display());
+    let sql = pipeline(&["sql", &query], &[("--output", &through_sql)]);
+    assert!(sql.status.success(), "{}", stderr(&sql));
+    let pushes_of = |html: &str| -> (String, Vec<String>) {
+        let table = html.split("</table>").next().unwrap_or_default().to_owned();
+        let pushes =
+            html.split("data-push=\"").skip(1).filter_map(|s| s.split('"').next()).map(str::to_owned).collect();
+        (table, pushes)
+    };
+    assert_eq!(pushes_of(&page(&through_sql)), pushes_of(&from_new), "pushes read back the same way round");
+
     // A label that is none of the model's would turn every card's pushes round: refused.
     let altered = dir.path().join("altered.parquet");
     let mut metadata = run_metadata(&new, &["pipeline.contribution_towards"]);

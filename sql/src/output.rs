@@ -2,6 +2,7 @@
 //! Parquet to stdout or a file. Files are written under a temporary name and renamed at the
 //! end, so a failed query leaves no partial output.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -60,17 +61,18 @@ pub struct TableView {
 }
 
 /// Runs `frame` and writes its rows in `format` to `output` (stdout when `None`).
-/// Returns the number of rows.
+/// `metadata`: key-value metadata for a Parquet output. Returns the number of rows.
 pub async fn write_results(
     frame: DataFrame,
     format: OutputFormat,
     output: Option<&Path>,
     view: TableView,
+    metadata: HashMap<String, String>,
 ) -> anyhow::Result<usize> {
     if format == OutputFormat::Parquet && output.is_none() {
         bail!("--format parquet needs --output PATH");
     }
-    let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+    let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone().with_metadata(metadata));
     let mut stream = frame.execute_stream().await?;
     let mut sink = Sink::open(output)?;
     let mut rows = 0;

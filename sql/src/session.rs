@@ -14,6 +14,7 @@ use datafusion::error::DataFusionError;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
+use runtime::output::keys;
 
 use crate::field_access::rewrite_field_access;
 use crate::functions::{self, ClassifyOptions};
@@ -24,7 +25,10 @@ use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::{Expr, ObjectName, Query, Visit, Visitor, visit_relations};
 
 use crate::object_stores::StoresFromEnvironment;
-use crate::tables::{ParquetPathTables, ReadLocations, RemoteReads, find_parquet_files, parquet_table, record_read};
+use crate::tables::{
+    ParquetPathTables, PushAnchors, ReadLocations, RemoteReads, find_parquet_files, parquet_table, record_anchor,
+    record_read,
+};
 
 pub struct SqlSession {
     ctx: SessionContext,
@@ -33,6 +37,7 @@ pub struct SqlSession {
     /// Every location registered or named in a query so far: local ones, and object storage.
     read: ReadLocations,
     remote_read: RemoteReads,
+    anchors: PushAnchors,
 }
 
 /// Deepest nesting of expressions a query may have. Hand-written SQL stays far below; a
@@ -84,11 +89,12 @@ impl SqlSession {
         let ctx = SessionContext::new_with_config_rt(config, stores);
         let read = ReadLocations::default();
         let remote_read = RemoteReads::default();
+        let anchors = PushAnchors::default();
         functions::register(&ctx, classify, read.clone());
-        let paths = Arc::new(ParquetPathTables::new(ctx.state(), read.clone(), remote_read.clone()));
+        let paths = Arc::new(ParquetPathTables::new(ctx.state(), read.clone(), remote_read.clone(), anchors.clone()));
         let catalogs = Arc::new(DynamicFileCatalog::new(ctx.state().catalog_list().clone(), paths));
         let state = SessionStateBuilder::new_from_existing(ctx.state()).with_catalog_list(catalogs).build();
-        Ok(Self { ctx: SessionContext::new_with_state(state), tables: BTreeMap::new(), read, remote_read })
+        Ok(Self { ctx: SessionContext::new_with_state(state), tables: BTreeMap::new(), read, remote_read, anchors })
     }
 
     pub fn context(&self) -> &SessionContext {
@@ -107,14 +113,30 @@ impl SqlSession {
         if self.tables.contains_key(&name) {
             bail!("table `{name}` is given twice");
         }
-        let files = find_parquet_files(location).await?;
+        let (files, towards) = find_parquet_files(location).await?;
         let table = parquet_table(&self.ctx.state(), &files.files)
             .await
             .map_err(|e| anyhow::anyhow!("cannot register {location} as table `{name}`: {e}"))?;
         self.ctx.register_table(name.as_str(), table)?;
         self.tables.insert(name, location.to_owned());
         record_read(&files, location, &self.read, &self.remote_read);
+        record_anchor(towards, &self.anchors);
         Ok(())
+    }
+
+    /// The metadata an output keeping `contribution` needs to be read the right way round:
+    /// `pipeline.contribution_towards` and `model.labels`, where every table read so far that
+    /// has the column agrees on them; empty otherwise.
+    pub fn push_metadata(&self) -> HashMap<String, String> {
+        let anchors = self.anchors.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut metadata = HashMap::new();
+        if let (1, Some((towards, labels))) = (anchors.len(), anchors.first()) {
+            metadata.insert(keys::CONTRIBUTION_TOWARDS.to_owned(), towards.clone());
+            if !labels.is_empty() {
+                metadata.insert(keys::MODEL_LABELS.to_owned(), labels.clone());
+            }
+        }
+        metadata
     }
 
     /// Refuses an output (a local path or a storage URL) that a registered table or a path

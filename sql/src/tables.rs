@@ -4,6 +4,7 @@
 //! checked up front (a Delta table: the files its log lists now), so a file that is not Parquet fails with its name instead of an
 //! anonymous footer error in the middle of a query.
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,6 +24,9 @@ use datafusion::execution::options::ReadOptions;
 use datafusion::prelude::ParquetReadOptions;
 use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::reader::{FileReader, SerializedFileReader};
+use runtime::output::PushesTowards;
+use runtime::output::columns::CONTRIBUTION;
+use runtime::output::keys;
 use runtime::output::origin::{SameRun, refuse_mixed_runs};
 
 /// The URLs DataFusion reads `files` by.
@@ -40,13 +44,16 @@ fn table_urls(files: &[InputFile]) -> Result<Vec<ListingTableUrl>> {
 /// or a glob, locally or in object storage), sorted, each checked to have a readable footer,
 /// and to be of the same `--attention` encoding and column types as the first (a table takes
 /// the first file's schema and would cast the others' weights silently).
+/// Also returns what a table that keeps the files' `contribution` column must say to be read
+/// the right way round ([`PushMetadata`]), when they have that column.
 /// This blocks: from async code call [`find_parquet_files`].
-pub fn resolve_parquet_files(location: &str) -> anyhow::Result<InputFiles> {
+pub fn resolve_parquet_files(location: &str) -> anyhow::Result<(InputFiles, Option<PushMetadata>)> {
     let input = match delta_table_files(location)? {
         Some(files) => files,
         None => resolve_input_files(location, &["parquet"])?,
     };
     let mut first: Option<(String, Schema)> = None;
+    let mut pushes_towards = None;
     for file in &input.files {
         let footer = match file {
             InputFile::Local(path) => {
@@ -64,7 +71,16 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<InputFiles> {
         let schema = parquet_to_arrow_schema(meta.schema_descr(), meta.key_value_metadata())
             .with_context(|| format!("{name}: its Parquet schema has no Arrow equivalent"))?;
         match &first {
-            None => first = Some((name, schema)),
+            None => {
+                // The other files agree (refused below where they do not).
+                if schema.index_of(CONTRIBUTION.name).is_ok()
+                    && let Ok(towards) = PushesTowards::recorded(schema.metadata())
+                {
+                    let labels = schema.metadata().get(keys::MODEL_LABELS).cloned().unwrap_or_default();
+                    pushes_towards = Some((towards.metadata_value(), labels));
+                }
+                first = Some((name, schema));
+            }
             Some((first_name, first_schema)) => refuse_mixed_runs(
                 (first_name, first_schema),
                 (&name, &schema),
@@ -73,7 +89,7 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<InputFiles> {
             )?,
         }
     }
-    Ok(input)
+    Ok((input, pushes_towards))
 }
 
 /// The data files of the Delta table at `location` as its log lists them now (a table's
@@ -113,7 +129,7 @@ fn delta_table_files(location: &str) -> anyhow::Result<Option<InputFiles>> {
 
 /// [`resolve_parquet_files`] off the query runtime's threads: listing and footer reads block,
 /// and object-storage requests wait on their own runtime, which a runtime thread cannot do.
-pub async fn find_parquet_files(location: &str) -> anyhow::Result<InputFiles> {
+pub async fn find_parquet_files(location: &str) -> anyhow::Result<(InputFiles, Option<PushMetadata>)> {
     let location = location.to_owned();
     tokio::task::spawn_blocking(move || resolve_parquet_files(&location))
         .await
@@ -141,6 +157,7 @@ pub struct ParquetPathTables {
     /// Every location a query has read, so that an output can be checked against them.
     read: ReadLocations,
     remote_read: RemoteReads,
+    anchors: PushAnchors,
 }
 
 /// The input locations of a session, shared between its registrations and its path tables.
@@ -148,6 +165,21 @@ pub type ReadLocations = Arc<Mutex<Vec<InputLocation>>>;
 
 /// The object-storage locations a session has read, each with the object URLs it expanded to.
 pub type RemoteReads = Arc<Mutex<Vec<(String, Vec<String>)>>>;
+
+/// Where a table's `contribution` pushes point and the model's labels: its
+/// `pipeline.contribution_towards` value and its `model.labels` (empty where not recorded).
+pub type PushMetadata = (String, String);
+
+/// The [`PushMetadata`] of the tables a session read: an output that keeps the column says it
+/// too, so that the report reads it the right way round.
+pub type PushAnchors = Arc<Mutex<BTreeSet<PushMetadata>>>;
+
+/// Records where a table's pushes point.
+pub fn record_anchor(towards: Option<PushMetadata>, anchors: &PushAnchors) {
+    if let Some(towards) = towards {
+        anchors.lock().unwrap_or_else(PoisonError::into_inner).insert(towards);
+    }
+}
 
 /// Records where `files` (resolved from `location`) came from, for the output check.
 pub fn record_read(files: &InputFiles, location: &str, local: &ReadLocations, remote: &RemoteReads) {
@@ -161,8 +193,8 @@ pub fn record_read(files: &InputFiles, location: &str, local: &ReadLocations, re
 }
 
 impl ParquetPathTables {
-    pub fn new(state: SessionState, read: ReadLocations, remote_read: RemoteReads) -> Self {
-        Self { state, read, remote_read }
+    pub fn new(state: SessionState, read: ReadLocations, remote_read: RemoteReads, anchors: PushAnchors) -> Self {
+        Self { state, read, remote_read, anchors }
     }
 }
 
@@ -177,7 +209,7 @@ impl UrlTableFactory for ParquetPathTables {
         if !looks_like_path(name) {
             return Ok(None);
         }
-        let files = find_parquet_files(name).await.map_err(|error| {
+        let (files, towards) = find_parquet_files(name).await.map_err(|error| {
             // An unreachable store stays transient (exit 75) through DataFusion's error; its
             // message names the location.
             match error.chain().find_map(|cause| cause.downcast_ref::<TransientIo>()) {
@@ -187,6 +219,7 @@ impl UrlTableFactory for ParquetPathTables {
         })?;
         let table = parquet_table(&self.state, &files.files).await?;
         record_read(&files, name, &self.read, &self.remote_read);
+        record_anchor(towards, &self.anchors);
         Ok(Some(table))
     }
 }

@@ -1,5 +1,6 @@
 //! `pipeline sql`: one query from the command line or stdin, or an interactive prompt.
 
+use std::collections::HashMap;
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
@@ -9,6 +10,7 @@ use anyhow::Context;
 use batch_io::command_line::say;
 use batch_io::publish::{Destination, Sink};
 use clap::Args;
+use runtime::output::columns::CONTRIBUTION;
 use sql::{ClassifyOptions, OutputFormat, SqlSession, TableView, function_help, write_results};
 
 /// The table a bare `pipeline sql` gets: the default output of `pipeline run`.
@@ -162,7 +164,12 @@ async fn run_query(
     if let Some((output, _)) = output {
         session.check_output(output)?;
     }
-    let rows = write_results(frame, format, output.map(|(_, file)| file), view).await?;
+    // A Parquet output that keeps `contribution` says where its pushes point, as a run's
+    // does, so that the report reads them the right way round.
+    let keeps_pushes = frame.schema().fields().iter().any(|field| field.name() == CONTRIBUTION.name);
+    let metadata =
+        if format == OutputFormat::Parquet && keeps_pushes { session.push_metadata() } else { HashMap::new() };
+    let rows = write_results(frame, format, output.map(|(_, file)| file), view, metadata).await?;
     Ok(output.map(|_| rows))
 }
 

@@ -37,9 +37,17 @@ pub struct RunFingerprint {
     #[serde(default = "full")]
     pub attention: String,
     pub embedding: bool,
+    /// Which class the `contribution` pushes point at, as the metadata key
+    /// `pipeline.contribution_towards` says; runs before it pointed them at each prediction.
+    #[serde(default = "towards_prediction")]
+    pub contribution_towards: String,
     pub rows_per_part: usize,
     /// Units in the whole run, over all shards.
     pub parts: usize,
+}
+
+fn towards_prediction() -> String {
+    runtime::output::PushesTowards::Prediction.metadata_value()
 }
 
 fn full() -> String {
@@ -112,6 +120,11 @@ impl Run {
         option("--long-documents", earlier.long_documents.clone(), now.long_documents.clone());
         option("--attention", earlier.attention.clone(), now.attention.clone());
         option("--embedding", earlier.embedding.to_string(), now.embedding.to_string());
+        option(
+            "the class `contribution` pushes towards (pipeline.contribution_towards)",
+            earlier.contribution_towards.clone(),
+            now.contribution_towards.clone(),
+        );
         option("--rows-per-part", earlier.rows_per_part.to_string(), now.rows_per_part.to_string());
         if found.is_empty() && now.parts != earlier.parts {
             found.push(format!("the run had {} parts, now {}", earlier.parts, now.parts));

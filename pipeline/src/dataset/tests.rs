@@ -20,6 +20,7 @@ fn run_of(inputs: Vec<InputIdentity>) -> Run {
         long_documents: "truncate".into(),
         attention: "full".into(),
         embedding: false,
+        contribution_towards: "label:pos".into(),
         rows_per_part: 2500,
         parts: 4,
     };
@@ -76,6 +77,20 @@ fn a_changed_model_or_option_is_named() {
             "--max-tokens was 512, now 256".to_owned(),
             "--embedding was false, now true".to_owned(),
         ]
+    );
+}
+
+/// A dataset begun by a version that pointed each row's pushes at its prediction is not
+/// finished by one that points them at the second label: its parts would mean two things.
+#[test]
+fn a_fingerprint_from_before_contribution_towards_is_a_different_run() {
+    let now = run_of(inputs());
+    let mut earlier = serde_json::to_value(&now.fingerprint).expect("json");
+    earlier.as_object_mut().expect("an object").remove("contribution_towards");
+    let earlier: RunFingerprint = serde_json::from_value(earlier).expect("an earlier fingerprint reads");
+    assert_eq!(
+        now.differences(&earlier, EarlierInputs::All(&now.inputs)),
+        vec!["the class `contribution` pushes towards (pipeline.contribution_towards) was prediction, now label:pos"]
     );
 }
 

@@ -11,7 +11,7 @@ use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use batch_io::publish::Destination;
 use batch_io::source::{BatchStream, InputFile, RowSpan, open_span};
 use runtime::classifier::Classifier;
-use runtime::output::{OutputTable, keys};
+use runtime::output::{OutputTable, PushesTowards, keys};
 use runtime::package::ModelPackage;
 
 use super::metadata::table_metadata;
@@ -90,6 +90,10 @@ impl Plan {
                     long_documents: classifier.long_documents().to_string(),
                     attention: spec.attention.to_string(),
                     embedding: spec.embedding,
+                    contribution_towards: metadata
+                        .get(keys::CONTRIBUTION_TOWARDS)
+                        .cloned()
+                        .unwrap_or_else(|| PushesTowards::Prediction.metadata_value()),
                     rows_per_part: spec.rows_per_part,
                     parts: units.len(),
                 };
