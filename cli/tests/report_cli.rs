@@ -402,6 +402,18 @@ fn the_report_renders_in_chromium_without_errors_and_shades_by_weight() {
     for (prediction, confidence, net) in &confident {
         assert_eq!(*net > 0.0, prediction == "pos", "a card predicted {prediction} ({confidence}) nets {net}");
     }
+    // Word-level pushes (#36): no card's strongest push lands on a word that carries its
+    // neighbours' meaning rather than its own (the paper's SAN put it on `this` or `movie`
+    // in a quarter of IMDB's test reviews).
+    let strongest = value(
+        "JSON.stringify([...document.querySelectorAll('.heatmap.pushed')].flatMap(m => \
+         [...m.querySelectorAll('.tok')].filter(t => Math.abs(parseFloat(t.dataset.push)) === 1)\
+         .map(t => t.textContent.trim())))",
+    );
+    let strongest: Vec<String> = serde_json::from_str(strongest.as_str().expect("a JSON string")).expect("tokens");
+    assert!(strongest.len() >= cards.len(), "each card has its strongest push: {strongest:?}");
+    let carriers = ["this", ".", "movie", "film", "the", "a", ",", "it", "is", "and"];
+    assert!(!strongest.iter().any(|t| carriers.contains(&t.as_str())), "a carrier pushed hardest: {strongest:?}");
 
     // A token's shading follows its weight: heavier never lighter, the heaviest darkest.
     let shades = value(
