@@ -96,9 +96,21 @@ fn a_table_holds_each_row_once_through_a_kill_before_commit_and_reruns() {
         assert!(before.rows.is_empty(), "nothing committed before the kill: {} rows", before.rows.len());
     }
 
+    // The report reads what the log lists: nothing yet, though 4 parts lie staged.
+    let page = dir.path().join("report.html");
+    let report = |table: &Path| pipeline(&["report"], &[("--input", table), ("--output", &page)]);
+    let early = report(&table);
+    assert_eq!(early.status.code(), Some(1), "{}", stderr(&early));
+    assert!(stderr(&early).contains("holds no data files yet"), "{}", stderr(&early));
+    assert!(!page.exists(), "no page for an empty table");
+
     // The rerun writes nothing again and commits the 4 parts.
     let rerun = delta(&input, &table, &[]);
     assert!(rerun.status.success(), "{}", stderr(&rerun));
+    let reported = report(&table);
+    assert!(reported.status.success(), "{}", stderr(&reported));
+    let html = std::fs::read_to_string(&page).expect("a page");
+    assert!(html.contains("<th>rows</th><td class=\"num\">600</td>"), "the table's rows, once each");
     assert!(stdout(&rerun).contains("0 parts written, 4 already staged or in the table"), "{}", stdout(&rerun));
     assert!(stdout(&rerun).contains("4 part(s) committed to the Delta table at version 1"), "{}", stdout(&rerun));
     let expected = expected_rows(&input, dir.path());

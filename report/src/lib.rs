@@ -63,7 +63,11 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     let started = Instant::now();
     refuse_output_name(&options.output)?;
     let destination = Destination::parse(&options.output)?;
-    let inputs = resolve_input_files(&options.input, &["parquet"])?;
+    // A Delta table is the files its log lists now, as for `pipeline sql`.
+    let inputs = match sql::tables::delta_table_files(&options.input)? {
+        Some(files) => files,
+        None => resolve_input_files(&options.input, &["parquet"])?,
+    };
     match &destination {
         Destination::Local(path) => {
             check_replaceable(path)?;

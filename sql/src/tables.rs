@@ -94,7 +94,7 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<(InputFiles, Opti
 
 /// The data files of the Delta table at `location` as its log lists them now (a table's
 /// directory also holds files the log does not list); `None` where it is not a table.
-fn delta_table_files(location: &str) -> anyhow::Result<Option<InputFiles>> {
+pub fn delta_table_files(location: &str) -> anyhow::Result<Option<InputFiles>> {
     let Some(uris) = pipeline::delta::data_files(location)? else { return Ok(None) };
     if uris.is_empty() {
         anyhow::bail!(
