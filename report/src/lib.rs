@@ -17,7 +17,6 @@ use std::time::Instant;
 
 use anyhow::Context;
 use batch_io::atomic_file::check_replaceable;
-use batch_io::inputs::resolve_input_files;
 use batch_io::locations::{refuse_output_among_inputs, refuse_remote_output_among_inputs};
 use batch_io::object_storage::{canonical_url, is_url};
 use batch_io::publish::{Destination, Sink};
@@ -64,10 +63,7 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     refuse_output_name(&options.output)?;
     let destination = Destination::parse(&options.output)?;
     // A Delta table is the files its log lists now, as for `pipeline sql`.
-    let inputs = match sql::tables::delta_table_files(&options.input)? {
-        Some(files) => files,
-        None => resolve_input_files(&options.input, &["parquet"])?,
-    };
+    let inputs = sql::tables::parquet_inputs(&options.input)?;
     match &destination {
         Destination::Local(path) => {
             check_replaceable(path)?;

@@ -48,10 +48,7 @@ fn table_urls(files: &[InputFile]) -> Result<Vec<ListingTableUrl>> {
 /// the right way round ([`PushMetadata`]), when they have that column.
 /// This blocks: from async code call [`find_parquet_files`].
 pub fn resolve_parquet_files(location: &str) -> anyhow::Result<(InputFiles, Option<PushMetadata>)> {
-    let input = match delta_table_files(location)? {
-        Some(files) => files,
-        None => resolve_input_files(location, &["parquet"])?,
-    };
+    let input = parquet_inputs(location)?;
     let mut first: Option<(String, Schema)> = None;
     let mut pushes_towards = None;
     for file in &input.files {
@@ -92,9 +89,18 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<(InputFiles, Opti
     Ok((input, pushes_towards))
 }
 
+/// The Parquet files at `location`: a Delta table's as its log lists them now, or else the
+/// file, directory of `*.parquet` files or glob, locally or in object storage.
+pub fn parquet_inputs(location: &str) -> anyhow::Result<InputFiles> {
+    match delta_table_files(location)? {
+        Some(files) => Ok(files),
+        None => resolve_input_files(location, &["parquet"]),
+    }
+}
+
 /// The data files of the Delta table at `location` as its log lists them now (a table's
 /// directory also holds files the log does not list); `None` where it is not a table.
-pub fn delta_table_files(location: &str) -> anyhow::Result<Option<InputFiles>> {
+fn delta_table_files(location: &str) -> anyhow::Result<Option<InputFiles>> {
     let Some(uris) = pipeline::delta::data_files(location)? else { return Ok(None) };
     if uris.is_empty() {
         anyhow::bail!(

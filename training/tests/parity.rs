@@ -83,11 +83,16 @@ fn train_tiny<C: ModelConfig>(variant: Variant, config: &C) -> Trained<C::Model>
     Trained { _dir: dir, package, model }
 }
 
-/// One tiny model per variant, trained once for every test in this file.
+/// One tiny model per variant and flags, trained once for every test in this file.
 type Cell<C> = OnceLock<Trained<<C as ModelConfig>::Model>>;
 
-fn trained<C: ModelConfig>(variant: Variant, cell: &'static Cell<C>) -> &'static Trained<C::Model> {
-    cell.get_or_init(|| train_tiny(variant, &C::from(&tiny_flags())))
+fn trained<C: ModelConfig>(variant: Variant, flags: ModelFlags, cell: &'static Cell<C>) -> &'static Trained<C::Model> {
+    cell.get_or_init(|| train_tiny(variant, &C::from(&flags)))
+}
+
+/// [`tiny_flags`] with the hops pooling the words' embeddings (`--pooled-values words`).
+fn words_flags() -> ModelFlags {
+    ModelFlags { pooled_values: PooledValues::Words, ..tiny_flags() }
 }
 
 /// Token ids of fixture reviews cut to `LENGTHS`, right-padded into one batch.
@@ -258,16 +263,16 @@ fn single_examples_equal_batch_rows<M: Network>(trained: &Trained<M>) {
     }
 }
 
-/// For every variant in the registry, a module with its tiny model (trained once for every test
-/// in this file) and both parity checks as two tests.
-macro_rules! parity_tests {
-    ($($(#[$doc:meta])* $variant:ident = $name:literal, $module:ident: $config:ty;)*) => {$(
+/// A module with a tiny model of `$variant` trained from `$flags` (once for every test in this
+/// file) and both parity checks as two tests.
+macro_rules! parity_module {
+    ($module:ident, $variant:ident, $config:ty, $flags:expr) => {
         mod $module {
             use super::*;
 
             pub fn model() -> &'static Trained<<$config as ModelConfig>::Model> {
                 static CELL: Cell<$config> = OnceLock::new();
-                trained::<$config>(Variant::$variant, &CELL)
+                trained::<$config>(Variant::$variant, $flags, &CELL)
             }
 
             #[test]
@@ -280,6 +285,13 @@ macro_rules! parity_tests {
                 single_examples_equal_batch_rows(model());
             }
         }
+    };
+}
+
+/// For every variant in the registry, its [`parity_module!`] with the tiny flags.
+macro_rules! parity_tests {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal, $module:ident: $config:ty;)*) => {$(
+        parity_module!($module, $variant, $config, tiny_flags());
     )*};
 }
 
@@ -298,67 +310,26 @@ fn san_package_declares_its_contract() {
     assert_eq!(tract.output_names(), ["probs", "attention", "embedding", "contribution"]);
 }
 
-/// SAN pooling the words' embeddings (`--pooled-values words`): the same checks as every
-/// variant, and the widths that follow from pooling embeddings, not states.
-mod san_words {
-    use super::*;
+// SAN and LAMA pooling the words' embeddings (`--pooled-values words`): the same checks as
+// every variant.
+parity_module!(san_words, San, training::models::san::SanConfig, words_flags());
+parity_module!(lama_words, Lama, training::models::lama::LamaConfig, words_flags());
 
-    pub fn model() -> &'static Trained<<training::models::san::SanConfig as ModelConfig>::Model> {
-        static CELL: Cell<training::models::san::SanConfig> = OnceLock::new();
-        CELL.get_or_init(|| {
-            let flags = ModelFlags { pooled_values: PooledValues::Words, ..tiny_flags() };
-            train_tiny(Variant::San, &training::models::san::SanConfig::from(&flags))
-        })
-    }
-
-    #[test]
-    fn on_tract_and_onnx_runtime_matches_burn_on_a_mixed_length_padded_batch() {
-        runtimes_match_burn(model());
-    }
-
-    #[test]
-    fn single_examples_equal_their_batch_rows() {
-        single_examples_equal_batch_rows(model());
-    }
-
-    #[test]
-    fn its_package_pools_one_embedding_per_hop() {
-        let manifest = &model().package.manifest;
-        assert_eq!(manifest.embedding_dim, 3 * 24); // hops × the embedding width
-        assert_eq!(manifest.hyper_parameters["pooled_values"], "words");
-        assert_eq!(san::model().package.manifest.hyper_parameters["pooled_values"], "states");
-        let tract = TractBackend::open(&model().package.graph_path()).expect("tract opens the graph");
-        assert_eq!(tract.output_names(), ["probs", "attention", "embedding", "contribution"]);
-    }
+/// The widths that follow from pooling embeddings, not states.
+#[test]
+fn san_words_package_pools_one_embedding_per_hop() {
+    let manifest = &san_words::model().package.manifest;
+    assert_eq!(manifest.embedding_dim, 3 * 24); // hops × the embedding width
+    assert_eq!(manifest.hyper_parameters["pooled_values"], "words");
+    assert_eq!(san::model().package.manifest.hyper_parameters["pooled_values"], "states");
+    let tract = TractBackend::open(&san_words::model().package.graph_path()).expect("tract opens the graph");
+    assert_eq!(tract.output_names(), ["probs", "attention", "embedding", "contribution"]);
 }
 
-/// LAMA pooling the words' embeddings: the same checks.
-mod lama_words {
-    use super::*;
-
-    pub fn model() -> &'static Trained<<training::models::lama::LamaConfig as ModelConfig>::Model> {
-        static CELL: Cell<training::models::lama::LamaConfig> = OnceLock::new();
-        CELL.get_or_init(|| {
-            let flags = ModelFlags { pooled_values: PooledValues::Words, ..tiny_flags() };
-            train_tiny(Variant::Lama, &training::models::lama::LamaConfig::from(&flags))
-        })
-    }
-
-    #[test]
-    fn on_tract_and_onnx_runtime_matches_burn_on_a_mixed_length_padded_batch() {
-        runtimes_match_burn(model());
-    }
-
-    #[test]
-    fn single_examples_equal_their_batch_rows() {
-        single_examples_equal_batch_rows(model());
-    }
-
-    #[test]
-    fn its_package_pools_one_embedding_per_head() {
-        check_contract(model(), "lama", 2, 2 * 24); // heads × the embedding width
-        assert_eq!(model().package.manifest.hyper_parameters["pooled_values"], "words");
-    }
+#[test]
+fn lama_words_package_pools_one_embedding_per_head() {
+    check_contract(lama_words::model(), "lama", 2, 2 * 24); // heads × the embedding width
+    assert_eq!(lama_words::model().package.manifest.hyper_parameters["pooled_values"], "words");
 }
 
 #[test]

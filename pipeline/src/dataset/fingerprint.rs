@@ -46,7 +46,8 @@ pub struct RunFingerprint {
     pub parts: usize,
 }
 
-fn towards_prediction() -> String {
+/// `contribution_towards` of a run whose output records none: towards each prediction.
+pub fn towards_prediction() -> String {
     runtime::output::PushesTowards::Prediction.metadata_value()
 }
 

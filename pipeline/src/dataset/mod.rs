@@ -33,7 +33,7 @@ mod fingerprint;
 /// Written last; holds the [`RunManifest`].
 pub const SUCCESS: &str = "_SUCCESS";
 
-pub use fingerprint::{EarlierInputs, InputIdentity, Run, RunFingerprint, inputs_sha256};
+pub use fingerprint::{EarlierInputs, InputIdentity, Run, RunFingerprint, inputs_sha256, towards_prediction};
 
 /// `_SUCCESS`: the whole run, written once every part is committed.
 #[derive(Debug, Clone, Serialize, Deserialize)]

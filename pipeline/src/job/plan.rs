@@ -11,13 +11,13 @@ use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use batch_io::publish::Destination;
 use batch_io::source::{BatchStream, InputFile, RowSpan, open_span};
 use runtime::classifier::Classifier;
-use runtime::output::{OutputTable, PushesTowards, keys};
+use runtime::output::{OutputTable, keys};
 use runtime::package::ModelPackage;
 
 use super::metadata::table_metadata;
 use super::preflight::plan_schema;
 use super::spec::{OutputFormat, RunSpec};
-use crate::dataset::{Committed, DatasetDir, InputIdentity, Run, RunFingerprint, inputs_sha256};
+use crate::dataset::{Committed, DatasetDir, InputIdentity, Run, RunFingerprint, inputs_sha256, towards_prediction};
 use crate::delta::{DeltaOutput, UnitKey, shard_key, unit_key};
 use crate::output::{Output, OutputFile, ParquetLayout};
 use crate::units::{FileLayout, WorkUnit, plan_units};
@@ -93,7 +93,7 @@ impl Plan {
                     contribution_towards: metadata
                         .get(keys::CONTRIBUTION_TOWARDS)
                         .cloned()
-                        .unwrap_or_else(|| PushesTowards::Prediction.metadata_value()),
+                        .unwrap_or_else(towards_prediction),
                     rows_per_part: spec.rows_per_part,
                     parts: units.len(),
                 };
