@@ -36,17 +36,31 @@ pub fn emit_per_hop(g: &mut GraphBuilder, gradient: &Value, hops: usize, d: usiz
     g.reshape(gradient, &shape)
 }
 
-/// Graph twin of [`token_contribution`].
-pub fn emit_token_contribution(g: &mut GraphBuilder, attention: &Value, states: &Value, gradient: &Value) -> Value {
+/// Graph twin of [`token_contribution`], laid out for one `[hops · C, d] × [d, seq]` product
+/// per document and a sum over the hops along rows. A product per hop with `C` columns each,
+/// as the Burn twin reads, took 3.4 ms where this takes 0.5 ms on ONNX Runtime (one thread,
+/// 64 documents of 300 tokens, 8 hops, 2 classes; #34).
+pub fn emit_token_contribution(
+    g: &mut GraphBuilder,
+    attention: &Value,
+    states: &Value,
+    gradient: &Value,
+    (hops, classes): (usize, usize),
+) -> Value {
     g.scoped("contribution", |g| {
+        let rows = (hops * classes) as i64;
+        let gradient = g.transpose(gradient, &[0, 3, 1, 2]); // [B, C, hops, d]
+        let stacked = g.ints("stacked_shape", &[3], &[0, rows, -1]);
+        let gradient = g.reshape(&gradient, &stacked); // [B, C · hops, d]
+        let states = g.transpose(states, &[0, 2, 1]); // [B, d, seq]
+        let per_hop = g.matmul(&gradient, &states); // [B, C · hops, seq]
+        let split = g.ints("per_hop_shape", &[4], &[0, classes as i64, hops as i64, -1]);
+        let per_hop = g.reshape(&per_hop, &split); // [B, C, hops, seq]
         let axis1 = g.ints("axis1", &[1], &[1]);
-        let axis3 = g.ints("axis3", &[1], &[3]);
-        let states = g.unsqueeze(states, &axis1); // [B, 1, seq, d]
-        let per_hop = g.matmul(&states, gradient); // [B, hops, seq, C]
-        let weights = g.unsqueeze(attention, &axis3);
+        let weights = g.unsqueeze(attention, &axis1); // [B, 1, hops, seq]
         let weighted = g.mul(&per_hop, &weights);
-        let summed = g.reduce_sum(&weighted, &axis1, false); // [B, seq, C]
-        g.transpose(&summed, &[0, 2, 1])
+        let axis2 = g.ints("axis2", &[1], &[2]);
+        g.reduce_sum(&weighted, &axis2, false) // [B, C, seq]
     })
 }
 

@@ -72,8 +72,16 @@ impl MlpHead {
                 let [d_hidden, classes] = self.output.weight.dims();
                 let centred =
                     g.weight("centred_output_weight", &[d_hidden, classes], &values(self.centred_output_weight()));
-                let slopes = g.mul(&active, &centred);
-                g.matmul(&input_weight, &slopes)
+                let slopes = g.mul(&active, &centred); // [B, h, C]
+                // One [d_input, h] × [h, B · C] product, not B products with C columns each:
+                // on ONNX Runtime those took 7.7 % of the default graph's time, this 1.5 % (#34).
+                let slopes = g.transpose(&slopes, &[1, 0, 2]);
+                let columns = g.ints("columns_shape", &[2], &[0, -1]);
+                let slopes = g.reshape(&slopes, &columns); // [h, B · C]
+                let gradient = g.matmul(&input_weight, &slopes); // [d_input, B · C]
+                let split = g.ints("split_shape", &[3], &[0, -1, classes as i64]);
+                let gradient = g.reshape(&gradient, &split); // [d_input, B, C]
+                g.transpose(&gradient, &[1, 0, 2])
             });
             (probs, gradient)
         })

@@ -314,7 +314,8 @@ impl Network for Lama {
         let sentence = g.reshape(&sentence, &flat);
         let (probs, gradient) = self.head.emit_explained(g, &sentence);
         let gradient = emit_per_hop(g, &gradient, self.heads(), self.value_width());
-        let contribution = emit_token_contribution(g, &attention, &values, &gradient);
+        let contribution =
+            emit_token_contribution(g, &attention, &values, &gradient, (self.heads(), self.head.classes()));
         declare_outputs(
             g,
             (&probs, self.head.classes()),

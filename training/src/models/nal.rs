@@ -148,7 +148,7 @@ impl Network for Nal {
             let [hops, _, width] = self.per_head.dims();
             let gradient = emit_per_hop(g, &gradient, hops, width);
             let gradient = g.matmul(&per_head, &gradient);
-            emit_token_contribution(g, &attention, &words, &gradient)
+            emit_token_contribution(g, &attention, &words, &gradient, (hops, self.head.classes()))
         });
         declare_outputs(
             g,

@@ -136,7 +136,7 @@ impl Network for San {
         let (probs, gradient) = self.head.emit_explained(g, &sentence);
         let hops = self.attention.hops();
         let gradient = emit_per_hop(g, &gradient, hops, self.value_width());
-        let contribution = emit_token_contribution(g, &attention, &values, &gradient);
+        let contribution = emit_token_contribution(g, &attention, &values, &gradient, (hops, self.head.classes()));
         declare_outputs(g, (&probs, self.head.classes()), Some((&attention, hops)), (&sentence, self.embedding_dim()));
         declare_contribution(g, &contribution, self.head.classes());
     }
