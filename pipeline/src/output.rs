@@ -12,7 +12,7 @@ use batch_io::publish::{Destination, Sink};
 use parquet::arrow::ArrowSchemaConverter;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowRowGroupWriterFactory};
-use parquet::basic::{Compression, Type as PhysicalType, ZstdLevel};
+use parquet::basic::{Compression, LogicalType, Type as PhysicalType, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
@@ -22,10 +22,14 @@ use runtime::output::keys;
 use crate::dataset::DatasetDir;
 use crate::units::WorkUnit;
 
-/// zstd's level for the columns that are compressed (text, tokens, byte weights): 6 keeps
-/// the passed-through text and the tokens 15 % smaller than level 1 for a few percent of the
-/// write stage (RESULTS.md, #27), which is what brings compact output under 3× its input.
+/// zstd's level for the columns that are compressed (text, tokens): 6 keeps the
+/// passed-through text and the tokens 15 % smaller than level 1 for a few percent of the
+/// write stage (RESULTS.md, #27).
 const ZSTD_LEVEL: i32 = 6;
+/// zstd's level for lists of bytes (`--attention compact`'s weights and pushes): level 1
+/// packs them a little tighter than 6 (0.58 against 0.61 of their size on IMDB test's
+/// attention) in a seventh of the time, which was a fifth of the default run's CPU (#34).
+const ZSTD_LEVEL_BYTES: i32 = 1;
 
 /// How every output file of a run is laid out: its schema and its Parquet settings.
 #[derive(Debug, Clone)]
@@ -51,6 +55,14 @@ impl ParquetLayout {
         // zstd shrank the default model's attention by 4 % and cost the write stage about a
         // third of its time (RESULTS.md, #14).
         for column in parquet_schema.columns() {
+            if column.max_rep_level() > 0
+                && matches!(column.logical_type_ref(), Some(LogicalType::Integer(int)) if int.bit_width == 8)
+            {
+                properties = properties.set_column_compression(
+                    column.path().clone(),
+                    Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL_BYTES)?),
+                );
+            }
             if column.physical_type() == PhysicalType::FLOAT {
                 properties = properties
                     .set_column_dictionary_enabled(column.path().clone(), false)
