@@ -741,7 +741,7 @@ fn a_where_condition_chooses_the_documents_drawn_and_the_run_section_names_the_m
         html.contains(&format!("read in windows (more than 400 tokens)</th><td class=\"num\">{windowed}<")),
         "{html}"
     );
-    assert!(html.contains("<td>windows(stride half, mean)</td>") && html.contains("<td>compact</td>"), "{html}");
+    assert!(html.contains("<td>windows(even, no overlap, mean)</td>") && html.contains("<td>compact</td>"), "{html}");
 
     // What is not a condition is refused, naming it, and no page is written.
     std::fs::remove_file(&html_path).expect("remove");

@@ -199,10 +199,14 @@ impl Classifier {
                 LongDocuments::Windows { stride, .. } => {
                     counts.windowed += 1;
                     counts.truncated += usize::from(encoding.truncated);
-                    let stride =
-                        long_documents::bounded_stride(encoding.ids.len(), limit, stride.unwrap_or(limit.div_ceil(2)));
-                    for start in long_documents::window_starts(encoding.ids.len(), limit, stride) {
-                        let ids = encoding.ids.get(start..start + limit).unwrap_or_default().to_vec();
+                    let stride = long_documents::bounded_stride(
+                        encoding.ids.len(),
+                        limit,
+                        stride.unwrap_or(long_documents::default_stride(limit)),
+                    );
+                    for window in long_documents::windows(encoding.ids.len(), limit, stride) {
+                        let start = window.start;
+                        let ids = encoding.ids.get(window).unwrap_or_default().to_vec();
                         let piece = EncodedText { ids, truncated: encoding.truncated };
                         documents.push(self.document(*row, start, piece)?);
                     }

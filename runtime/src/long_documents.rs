@@ -1,9 +1,10 @@
 //! Documents longer than the model's token limit: cut at the limit (`truncate`), keep their
-//! start and end (`head-tail`), or classify overlapping windows of the limit's width and
-//! combine what the windows said (`windows`), with attention over the whole document.
+//! start and end (`head-tail`), or classify overlapping windows of at most the limit's width
+//! and combine what the windows said (`windows`), with attention over the whole document.
 
 use batch_io::choice::Choice;
 use std::fmt;
+use std::ops::Range;
 
 use anyhow::{Context, bail};
 
@@ -17,6 +18,13 @@ pub const MAX_DOCUMENT_TOKENS: usize = 100_000;
 /// `--long-document-stride` on a 100,000-token document cannot mean 100,000 windows (which
 /// ran for minutes at 2 GB before this bound).
 pub const MAX_WINDOWS: usize = 1_000;
+
+/// The stride without `--long-document-stride`: `width`, windows that do not overlap. On
+/// IMDB test they read 1.17 times the tokens of the first 400 of each review, against 1.43
+/// with half the width, at the same accuracy (0.9150 against 0.9135, the default model; #34).
+pub fn default_stride(width: usize) -> usize {
+    width
+}
 
 /// The stride for a document of `tokens` tokens: `stride`, or wider where that would make
 /// more than [`MAX_WINDOWS`] windows of `width`.
@@ -45,8 +53,8 @@ pub enum LongDocuments {
     /// Keep the first quarter and the last three quarters of the limit: reviews tend to give
     /// their verdict at the end (Sun et al., 2019, found head 128 + tail 382 best of 512).
     HeadTail,
-    /// Windows of `limit` tokens, `stride` apart (default half the limit); the last window
-    /// ends at the document's end.
+    /// Windows of at most `limit` tokens, at most `stride` apart (default the limit: windows
+    /// that do not overlap), the last ending at the document's end; see [`windows`].
     Windows { stride: Option<usize>, aggregate: Aggregate },
 }
 
@@ -109,9 +117,12 @@ impl fmt::Display for LongDocuments {
             Self::HeadTail => f.write_str("head-tail"),
             Self::Windows { stride, aggregate } => {
                 let aggregate = aggregate.name();
+                // `even`: the windows are as wide as their count needs ([`windows`]); before
+                // #34 every window was the limit's width and the default stride half of it,
+                // so a dataset begun that way is not finished this way.
                 match stride {
-                    Some(stride) => write!(f, "windows(stride {stride}, {aggregate})"),
-                    None => write!(f, "windows(stride half, {aggregate})"),
+                    Some(stride) => write!(f, "windows(even, stride {stride}, {aggregate})"),
+                    None => write!(f, "windows(even, no overlap, {aggregate})"),
                 }
             }
         }
@@ -151,16 +162,26 @@ pub fn head_and_tail(ids: &[i64], limit: usize) -> Vec<i64> {
     kept
 }
 
-/// Where the windows of `width` tokens start, `stride` apart, covering `tokens` tokens; the
-/// last one ends at the end (so no window is mostly padding).
-pub fn window_starts(tokens: usize, width: usize, stride: usize) -> Vec<usize> {
+/// The windows that cover `tokens` tokens: as many as windows of `width` tokens `stride`
+/// apart would need (the last ending at the end), each only as wide as that many need to
+/// cover the document with neighbours still overlapping by `width - stride` tokens or more,
+/// all equally wide and evenly spread. A 450-token document read 400 at a time with stride
+/// 200 gets two windows of 325 tokens, not two of 400: on IMDB test the model reads 1.43
+/// times the tokens of the first 400 of each review, not 1.52 (#34).
+pub fn windows(tokens: usize, width: usize, stride: usize) -> Vec<Range<usize>> {
     if tokens <= width || width == 0 || stride == 0 {
-        return vec![0];
+        return vec![0..tokens];
     }
-    let last = tokens - width;
-    let mut starts: Vec<usize> = (0..last).step_by(stride).collect();
-    starts.push(last);
-    starts
+    let overlap = width - stride.min(width);
+    let count = (tokens - overlap).div_ceil(stride.min(width));
+    let span = (tokens + (count - 1) * overlap).div_ceil(count);
+    let room = tokens - span;
+    (0..count)
+        .map(|i| {
+            let start = i * room / (count - 1);
+            start..start + span
+        })
+        .collect()
 }
 
 /// The document's prediction from its windows' (`(start, prediction)`, in any order): the
@@ -275,16 +296,18 @@ mod tests {
     fn a_document_never_gets_more_than_the_most_windows() {
         let stride = bounded_stride(MAX_DOCUMENT_TOKENS, 400, 1);
         assert_eq!(stride, 100);
-        assert!(window_starts(MAX_DOCUMENT_TOKENS, 400, stride).len() <= MAX_WINDOWS);
+        assert!(windows(MAX_DOCUMENT_TOKENS, 400, stride).len() <= MAX_WINDOWS);
         assert_eq!(bounded_stride(5_000, 400, 200), 200, "an ordinary stride is kept");
     }
 
     #[test]
-    fn windows_start_a_stride_apart_and_the_last_ends_at_the_end() {
-        assert_eq!(window_starts(10, 4, 2), vec![0, 2, 4, 6]);
-        assert_eq!(window_starts(11, 4, 2), vec![0, 2, 4, 6, 7]);
-        assert_eq!(window_starts(4, 4, 2), vec![0]);
-        assert_eq!(window_starts(9, 4, 4), vec![0, 4, 5]);
+    fn windows_are_as_many_as_a_stride_needs_and_only_as_wide_as_they_need() {
+        assert_eq!(windows(10, 4, 2), vec![0..4, 2..6, 4..8, 6..10], "exactly a stride apart already");
+        assert_eq!(windows(11, 4, 2), vec![0..4, 1..5, 3..7, 5..9, 7..11]);
+        assert_eq!(windows(4, 4, 2), vec![0..4]);
+        assert_eq!(windows(9, 4, 4), vec![0..3, 3..6, 6..9], "no overlap asked: three windows of 3, not 4");
+        assert_eq!(windows(450, 400, 200), vec![0..325, 125..450]);
+        assert_eq!(windows(450, 400, 400), vec![0..225, 225..450]);
     }
 
     #[test]
@@ -306,18 +329,24 @@ mod tests {
 
     proptest! {
         #[test]
-        fn windows_cover_every_token_and_stay_inside(tokens in 1usize..3000, width in 1usize..500, stride in 1usize..500) {
+        fn windows_cover_every_token_overlap_as_asked_and_stay_inside(
+            tokens in 1usize..3000,
+            width in 1usize..500,
+            stride in 1usize..500,
+        ) {
             let stride = stride.min(width);
-            let starts = window_starts(tokens, width, stride);
-            let mut covered = vec![false; tokens];
-            for &start in &starts {
-                prop_assert!(start + width.min(tokens) <= tokens);
-                for flag in covered.iter_mut().skip(start).take(width) {
-                    *flag = true;
-                }
+            let windows = windows(tokens, width, stride);
+            let old_count = if tokens <= width { 1 } else { (tokens - width).div_ceil(stride) + 1 };
+            prop_assert_eq!(windows.len(), old_count, "as many windows as the stride gave before");
+            prop_assert_eq!(windows.first().map(|w| w.start), Some(0));
+            prop_assert_eq!(windows.last().map(|w| w.end), Some(tokens));
+            for window in &windows {
+                prop_assert!(window.end <= tokens && window.len() <= width && window.len() == windows[0].len());
             }
-            prop_assert!(covered.iter().all(|&c| c));
-            prop_assert!(starts.windows(2).all(|pair| pair[0] < pair[1]));
+            for pair in windows.windows(2) {
+                prop_assert!(pair[0].start < pair[1].start);
+                prop_assert!(pair[0].end >= pair[1].start + (width - stride), "{:?} overlap less than asked", pair);
+            }
         }
     }
 }
