@@ -1,5 +1,5 @@
-"""Benchmark: `pipeline run` on tract and ONNX Runtime vs the Python stack, unsorted and
-length-sorted, same graph, file and threads. Prints docs/s, tokens/s, peak RSS and wall time
+"""Benchmark: `pipeline run` on tract and ONNX Runtime, and the default command, vs the Python
+stack, unsorted and length-sorted, same graph, file and threads. Prints docs/s, tokens/s, peak RSS and wall time
 per run, each stage's share of the run for ours, the ratios, and the largest
 |Δprobabilities| between runners. Invoked by bench/run.sh, which sets up its tools.
 """
