@@ -107,7 +107,7 @@ impl Classifier {
     /// accurate on IMDB; RESULTS.md).
     pub fn with_long_documents(mut self, mode: LongDocuments) -> anyhow::Result<Self> {
         mode.check(self.max_tokens())?;
-        self.long_documents = mode;
+        self.long_documents = mode.normalised(self.max_tokens());
         Ok(self)
     }
 

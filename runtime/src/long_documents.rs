@@ -61,7 +61,7 @@ pub enum LongDocuments {
 /// The choice of [`LongDocuments`] without its settings, as a flag or an argument names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
-    /// Classify overlapping windows of the token limit and combine them.
+    /// Classify windows of at most the token limit and combine them.
     #[default]
     Windows,
     /// Keep the first quarter and the last three quarters of the token limit.
@@ -79,7 +79,11 @@ impl Choice for Aggregate {
 
 impl Choice for Mode {
     const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
-        (Self::Windows, "windows", "classify overlapping windows of the token limit and combine them"),
+        (
+            Self::Windows,
+            "windows",
+            "classify windows of at most the token limit and combine them (up to 100,000 tokens; past that a document is cut and marked truncated)",
+        ),
         (Self::HeadTail, "head-tail", "keep the first quarter and the last three quarters of the token limit"),
         (Self::Truncate, "truncate", "keep the first tokens up to the limit"),
     ];
@@ -135,6 +139,18 @@ impl LongDocuments {
         match self {
             Self::Truncate => limit,
             Self::HeadTail | Self::Windows { .. } => MAX_DOCUMENT_TOKENS.max(limit),
+        }
+    }
+
+    /// The same choice with a stride equal to the default one written as the default, so that
+    /// `--long-document-stride 400` and no flag, which read the same windows, are recorded
+    /// alike (a dataset begun with one resumes with the other).
+    pub fn normalised(self, limit: usize) -> Self {
+        match self {
+            Self::Windows { stride: Some(stride), aggregate } if stride == default_stride(limit) => {
+                Self::Windows { stride: None, aggregate }
+            }
+            other => other,
         }
     }
 
@@ -298,6 +314,14 @@ mod tests {
         assert_eq!(stride, 100);
         assert!(windows(MAX_DOCUMENT_TOKENS, 400, stride).len() <= MAX_WINDOWS);
         assert_eq!(bounded_stride(5_000, 400, 200), 200, "an ordinary stride is kept");
+    }
+
+    #[test]
+    fn a_stride_equal_to_the_default_is_recorded_as_the_default() {
+        let explicit = LongDocuments::choose(Mode::Windows, Some(400), Aggregate::Mean).expect("a choice");
+        assert_eq!(explicit.normalised(400), LongDocuments::default());
+        assert_eq!(explicit.normalised(400).to_string(), "windows(even, no overlap, mean)");
+        assert_eq!(explicit.normalised(500).to_string(), "windows(even, stride 400, mean)");
     }
 
     #[test]

@@ -15,8 +15,8 @@ pub struct LongDocumentFlags {
     /// --long-documents windows: the most tokens from one window's start to the next
     /// (default: the token limit, windows that do not overlap). The windows are as many as
     /// this stride needs, each only as wide as their count needs (at most the limit), so
-    /// neighbours overlap by at least the limit less the stride. A document gets at most
-    /// 1,000 windows: past that the stride widens.
+    /// neighbours overlap by at least the limit less the stride. Past 1,000 windows the stride
+    /// widens, up to the limit.
     #[arg(long, value_name = "TOKENS", value_parser = flags::at_least_one)]
     long_document_stride: Option<usize>,
     /// --long-documents windows: how the windows' probabilities combine.
