@@ -167,6 +167,16 @@ fn a_syntax_error_is_said_in_words() {
 }
 
 #[test]
+fn a_stride_past_the_models_limit_is_blamed_on_the_flag_not_the_package() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = pipeline_in(dir.path(), &["sql", "SELECT classify('good movie')", "--long-document-stride", "401"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("classify: the window stride is 401; give one from 1 to the token limit (400)"), "{err}");
+    assert!(!err.contains("cannot load model package"), "{err}");
+}
+
+#[test]
 fn a_reader_that_stops_early_is_not_an_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut child = Command::new(env!("CARGO_BIN_EXE_pipeline"))

@@ -8,8 +8,8 @@ use runtime::long_documents::{Aggregate, LongDocuments, Mode};
 
 #[derive(Debug, Args)]
 pub struct LongDocumentFlags {
-    /// What happens to a document longer than the token limit (see --max-tokens). The
-    /// `truncated` column says which documents lost tokens.
+    /// What happens to a document longer than the token limit (the model's, or --max-tokens
+    /// where the command has it). The `truncated` column says which documents lost tokens.
     #[arg(long, value_parser = choice::<Mode>(), default_value = Mode::Windows.name())]
     long_documents: Mode,
     /// --long-documents windows: the most tokens from one window's start to the next

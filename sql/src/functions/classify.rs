@@ -144,16 +144,15 @@ impl Classify {
         if let Some(classifier) = loaded.get(&dir) {
             return Ok(classifier.clone());
         }
+        let name = self.explained.name();
         let classifier = open_package(&dir)
             .inspect(|package| self.read.lock().unwrap_or_else(PoisonError::into_inner).push(package.as_input()))
-            .and_then(|package| {
-                Classifier::open(package, &self.options.backend, None)?.with_long_documents(self.options.long_documents)
-            })
-            .map(Arc::new)
-            .map_err(|e| {
-                let name = self.explained.name();
-                DataFusionError::Plan(format!("{name}: cannot load model package {}: {e:#}", dir.display()))
-            })?;
+            .and_then(|package| Classifier::open(package, &self.options.backend, None))
+            .map_err(|e| DataFusionError::Plan(format!("{name}: cannot load model package {}: {e:#}", dir.display())))?
+            // The package loaded; a stride that does not fit its token limit is the flag's fault.
+            .with_long_documents(self.options.long_documents)
+            .map_err(|e| DataFusionError::Plan(format!("{name}: {e:#} (the model package {})", dir.display())))?;
+        let classifier = Arc::new(classifier);
         loaded.insert(dir, classifier.clone());
         Ok(classifier)
     }
