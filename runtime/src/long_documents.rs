@@ -188,8 +188,10 @@ pub fn windows(tokens: usize, width: usize, stride: usize) -> Vec<Range<usize>> 
     if tokens <= width || width == 0 || stride == 0 {
         return std::iter::once(0..tokens).collect();
     }
-    let overlap = width - stride.min(width);
-    let count = (tokens - overlap).div_ceil(stride.min(width));
+    // A stride widened past the width (tiny widths, MAX_WINDOWS) reads as windows end to end.
+    let stride = stride.min(width);
+    let overlap = width - stride;
+    let count = (tokens - overlap).div_ceil(stride);
     let span = (tokens + (count - 1) * overlap).div_ceil(count);
     let room = tokens - span;
     (0..count)
