@@ -113,33 +113,6 @@ pub fn describe_file_type(file_type: std::fs::FileType) -> &'static str {
     "a regular file"
 }
 
-/// Refuses to replace an existing `target` that is not a Parquet file (both magic numbers,
-/// `PAR1` at its start and end), so a mistyped `--output essay.txt` leaves the essay alone;
-/// `command` says who replaces only Parquet. An empty file may be replaced.
-pub fn check_replaceable_parquet(command: &str, target: &Path) -> anyhow::Result<()> {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(meta) = std::fs::metadata(target) else { return Ok(()) };
-    if !meta.is_file() || meta.len() == 0 {
-        return Ok(());
-    }
-    let magic_at_both_ends = || -> std::io::Result<bool> {
-        let mut file = File::open(target)?;
-        let (mut head, mut tail) = ([0u8; 4], [0u8; 4]);
-        file.read_exact(&mut head)?;
-        file.seek(SeekFrom::End(-4))?;
-        file.read_exact(&mut tail)?;
-        Ok(meta.len() >= 8 && &head == b"PAR1" && &tail == b"PAR1")
-    };
-    if !magic_at_both_ends().unwrap_or(false) {
-        bail!(
-            "--output {} exists and is not a Parquet file; {command} replaces only an earlier Parquet output. \
-             Move or delete it, or choose another --output",
-            target.display()
-        );
-    }
-    Ok(())
-}
-
 /// Checks that `target` can be written by replacing it: nothing there yet, a regular file,
 /// or a symlink (the link is replaced, never what it points to). A directory, device, FIFO
 /// or socket is refused, and so is a missing parent directory.

@@ -4,7 +4,7 @@
 //! `locations` resolves input files (and refuses an output that an input would read) →
 //! `source` decodes them into Arrow record batches, under `panic_guard` so a corrupt file is an
 //! error rather than a crash → … the program's work … → `atomic_file` publishes each output
-//! whole or not at all. `command_line` is what both programs do around their work: exit codes,
+//! whole or not at all, replacing nothing but an earlier output of its kind (`earlier_output`). `command_line` is what both programs do around their work: exit codes,
 //! and removing unfinished output on a signal or a panic; `choice`, settings with named values;
 //! `progress`, a bar on a terminal and a log line every ten seconds elsewhere.
 
@@ -15,10 +15,12 @@
 pub mod atomic_file;
 pub mod choice;
 pub mod command_line;
+pub mod earlier_output;
 pub mod inputs;
 pub mod locations;
 pub mod object_storage;
 pub mod panic_guard;
 pub mod progress;
 pub mod publish;
+pub mod redact;
 pub mod source;

@@ -124,8 +124,15 @@ impl InputLocation {
         let on_rerun = match &self.kind {
             LocationKind::File => false,
             LocationKind::Directory { extensions } => {
-                has_extension(&target, extensions)
-                    && target.parent().is_some_and(|dir| resolved(Path::new(&self.location)).as_deref() == Some(dir))
+                let Some(dir) = resolved(Path::new(&self.location)) else { return None };
+                let read_back = has_extension(&target, extensions) && target.parent() == Some(dir.as_path());
+                // Anything else inside a dataset or table being read would be taken for a part
+                // of it by the next reader, or replace its log (`_delta_log/`) or its staged
+                // parts (`run-*/`).
+                if !read_back && target.starts_with(&dir) {
+                    return Some("it is inside the input directory, which readers take whole as one dataset or table");
+                }
+                read_back
             }
             LocationKind::Glob => {
                 let matches = |pattern: &str, candidate: &Path| {
@@ -156,6 +163,41 @@ pub fn refuse_output_among_inputs(flag: &str, output: &Path, inputs: &[InputLoca
                 input.location
             );
         }
+    }
+    Ok(())
+}
+
+/// The name of a Delta table's log directory: a directory holding one is a table's root.
+pub const DELTA_LOG: &str = "_delta_log";
+
+/// Refuses an output (named by `flag`) inside a Delta table, local or in a store: a file
+/// there would replace a commit of its log or sit among its data files, and the table's
+/// readers would fail or read it. A local path is checked against every directory above it
+/// (as the file system resolves it); a storage URL by its keys' names.
+pub fn refuse_output_inside_table(flag: &str, output: &str) -> anyhow::Result<()> {
+    let inside = if is_url(output) {
+        let canonical = canonical_url(output)?;
+        let segments: Vec<&str> = canonical.split('/').collect();
+        segments.iter().any(|segment| *segment == DELTA_LOG).then(|| {
+            let root = canonical.split(&format!("/{DELTA_LOG}")).next().unwrap_or(&canonical);
+            root.to_owned()
+        })
+    } else {
+        let path = Path::new(output);
+        let resolved_path = resolved(path).unwrap_or_else(|| path.to_path_buf());
+        resolved_path.ancestors().skip(1).find_map(|dir| {
+            if dir.file_name().is_some_and(|name| name == DELTA_LOG) {
+                dir.parent().map(|root| root.display().to_string())
+            } else {
+                dir.join(DELTA_LOG).is_dir().then(|| dir.display().to_string())
+            }
+        })
+    };
+    if let Some(table) = inside {
+        bail!(
+            "{flag} {output} is inside the Delta table {table}: it would replace a commit of the table's log or sit \
+             among its files, and the table's readers would fail on it. Write it outside the table"
+        );
     }
     Ok(())
 }
@@ -220,10 +262,16 @@ pub fn remote_overlap(
                 return Ok(Some("it is the input"));
             }
             let is_object = files.len() == 1 && files.iter().all(|f| canonical_url(f).ok().as_ref() == Some(&input));
-            !is_object
-                && written.rsplit_once('/').is_some_and(|(parent, name)| {
-                    parent == input && !name.starts_with(['.', '_']) && name.ends_with(".parquet")
-                })
+            let read_back = written.rsplit_once('/').is_some_and(|(parent, name)| {
+                parent == input && !name.starts_with(['.', '_']) && name.ends_with(".parquet")
+            });
+            // Anything else under a prefix being read (a dataset, or a Delta table with its
+            // log and staged parts) would be taken for part of it by the next reader.
+            let prefix = format!("{input}/");
+            if !is_object && !read_back && (written.starts_with(&prefix) || output.starts_with(&prefix)) {
+                return Ok(Some("it is inside the input prefix, which readers take whole as one dataset or table"));
+            }
+            !is_object && read_back
         }
     };
     Ok(read_on_rerun.then_some("a rerun would read it back as input"))
@@ -267,13 +315,38 @@ mod tests {
 
         let directory = input(&data, &["parquet"]);
         assert_eq!(directory.overlap(&data.join("b.parquet")), Some("a rerun would read it back as input"));
-        assert!(directory.overlap(&data.join("b.csv")).is_none(), "not an extension the input reads");
         assert!(directory.overlap(&dir.path().join("b.parquet")).is_none());
+
+        let nested = directory.overlap(&data.join("_delta_log/00000000000000000002.json"));
+        assert!(nested.is_some_and(|why| why.contains("inside the input directory")), "{nested:?}");
+        assert!(directory.overlap(&data.join("report.html")).is_some(), "inside a dataset being read");
 
         let glob = input(&data.join("*.parquet"), &["parquet"]);
         assert_eq!(glob.files.len(), 1, "hidden files are not matched by *");
         assert!(glob.overlap(&data.join("out.parquet")).is_some());
         assert!(glob.overlap(&dir.path().join("out.parquet")).is_none());
+    }
+
+    #[test]
+    fn outputs_inside_a_delta_table_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let table = dir.path().join("table");
+        std::fs::create_dir_all(table.join(DELTA_LOG)).expect("mkdir");
+        let at = |path: &Path| refuse_output_inside_table("--output", path.to_str().expect("utf-8"));
+        for inside in [
+            table.join("_delta_log/00000000000000000002.json"),
+            table.join("run-abc/part-00000.parquet"),
+            table.join("report.html"),
+            table.join("new/deeper/x.csv"),
+        ] {
+            let error = at(&inside).expect_err("inside the table");
+            assert!(format!("{error:#}").contains("inside the Delta table"), "{error:#}");
+        }
+        at(&dir.path().join("report.html")).expect("beside the table");
+        at(&dir.path().join("table-report.html")).expect("a sibling name");
+        let error = refuse_output_inside_table("--output", "s3://b/t/_delta_log/00000000000000000099.json");
+        assert!(format!("{:#}", error.expect_err("a log key")).contains("the Delta table s3://b/t"));
+        refuse_output_inside_table("--output", "s3://b/t/report.html").expect("not known to be a table by name");
     }
 
     #[cfg(unix)]
@@ -354,10 +427,14 @@ mod tests {
     }
 
     #[test]
-    fn an_html_page_inside_a_dataset_input_is_not_read_back() {
+    fn anything_inside_a_dataset_or_table_input_is_refused() {
         let parts = vec!["s3://b/ds/part-00000.parquet".to_owned()];
         let page = remote_overlap("s3://b/ds/report.html", false, None, "s3://b/ds/", &parts).expect("checks");
-        assert!(page.is_none());
+        assert!(page.is_some_and(|why| why.contains("inside the input prefix")));
+        let log = remote_overlap("s3://b/ds/_delta_log/00000000000000000002.json", false, None, "s3://b/ds", &parts);
+        assert!(log.expect("checks").is_some());
+        let beside = remote_overlap("s3://b/ds-report.html", false, None, "s3://b/ds/", &parts).expect("checks");
+        assert!(beside.is_none());
         let part = remote_overlap("s3://b/ds/./part-00000.parquet", false, None, "s3://b/ds/", &parts).expect("checks");
         assert_eq!(part, Some("it is one of the input files"));
     }

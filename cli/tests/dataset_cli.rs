@@ -212,10 +212,15 @@ fn a_part_lost_after_success_is_noticed_by_finalize_and_written_again_by_a_rerun
     assert!(run(&reviews(), &single, &[]).status.success());
     let out = dir.path().join("out");
     assert!(run(&reviews(), &out, &["--rows-per-part", "100"]).status.success());
-    // A report beside the parts, as the README shows it, is no stranger to the dataset.
-    let page = out.join("report.html");
-    let report = pipeline(&["report"], &[("--input", &out), ("--output", &page)]);
+    // A report goes beside the dataset, never among its parts (other readers take every file
+    // there for a part).
+    let report = pipeline(&["report"], &[("--input", &out), ("--output", &out.join("report.html"))]);
+    assert_eq!(report.status.code(), Some(1), "{}", stderr(&report));
+    let report = pipeline(&["report"], &[("--input", &out), ("--output", &dir.path().join("report.html"))]);
     assert!(report.status.success(), "{}", stderr(&report));
+    // A page an older version wrote among the parts is no stranger to the dataset.
+    let page = out.join("report.html");
+    std::fs::copy(dir.path().join("report.html"), &page).expect("copy");
 
     std::fs::remove_file(out.join("part-00001.parquet")).expect("rm");
     let finalize = pipeline(&["run"], &[("--finalize", &out)]);

@@ -243,7 +243,7 @@ fn a_table_of_another_schema_or_a_location_that_is_not_a_table_is_refused() {
     for flag in ["--metrics-textfile", "--metrics-json"] {
         let refused = delta(&common::reviews(), &table, &[flag, entry.to_str().expect("utf-8")]);
         assert_eq!(refused.status.code(), Some(1), "{flag}: {}", stderr(&refused));
-        assert!(stderr(&refused).contains("is inside the dataset output"), "{}", stderr(&refused));
+        assert!(stderr(&refused).contains("is inside the Delta table"), "{}", stderr(&refused));
     }
     assert_eq!(std::fs::read(&entry).expect("log entry"), before, "the log entry is untouched");
     assert_eq!(common::files_in(&table.join("_delta_log")), log_before, "nothing committed");

@@ -1,8 +1,18 @@
 //! The batch-job contract under careless or hostile use: every case ends with exit code 1
 //! (2 for usage errors), a message naming the file, column or row, and no existing file
-//! touched. Each test here reproduces a case that once broke that contract.
+//! touched. Each test here reproduces a case that once broke that contract. Newer cases are
+//! grouped by subject under `hostile/`.
 
 mod common;
+
+#[path = "hostile/delta.rs"]
+mod delta;
+#[path = "hostile/outputs.rs"]
+mod outputs;
+#[path = "hostile/secrets.rs"]
+mod secrets;
+#[path = "hostile/sql.rs"]
+mod sql;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -179,8 +189,12 @@ fn the_input_is_never_the_output() {
     let pattern = format!("{}/*.parquet", data.display());
     let output = pipeline(&["run", "--input", &pattern], &[("--model", &tiny_model()), ("--output", &inside)]);
     assert_refused(&output, 1, &["a rerun would read it back as input"], &inside);
-    // Beside the inputs, with a name the input does not match, is fine.
-    let beside = data.join("predictions.out");
+    // Anything else inside the input directory would be taken for part of it by its readers;
+    // beside the directory is fine.
+    let inside = data.join("predictions.out");
+    let output = run(&data, &inside, &[]);
+    assert_refused(&output, 1, &["inside the input directory"], &inside);
+    let beside = dir.path().join("predictions.out");
     let output = run(&data, &beside, &[]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(sha(&input), before, "the input is untouched");

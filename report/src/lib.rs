@@ -17,7 +17,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 use batch_io::atomic_file::check_replaceable;
-use batch_io::locations::{refuse_output_among_inputs, refuse_remote_output_among_inputs};
+use batch_io::earlier_output::{OutputKind, check_replaceable_output};
+use batch_io::locations::{refuse_output_among_inputs, refuse_output_inside_table, refuse_remote_output_among_inputs};
 use batch_io::object_storage::{canonical_url, is_url};
 use batch_io::publish::{Destination, Sink};
 use batch_io::source::{RowSpan, open_span};
@@ -27,6 +28,8 @@ use runtime::output::keys;
 use runtime::output::origin::{SameRun, refuse_mixed_runs};
 use runtime::output::read::{Batch, Layout};
 use sql::RowFilter;
+use sql::tables::{as_written_in, with_table_metadata};
+use std::sync::Arc;
 
 use crate::page::RunInfo;
 use crate::tally::Tally;
@@ -61,12 +64,18 @@ const BATCH_ROWS: usize = 1024;
 pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     let started = Instant::now();
     refuse_output_name(&options.output)?;
+    refuse_output_inside_table("--output", &options.output)?;
     let destination = Destination::parse(&options.output)?;
     // A Delta table is the files its log lists now, as for `pipeline sql`.
-    let inputs = sql::tables::parquet_inputs(&options.input)?;
+    let sql::tables::ParquetInputs { input: inputs, table_metadata } = sql::tables::parquet_inputs(&options.input)?;
+    // A Delta table's properties say which run wrote it, whatever its files (rewritten by
+    // another writer's OPTIMIZE, say) still record.
+    let schema_of =
+        |probe: &batch_io::source::BatchStream| with_table_metadata(probe.schema.as_ref().clone(), &table_metadata);
     match &destination {
         Destination::Local(path) => {
             check_replaceable(path)?;
+            check_replaceable_output("--output", path, OutputKind::ReportPage)?;
             refuse_output_among_inputs("--output", path, inputs.local.as_slice())?;
         }
         Destination::Object { .. } => {
@@ -78,11 +87,11 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     let first = inputs.files.first().context("the input holds no file")?;
     // An empty projection reads only the footer: the schema and metadata decide the layout.
     let probe = open_span(first, BATCH_ROWS, Some(&[]), RowSpan::Whole)?;
-    let mut layout = Layout::of(&probe.schema, &first.to_string(), options.label_column.as_deref())?;
-    let layout_schema = probe.schema.clone();
-    let run = run_info(options, inputs.files.len(), &layout, probe.schema.metadata());
+    let layout_schema = Arc::new(schema_of(&probe));
+    let mut layout = Layout::of(&layout_schema, &first.to_string(), options.label_column.as_deref())?;
+    let run = run_info(options, inputs.files.len(), &layout, layout_schema.metadata());
     drop(probe);
-    if !refuse_other_runs(&inputs.files, first, &layout_schema)? {
+    if !refuse_other_runs(&inputs.files, first, &layout_schema, &schema_of, !table_metadata.is_empty())? {
         // Parts written before `contribution_scale` hold bytes alone: no push table.
         layout.without_contribution_scale();
     }
@@ -129,14 +138,19 @@ fn refuse_other_runs(
     files: &[batch_io::source::InputFile],
     first: &batch_io::source::InputFile,
     first_schema: &arrow::datatypes::Schema,
+    schema_of: &dyn Fn(&batch_io::source::BatchStream) -> arrow::datatypes::Schema,
+    delta: bool,
 ) -> anyhow::Result<bool> {
     let first_name = first.to_string();
     let mut every_scale = true;
     for file in files.iter().skip(1) {
         let probe = open_span(file, BATCH_ROWS, Some(&[]), RowSpan::Whole)?;
+        // A Delta table's file rewritten by another writer holds our bytes as `short`.
+        let schema = schema_of(&probe);
+        let schema = if delta { as_written_in(first_schema, &schema) } else { schema };
         refuse_mixed_runs(
             (&first_name, first_schema),
-            (&file.to_string(), &probe.schema),
+            (&file.to_string(), &schema),
             SameRun::ModelAndEncoding,
             "report on each run's output separately",
         )?;
@@ -146,7 +160,7 @@ fn refuse_other_runs(
 }
 
 /// The page is HTML: a `.parquet` name or `_SUCCESS` would take the place of predictions or
-/// of a dataset's run manifest (an output inside a dataset is fine under any other name).
+/// of a dataset's run manifest.
 fn refuse_output_name(output: &str) -> anyhow::Result<()> {
     // A storage key is judged as the store will spell it (`_%53UCCESS` is `_SUCCESS`).
     let resolved = if is_url(output) { canonical_url(output)? } else { output.to_owned() };
@@ -154,7 +168,7 @@ fn refuse_output_name(output: &str) -> anyhow::Result<()> {
     if name == "_SUCCESS" || name.to_ascii_lowercase().ends_with(".parquet") {
         anyhow::bail!(
             "--output {output}: the report is an HTML page, and that name belongs to predictions or to a \
-             dataset's run manifest; give it a name ending in .html (report.html beside the parts is fine)"
+             dataset's run manifest; give it a name ending in .html, outside the dataset"
         );
     }
     Ok(())

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use batch_io::atomic_file::{TempFile, temp_beside, write_failed};
 use batch_io::choice::Choice;
+use batch_io::earlier_output::{OutputKind, check_replaceable_output};
 use batch_io::locations::same_location;
 use clap::{Args, Subcommand};
 use flags::choice;
@@ -210,7 +211,14 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             let package_files = [GRAPH_FILE, TOKENIZER_FILE, MANIFEST_FILE].map(|f| args.model.join(f));
             let mut inputs = vec![args.data.as_path()];
             inputs.extend(package_files.iter().map(PathBuf::as_path));
-            let metrics = args.metrics_json.as_deref().map(|path| checked_output(path, &inputs)).transpose()?;
+            let metrics = args
+                .metrics_json
+                .as_deref()
+                .map(|path| {
+                    check_replaceable_output("--metrics-json", path, OutputKind::SummaryJson)?;
+                    checked_output(path, &inputs)
+                })
+                .transpose()?;
             // The stride and the aggregation are `pipeline run`'s defaults.
             let long_documents = LongDocuments::choose(args.long_documents, None, Aggregate::default())?;
             let evaluation =

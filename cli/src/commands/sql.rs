@@ -8,6 +8,7 @@ use crate::args::BackendFlags;
 use crate::args::LongDocumentFlags;
 use anyhow::Context;
 use batch_io::command_line::say;
+use batch_io::earlier_output::{OutputKind, check_replaceable_output};
 use batch_io::publish::{Destination, Sink};
 use clap::Args;
 use runtime::output::columns::CONTRIBUTION;
@@ -46,6 +47,11 @@ pub struct SqlArgs {
     /// Documents per inference batch in classify().
     #[arg(long, default_value_t = 64, value_parser = flags::at_least_one)]
     batch_size: usize,
+    /// Memory the query's sorts, joins and aggregations may hold (e.g. 4G); past it they spill
+    /// to disk or the query stops with exit code 1. Default: 60% of the container's memory
+    /// limit, or of the machine's memory.
+    #[arg(long, value_name = "SIZE", value_parser = |text: &str| sql::memory::parse_size(text).map_err(|e| e.to_string()))]
+    memory_limit: Option<u64>,
 }
 
 /// Stack of the thread that parses and plans queries: planning recurses through a query's
@@ -66,14 +72,21 @@ pub fn run(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
     planner.join().map_err(|_| anyhow::anyhow!("internal error: the query thread panicked"))?
 }
 
-fn run_here(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
+fn run_here(mut args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
     anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
+    // `--output -` is stdout, as for most tools, never a file named `-`.
+    if args.output.as_deref() == Some("-") {
+        args.output = None;
+    }
     let format = match (args.format, &args.output) {
         (Some(format), _) => format,
         (None, Some(output)) => OutputFormat::from_extension(Path::new(output))
             .with_context(|| format!("cannot tell the format of {output} from its extension; add --format"))?,
         (None, None) => OutputFormat::Table,
     };
+    if let Some(output) = &args.output {
+        batch_io::locations::refuse_output_inside_table("--output", output)?;
+    }
     let destination = args.output.as_deref().map(Destination::parse).transpose()?;
     // Where the result file is written: the output itself, or for object storage a local
     // staging file, uploaded once the query has run (the upload waits on the object-storage
@@ -85,9 +98,13 @@ fn run_here(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
     let written_to: Option<PathBuf> = match (&destination, &staging) {
         (Some(Destination::Local(path)), _) => {
             batch_io::atomic_file::check_replaceable(path)?;
-            if format == OutputFormat::Parquet {
-                batch_io::atomic_file::check_replaceable_parquet("pipeline sql --format parquet", path)?;
-            }
+            let kind = match format {
+                OutputFormat::Table => OutputKind::TextTable,
+                OutputFormat::Csv => OutputKind::Csv,
+                OutputFormat::Json => OutputKind::JsonLines,
+                OutputFormat::Parquet => OutputKind::Parquet,
+            };
+            check_replaceable_output("--output", path, kind)?;
             Some(path.clone())
         }
         (Some(Destination::Object { .. }), Some(dir)) => Some(dir.path().join("result")),
@@ -105,7 +122,8 @@ fn run_here(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
         .build()
         .context("cannot start the query runtime")?;
     let rows = runtime.block_on(async {
-        let mut session = SqlSession::new(classify)?;
+        let memory_limit = args.memory_limit.unwrap_or_else(sql::memory::default_limit);
+        let mut session = SqlSession::with_memory_limit(classify, memory_limit)?;
         register_tables(&mut session, &args.tables).await?;
         let view = TableView { max_rows: args.max_rows, max_cell_width: args.max_cell_width };
         let output = args.output.as_deref().zip(written_to.as_deref());
@@ -169,7 +187,9 @@ async fn run_query(
     let keeps_pushes = frame.schema().fields().iter().any(|field| field.name() == CONTRIBUTION.name);
     let metadata =
         if format == OutputFormat::Parquet && keeps_pushes { session.push_metadata() } else { HashMap::new() };
-    let rows = write_results(frame, format, output.map(|(_, file)| file), view, metadata).await?;
+    let rows = write_results(frame, format, output.map(|(_, file)| file), view, metadata)
+        .await
+        .map_err(|error| session.explain_execution(error))?;
     Ok(output.map(|_| rows))
 }
 

@@ -8,18 +8,19 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use arrow::datatypes::{FieldRef, Schema};
 
-use batch_io::atomic_file::{check_replaceable, check_replaceable_parquet};
+use batch_io::atomic_file::check_replaceable;
+use batch_io::earlier_output::{OutputKind, check_replaceable_output};
 use batch_io::inputs::InputFiles;
 use batch_io::locations::{
-    InputLocation, refuse_dataset_holding_inputs, refuse_output_among_inputs, refuse_remote_output_among_inputs,
-    same_location, within,
+    InputLocation, refuse_dataset_holding_inputs, refuse_output_among_inputs, refuse_output_inside_table,
+    refuse_remote_output_among_inputs, same_location, within,
 };
 use batch_io::object_storage::is_url;
 use batch_io::source::{BatchStream, InputFile, column_list, did_you_mean, is_text_type};
 use runtime::output::OutputTable;
 use runtime::package::ModelPackage;
 
-use super::spec::RunSpec;
+use super::spec::{OutputFormat, RunSpec};
 use crate::units::{Shard, part_name};
 
 /// Checks every output location before any work: each may be replaced (see
@@ -38,6 +39,11 @@ pub fn check_outputs(
     let output = options.output.as_str();
     // What no output may overwrite: the local inputs (now or on a rerun) and the model.
     let inputs: Vec<InputLocation> = input.local.iter().cloned().chain([package.as_input()]).collect();
+    // Never into a Delta table's log or among its files (a Delta output is the table itself).
+    refuse_output_inside_table("--output", output)?;
+    if dataset && options.output_format != OutputFormat::Delta {
+        refuse_output_inside_table("--output", &format!("{}/{}", output.trim_end_matches('/'), part_name(0)))?;
+    }
     if is_url(output) {
         let files: Vec<String> = input.files.iter().map(ToString::to_string).collect();
         let first_part = dataset.then(|| format!("{}/{}", output.trim_end_matches('/'), part_name(0)));
@@ -52,13 +58,23 @@ pub fn check_outputs(
         } else {
             check_replaceable(path)?;
             refuse_output_among_inputs("--output", path, &inputs)?;
-            check_replaceable_parquet("pipeline run", path)?;
+            check_replaceable_output("--output", path, OutputKind::Parquet)?;
         }
     }
-    let side_files =
-        [("--metrics-json", &options.metrics_json), ("--metrics-textfile", &options.reporting.metrics_textfile)];
-    for (flag, metrics) in side_files.into_iter().filter_map(|(flag, path)| path.as_ref().map(|p| (flag, p))) {
+    let side_files = [
+        ("--metrics-json", &options.metrics_json, OutputKind::SummaryJson),
+        ("--metrics-textfile", &options.reporting.metrics_textfile, OutputKind::MetricsText),
+    ];
+    if let [(first, Some(a), _), (second, Some(b), _)] = &side_files
+        && same_location(a, b)
+    {
+        bail!("{first} and {second} both name {}; give each its own file", a.display());
+    }
+    for (flag, metrics, kind) in
+        side_files.iter().filter_map(|(flag, path, kind)| path.as_ref().map(|p| (*flag, p, *kind)))
+    {
         check_replaceable(metrics).context(flag)?;
+        refuse_output_inside_table(flag, &metrics.to_string_lossy())?;
         refuse_output_among_inputs(flag, metrics, &inputs)?;
         if same_location(metrics, Path::new(output)) {
             bail!("{flag} {} is also --output; give the figures their own file", metrics.display());
@@ -71,6 +87,8 @@ pub fn check_outputs(
                 metrics.display()
             );
         }
+        // Last: the checks above say more precisely why a file is not ours to replace.
+        check_replaceable_output(flag, metrics, kind)?;
     }
     Ok(())
 }

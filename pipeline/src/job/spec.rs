@@ -169,6 +169,11 @@ impl RunSpec {
         for (flag, count) in counts {
             anyhow::ensure!(count != Some(0), "{flag} must be at least 1");
         }
+        anyhow::ensure!(
+            self.output != "-",
+            "--output -: pipeline run writes Parquet files (or a dataset, or a table), not a stream; give a path, and \
+             read it with `pipeline sql` to print rows"
+        );
         if self.output_format == OutputFormat::Delta {
             anyhow::ensure!(
                 !self.output.to_ascii_lowercase().ends_with(".parquet"),
@@ -194,7 +199,9 @@ impl RunSpec {
             [("--metrics-push", &self.reporting.metrics_push), ("--openlineage-url", &self.reporting.openlineage_url)]
         {
             if let Some(url) = url {
-                let parsed = url::Url::parse(url).map_err(|e| anyhow::anyhow!("{flag} {url} is not a URL ({e})"))?;
+                // Messages quote it without its credentials.
+                let (parsed, url) = (url::Url::parse(url), batch_io::redact::redact_urls(url));
+                let parsed = parsed.map_err(|e| anyhow::anyhow!("{flag} {url} is not a URL ({e})"))?;
                 anyhow::ensure!(
                     matches!(parsed.scheme(), "http" | "https"),
                     "{flag} {url} is not an http:// or https:// URL"
