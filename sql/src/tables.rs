@@ -4,13 +4,13 @@
 //! checked up front (a Delta table: the files its log lists now), so a file that is not Parquet fails with its name instead of an
 //! anonymous footer error in the middle of a query.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context;
-use arrow::datatypes::Schema;
+use arrow::datatypes::{Schema, SchemaRef};
 use async_trait::async_trait;
 use batch_io::inputs::{InputFiles, resolve_input_files};
 use batch_io::locations::{InputLocation, LocationKind};
@@ -47,10 +47,9 @@ fn table_urls(files: &[InputFile]) -> Result<Vec<ListingTableUrl>> {
 /// Also returns what a table that keeps the files' `contribution` column must say to be read
 /// the right way round ([`PushMetadata`]), when they have that column.
 /// This blocks: from async code call [`find_parquet_files`].
-pub fn resolve_parquet_files(location: &str) -> anyhow::Result<(InputFiles, Option<PushMetadata>)> {
-    let input = parquet_inputs(location)?;
-    let mut first: Option<(String, Schema)> = None;
-    let mut pushes_towards = None;
+pub fn resolve_parquet_files(location: &str) -> anyhow::Result<ResolvedFiles> {
+    let ParquetInputs { input, table_metadata } = parquet_inputs(location)?;
+    let mut schemas = Vec::with_capacity(input.files.len());
     for file in &input.files {
         let footer = match file {
             InputFile::Local(path) => {
@@ -67,6 +66,24 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<(InputFiles, Opti
         let meta = footer.file_metadata();
         let schema = parquet_to_arrow_schema(meta.schema_descr(), meta.key_value_metadata())
             .with_context(|| format!("{name}: its Parquet schema has no Arrow equivalent"))?;
+        schemas.push((name, schema));
+    }
+    // A Delta table is read with the types of a file we wrote (byte lists as bytes), where one is
+    // left: files another writer rewrote hold them as the table declares them.
+    let delta = !table_metadata.is_empty();
+    let reference =
+        if delta { schemas.iter().position(|(_, s)| s.metadata().contains_key(keys::MODEL_SHA256)) } else { None };
+    if let Some(index) = reference.filter(|index| *index > 0) {
+        schemas.swap(0, index);
+    }
+    let mut first: Option<(String, Schema)> = None;
+    let mut pushes_towards = None;
+    for (name, schema) in schemas {
+        let schema = with_table_metadata(schema, &table_metadata);
+        let schema = match (&first, delta) {
+            (Some((_, reference)), true) => pipeline::delta::as_written_in(reference, &schema),
+            _ => schema,
+        };
         match &first {
             None => {
                 // The other files agree (refused below where they do not).
@@ -86,22 +103,59 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<(InputFiles, Opti
             )?,
         }
     }
-    Ok((input, pushes_towards))
+    let schema = first.filter(|_| delta).map(|(_, schema)| Arc::new(schema));
+    Ok(ResolvedFiles { input, pushes: pushes_towards, schema })
+}
+
+pub use pipeline::delta::as_written_in;
+
+/// The files behind a table's location, as [`resolve_parquet_files`] checked them.
+pub struct ResolvedFiles {
+    pub input: InputFiles,
+    /// Where the table's pushes point, when its files have a `contribution` column.
+    pub pushes: Option<PushMetadata>,
+    /// The schema to read every file with, where inferring it from the files would not do: a
+    /// Delta table, whose rewritten files hold our byte lists as `short`.
+    pub schema: Option<SchemaRef>,
+}
+
+/// The Parquet files behind a location, and what a Delta table's properties say of every one
+/// of them.
+pub struct ParquetInputs {
+    pub input: InputFiles,
+    /// A Delta table's record of the run that wrote it (model, labels, encoding, where the
+    /// pushes point), which outranks each file's own metadata: a file rewritten by another
+    /// writer (OPTIMIZE, Z-ORDER) has lost it. Empty where the location is not a table.
+    pub table_metadata: HashMap<String, String>,
+}
+
+/// `schema` with `table_metadata` over its own metadata.
+pub fn with_table_metadata(schema: Schema, table_metadata: &HashMap<String, String>) -> Schema {
+    if table_metadata.is_empty() {
+        return schema;
+    }
+    let mut metadata = schema.metadata().clone();
+    metadata.extend(table_metadata.iter().map(|(key, value)| (key.clone(), value.clone())));
+    schema.with_metadata(metadata)
 }
 
 /// The Parquet files at `location`: a Delta table's as its log lists them now, or else the
 /// file, directory of `*.parquet` files or glob, locally or in object storage.
-pub fn parquet_inputs(location: &str) -> anyhow::Result<InputFiles> {
+pub fn parquet_inputs(location: &str) -> anyhow::Result<ParquetInputs> {
     match delta_table_files(location)? {
-        Some(files) => Ok(files),
-        None => resolve_input_files(location, &["parquet"]),
+        Some(inputs) => Ok(inputs),
+        None => {
+            let input = resolve_input_files(location, &["parquet"])?;
+            Ok(ParquetInputs { input, table_metadata: HashMap::new() })
+        }
     }
 }
 
 /// The data files of the Delta table at `location` as its log lists them now (a table's
 /// directory also holds files the log does not list); `None` where it is not a table.
-fn delta_table_files(location: &str) -> anyhow::Result<Option<InputFiles>> {
-    let Some(uris) = pipeline::delta::data_files(location)? else { return Ok(None) };
+fn delta_table_files(location: &str) -> anyhow::Result<Option<ParquetInputs>> {
+    let Some(table) = pipeline::delta::data_files(location)? else { return Ok(None) };
+    let (uris, table_metadata) = (table.uris, table.properties);
     if uris.is_empty() {
         anyhow::bail!(
             "the Delta table {location} holds no data files yet; run `pipeline run --output-format delta` into it first"
@@ -112,17 +166,11 @@ fn delta_table_files(location: &str) -> anyhow::Result<Option<InputFiles>> {
         for uri in &uris {
             files.extend(list_inputs(uri, &["parquet"])?.into_iter().map(InputFile::Remote));
         }
-        return Ok(Some(InputFiles { local: None, files }));
+        return Ok(Some(ParquetInputs { input: InputFiles { local: None, files }, table_metadata }));
     }
     let mut paths = Vec::new();
     for uri in &uris {
-        // delta-rs lists a local table's files as paths, or as file:// URLs.
-        let path = match url::Url::parse(uri) {
-            Ok(url) if url.scheme() == "file" => url.to_file_path().ok(),
-            Ok(_) => None,
-            // A bare path is percent-encoded as a URL's (`a%20b`): decoded as one.
-            Err(_) => url::Url::parse(&format!("file://{uri}")).ok().and_then(|url| url.to_file_path().ok()),
-        };
+        let path = pipeline::delta::local_file(uri);
         paths.push(path.with_context(|| format!("the Delta table {location} lists {uri}, which is not a local file"))?);
     }
     let local = InputLocation {
@@ -130,28 +178,32 @@ fn delta_table_files(location: &str) -> anyhow::Result<Option<InputFiles>> {
         kind: LocationKind::Directory { extensions: vec!["parquet".to_owned()] },
         files: paths.clone(),
     };
-    Ok(Some(InputFiles { local: Some(local), files: paths.into_iter().map(InputFile::Local).collect() }))
+    let input = InputFiles { local: Some(local), files: paths.into_iter().map(InputFile::Local).collect() };
+    Ok(Some(ParquetInputs { input, table_metadata }))
 }
 
 /// [`resolve_parquet_files`] off the query runtime's threads: listing and footer reads block,
 /// and object-storage requests wait on their own runtime, which a runtime thread cannot do.
-pub async fn find_parquet_files(location: &str) -> anyhow::Result<(InputFiles, Option<PushMetadata>)> {
+pub async fn find_parquet_files(location: &str) -> anyhow::Result<ResolvedFiles> {
     let location = location.to_owned();
     tokio::task::spawn_blocking(move || resolve_parquet_files(&location))
         .await
         .context("resolving a table's files failed")?
 }
 
-/// A table over `files`, with the schema merged from their footers.
-pub async fn parquet_table(state: &SessionState, files: &[InputFile]) -> Result<Arc<dyn TableProvider>> {
+/// A table over `resolved`'s files, with its schema, or else the schema merged from their
+/// footers.
+pub async fn parquet_table(state: &SessionState, resolved: &ResolvedFiles) -> Result<Arc<dyn TableProvider>> {
     // The files were chosen above, whatever their extension.
     let options = ParquetReadOptions::default()
         .to_listing_options(state.config(), state.default_table_options())
         .with_file_extension("");
-    let config = ListingTableConfig::new_with_multi_paths(table_urls(files)?)
-        .with_listing_options(options)
-        .infer_schema(state)
-        .await?;
+    let config =
+        ListingTableConfig::new_with_multi_paths(table_urls(&resolved.input.files)?).with_listing_options(options);
+    let config = match &resolved.schema {
+        Some(schema) => config.with_schema(schema.clone()),
+        None => config.infer_schema(state).await?,
+    };
     Ok(Arc::new(ListingTable::try_new(config)?))
 }
 
@@ -215,7 +267,7 @@ impl UrlTableFactory for ParquetPathTables {
         if !looks_like_path(name) {
             return Ok(None);
         }
-        let (files, towards) = find_parquet_files(name).await.map_err(|error| {
+        let resolved = find_parquet_files(name).await.map_err(|error| {
             // An unreachable store stays transient (exit 75) through DataFusion's error; its
             // message names the location.
             match error.chain().find_map(|cause| cause.downcast_ref::<TransientIo>()) {
@@ -223,9 +275,9 @@ impl UrlTableFactory for ParquetPathTables {
                 None => DataFusionError::Plan(format!("{error:#}")),
             }
         })?;
-        let table = parquet_table(&self.state, &files.files).await?;
-        record_read(&files, name, &self.read, &self.remote_read);
-        record_anchor(towards, &self.anchors);
+        let table = parquet_table(&self.state, &resolved).await?;
+        record_read(&resolved.input, name, &self.read, &self.remote_read);
+        record_anchor(resolved.pushes, &self.anchors);
         Ok(Some(table))
     }
 }

@@ -180,10 +180,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if let Some(dir) = args.finalize {
         // A Delta table's shards each commit their own parts: there is no _SUCCESS to write.
-        if let Some(files) = pipeline::delta::data_files(&dir)? {
+        if let Some(table) = pipeline::delta::data_files(&dir)? {
             let report = format!(
                 "{dir} is a Delta table of {} data files: each shard committed its own parts; nothing to finalize\n",
-                files.len()
+                table.uris.len()
             );
             print_report(&report)?;
             return Ok(());

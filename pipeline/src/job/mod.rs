@@ -65,12 +65,11 @@ pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSumm
     let model_sha256 = model_sha256(package);
     let files = input.as_ref().ok().map(|input| input.files.as_slice());
     let watch = crate::reporting::RunWatch::start(spec, files, model_sha256.as_deref().ok());
-    let outputs_checked = std::cell::Cell::new(false);
     let result = match (input, model_sha256) {
-        (Ok(input), Ok(model_sha256)) => run_stages(package, spec, input, &model_sha256, &outputs_checked),
+        (Ok(input), Ok(model_sha256)) => run_stages(package, spec, input, &model_sha256, watch.outputs_checked()),
         (Err(error), _) | (_, Err(error)) => Err(error),
     };
-    watch.finish(&result, outputs_checked.get());
+    watch.finish(&result);
     result
 }
 
@@ -81,13 +80,13 @@ fn run_stages(
     spec: &RunSpec,
     input: InputFiles,
     model_sha256: &str,
-    outputs_checked: &std::cell::Cell<bool>,
+    outputs_checked: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<JobSummary> {
     let started = Instant::now();
     let started_at = chrono::Utc::now();
     let dataset = spec.output_format == OutputFormat::Delta || is_dataset(&spec.output);
     preflight::check_outputs(spec, &input, package, dataset)?;
-    outputs_checked.set(true);
+    outputs_checked.store(true, std::sync::atomic::Ordering::SeqCst);
     let files = input.files;
     let classifier = open_classifier(package, spec)?;
     let table = OutputTable::for_model(classifier.optional_columns(spec.embedding), spec.attention);
@@ -120,6 +119,8 @@ fn run_stages(
         cancel: spec.cancel.as_deref(),
     };
     let (written, stage_seconds) = run_line(&line, writer)?;
+    // Told to stop after the last chunk: nothing is published or committed.
+    line.check_cancelled()?;
     let parts = match (&plan.run, &dataset_dir, &written.output) {
         (Some(run), Some(dir), Output::Parts { committed, .. }) => {
             let (complete, table) = match &plan.delta {
@@ -185,6 +186,7 @@ fn commit_to_table(delta: &DeltaPlan, dir: &DatasetDir, run: &Run, spec: &RunSpe
         staging_name: delta.staging_name.clone(),
         parts: &parts,
         units: &delta.units,
+        unit_files: &delta.unit_files,
         shard_key: delta.shard_key.clone(),
         shard_index: spec.shard.index,
     })?;

@@ -18,7 +18,7 @@ use super::metadata::table_metadata;
 use super::preflight::plan_schema;
 use super::spec::{OutputFormat, RunSpec};
 use crate::dataset::{Committed, DatasetDir, InputIdentity, Run, RunFingerprint, inputs_sha256, towards_prediction};
-use crate::delta::{DeltaOutput, UnitKey, shard_key, unit_key};
+use crate::delta::{DeltaOutput, FileKey, UnitKey, shard_key, unit_key};
 use crate::output::{Output, OutputFile, ParquetLayout};
 use crate::units::{FileLayout, WorkUnit, plan_units};
 
@@ -49,6 +49,8 @@ pub struct DeltaPlan {
     pub staging_name: String,
     /// This shard's units that the table does not hold yet, with their `txn` keys.
     pub units: BTreeMap<usize, UnitKey>,
+    /// Each of those units' input file, as the table knows it.
+    pub unit_files: BTreeMap<usize, FileKey>,
     pub shard_key: String,
 }
 
@@ -139,16 +141,27 @@ impl Plan {
     fn plan_delta(&mut self, spec: &RunSpec, run: &Run) -> anyhow::Result<(String, DeltaPlan)> {
         let table = DeltaOutput::at(&spec.output)?;
         let mut units = BTreeMap::new();
+        let mut files: BTreeMap<usize, FileKey> = BTreeMap::new();
+        let mut unit_files = BTreeMap::new();
         for unit in &self.todo {
             let input = run.inputs.get(unit.file).context("a unit names an input the run does not have")?;
             units.insert(unit.index, unit_key(unit, input, &run.fingerprint)?);
+            if !files.contains_key(&unit.file) {
+                let rows = self.file_rows.get(unit.file).copied().flatten();
+                files.insert(unit.file, FileKey::new(input, rows, &run.fingerprint)?);
+            }
+            if let Some(file) = files.get(&unit.file) {
+                unit_files.insert(unit.index, file.clone());
+            }
         }
-        let in_table = table.prepare(self.layout.schema(), spec.rows_per_part, &units)?;
+        let checked: Vec<&FileKey> = files.values().collect();
+        let in_table = table.prepare(self.layout.schema(), spec.rows_per_part, &units, &checked)?;
         units.retain(|_, key| !in_table.contains(key));
+        unit_files.retain(|index, _| units.contains_key(index));
         self.todo.retain(|unit| units.contains_key(&unit.index));
         let (staging_name, staging) = table.staging(run)?;
         let shard_key = shard_key(&run.fingerprint, spec.shard)?;
-        Ok((staging, DeltaPlan { table, staging_name, units, shard_key }))
+        Ok((staging, DeltaPlan { table, staging_name, units, unit_files, shard_key }))
     }
 
     /// The rows of the units still to do, when every file's footer says.

@@ -10,9 +10,12 @@
 //! twice. Two writers racing to add the same unit conflict in the log (delta-rs fails the
 //! second commit on a `txn` the first one wrote), and the second then finds it committed.
 //! The same check makes every run into a table incremental: files already committed are
-//! skipped, new ones classified and appended.
+//! skipped, new ones classified and appended. A file is known by its location: each commit
+//! also carries a `txn` per input file (its location and the run's options) whose version is
+//! the file's row count, and a run refuses a committed file whose rows have changed (it would
+//! add its rows twice) before any work.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -27,6 +30,7 @@ use deltalake_core::logstore::{
 use deltalake_core::operations::create::CreateBuilder;
 use deltalake_core::protocol::{DeltaOperation, SaveMode};
 use deltalake_core::{DeltaResult, DeltaTable, DeltaTableBuilder, DeltaTableError};
+use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use serde::Serialize;
 use url::Url;
@@ -37,6 +41,10 @@ use runtime::output::keys;
 
 use crate::dataset::{InputIdentity, Run, RunFingerprint};
 use crate::units::WorkUnit;
+
+mod transactions;
+
+use transactions::Transactions;
 
 /// The schema-metadata keys that become table properties and must agree for two runs to
 /// share a table: the model and what its rows mean.
@@ -152,6 +160,22 @@ impl DeltaOutput {
         Ok((name, location))
     }
 
+    /// The table's log directory in [`Self::store`].
+    fn log_dir(&self) -> anyhow::Result<ObjectPath> {
+        match &self.remote {
+            Some(prefix) => Ok(prefix.child("_delta_log")),
+            None => ObjectPath::from_url_path(self.url.path())
+                .map(|root| root.clone().join("_delta_log"))
+                .with_context(|| format!("cannot name the log of {}", self.location)),
+        }
+    }
+
+    /// The committed transactions of `table`, read once.
+    fn transactions<'t>(&self, table: &'t DeltaTable) -> anyhow::Result<Transactions<'t>> {
+        Transactions::of(table, self.store.as_ref(), &self.log_dir()?)
+            .with_context(|| format!("cannot read the transactions of the Delta table {}", self.location))
+    }
+
     /// Whether the location has a Delta log: asked through our own store first, so that a
     /// store that cannot be reached fails as every other request of ours does (transient,
     /// exit 75, after the retries), and a location that is no table costs one listing.
@@ -186,12 +210,14 @@ impl DeltaOutput {
 
     /// Refuses, before any work, a table that holds another schema or another model's rows
     /// (blending them would give one column two meanings); creates the table when there is
-    /// none. Returns the keys of `units` already committed.
+    /// none. Refuses an input file committed before with other rows than it has now. Returns
+    /// the keys of `units` already committed.
     pub fn prepare(
         &self,
         schema: &Schema,
         rows_per_part: usize,
         units: &BTreeMap<usize, UnitKey>,
+        files: &[&FileKey],
     ) -> anyhow::Result<HashSet<UnitKey>> {
         // An object is not a table: writing under it as a prefix would hide the mistake.
         if let Some(prefix) = &self.remote
@@ -213,16 +239,80 @@ impl DeltaOutput {
             }
         };
         self.check_agrees(&table, &columns, &properties)?;
-        let snapshot = table.snapshot().map_err(|e| self.failed("cannot read", e))?;
+        self.refuse_missing_files(&table)?;
+        let transactions = self.transactions(&table)?;
+        for file in files {
+            self.refuse_changed_file(file, &transactions)?;
+        }
         let mut committed = HashSet::new();
         for key in units.values() {
-            let version = block_on(snapshot.transaction_version(table.log_store().as_ref(), key))?
-                .map_err(|e| self.failed("cannot read the transactions of", e))?;
-            if version.is_some() {
+            if transactions.get(key)?.is_some() {
                 committed.insert(key.clone());
             }
         }
         Ok(committed)
+    }
+
+    /// A table whose log lists a data file that is gone (deleted by hand, a lifecycle rule)
+    /// fails every reader: say so before a rerun reports that it holds every part.
+    fn refuse_missing_files(&self, table: &DeltaTable) -> anyhow::Result<()> {
+        let uris: Vec<String> =
+            table.get_file_uris().map_err(|e| self.failed("cannot list the files of", e))?.collect();
+        let missing: Vec<&String> = match &self.remote {
+            None => uris.iter().filter(|uri| !local_file(uri).is_some_and(|path| path.is_file())).collect(),
+            Some(prefix) => {
+                let keys: Vec<Option<ObjectPath>> = uris.iter().map(|uri| object_key(uri)).collect();
+                let directories: BTreeSet<ObjectPath> = keys
+                    .iter()
+                    .flatten()
+                    .map(|key| {
+                        let mut parts: Vec<_> = key.parts().collect();
+                        parts.pop();
+                        ObjectPath::from_iter(parts)
+                    })
+                    .collect();
+                let mut present = HashSet::new();
+                for directory in directories {
+                    let listing = block_on(prefix.store.list_with_delimiter(Some(&directory)))?
+                        .map_err(|e| request_failed(&format!("cannot list {}", self.location), e))?;
+                    present.extend(listing.objects.into_iter().map(|object| object.location));
+                }
+                uris.iter()
+                    .zip(&keys)
+                    .filter(|(_, key)| key.as_ref().is_none_or(|k| !present.contains(k)))
+                    .map(|(uri, _)| uri)
+                    .collect()
+            }
+        };
+        if let Some(first) = missing.first() {
+            bail!(
+                "the Delta table {} lists {} data file(s) that are gone (the first: {first}), so its readers fail on it; it \
+                 was changed outside this program. Restore the files, or remove them from the table's log with a Delta \
+                 tool (delta-rs: DeltaTable.repair(); Spark: FSCK REPAIR TABLE), then run again",
+                self.location,
+                missing.len()
+            );
+        }
+        Ok(())
+    }
+
+    /// A file committed with `n` rows that has another number now was rewritten in place: its
+    /// units would be other units, and its rows would be added twice.
+    fn refuse_changed_file(&self, file: &FileKey, transactions: &Transactions<'_>) -> anyhow::Result<()> {
+        let Some(rows) = file.rows else { return Ok(()) };
+        let Some(committed) = transactions.get(&file.key)? else { return Ok(()) };
+        if committed.version == i64::try_from(rows).unwrap_or(i64::MAX) {
+            return Ok(());
+        }
+        let at = committed.at_table_version.map(|v| format!(" at version {v}")).unwrap_or_default();
+        bail!(
+            "{} was committed to the Delta table {}{at} with {} rows, and has {rows} now: the table knows a file by its \
+             location, so its rows would be added twice. Leave committed files as they are and write new rows to a new \
+             file beside them (a rerun adds that file alone), or write this run to a new table",
+            file.location,
+            self.location,
+            committed.version,
+        )
     }
 
     /// A location that holds files but no table is someone else's: never made into a table.
@@ -329,7 +419,7 @@ impl DeltaOutput {
             };
             let snapshot = table.snapshot().map_err(|e| self.failed("cannot read", e))?;
             let log_store = table.log_store();
-            let actions = self.actions(commit, snapshot, log_store.as_ref())?;
+            let actions = self.actions(commit, &self.transactions(&table)?)?;
             let added = actions.iter().filter(|action| matches!(action, Action::Add(_))).count();
             if added == 0 {
                 return Ok(None);
@@ -355,20 +445,19 @@ impl DeltaOutput {
 
     /// The commit's actions: a `txn` and an `add` for every part whose unit the table does not
     /// hold, then the shard's `txn`.
-    fn actions(
-        &self,
-        commit: &ShardCommit<'_>,
-        snapshot: &deltalake_core::table::state::DeltaTableState,
-        log_store: &dyn LogStore,
-    ) -> anyhow::Result<Vec<Action>> {
+    fn actions(&self, commit: &ShardCommit<'_>, transactions: &Transactions<'_>) -> anyhow::Result<Vec<Action>> {
         let mut actions = Vec::new();
+        let mut files = BTreeMap::new();
         let now = chrono::Utc::now().timestamp_millis();
         for (index, part) in commit.parts {
             let Some(key) = commit.units.get(index) else { continue };
-            let version = block_on(snapshot.transaction_version(log_store, key))?
-                .map_err(|e| self.failed("cannot read the transactions of", e))?;
-            if version.is_some() {
+            if transactions.get(key)?.is_some() {
                 continue;
+            }
+            if let Some(file) = commit.unit_files.get(index)
+                && let Some(rows) = file.rows
+            {
+                files.insert(file.key.clone(), i64::try_from(rows).unwrap_or(i64::MAX));
             }
             actions.push(Action::Txn(Transaction { app_id: key.clone(), version: 1, last_updated: Some(now) }));
             actions.push(Action::Add(Add {
@@ -386,6 +475,9 @@ impl DeltaOutput {
             }));
         }
         if !actions.is_empty() {
+            for (app_id, rows) in files {
+                actions.push(Action::Txn(Transaction { app_id, version: rows, last_updated: Some(now) }));
+            }
             let version = i64::try_from(commit.shard_index).unwrap_or(i64::MAX);
             actions.push(Action::Txn(Transaction {
                 app_id: commit.shard_key.clone(),
@@ -405,6 +497,8 @@ pub struct ShardCommit<'a> {
     pub parts: &'a BTreeMap<usize, StagedPart>,
     /// Each unit's key.
     pub units: &'a BTreeMap<usize, UnitKey>,
+    /// Each unit's input file, as the table knows it.
+    pub unit_files: &'a BTreeMap<usize, FileKey>,
     /// The `txn` appId of the run's shard.
     pub shard_key: String,
     pub shard_index: usize,
@@ -438,6 +532,29 @@ pub fn unit_key(unit: &WorkUnit, input: &InputIdentity, run: &RunFingerprint) ->
     Ok(format!("pipeline-unit-{}", sha256_hex(serde_json::to_string(&identity)?.as_bytes())))
 }
 
+/// An input file as the table knows it: a `txn` appId from its location and the run's options
+/// (not its version or size), whose version is the file's row count where its footer says.
+#[derive(Debug, Clone)]
+pub struct FileKey {
+    pub key: UnitKey,
+    pub location: String,
+    pub rows: Option<usize>,
+}
+
+impl FileKey {
+    pub fn new(input: &InputIdentity, rows: Option<usize>, run: &RunFingerprint) -> anyhow::Result<Self> {
+        #[derive(Serialize)]
+        struct Identity<'a> {
+            file: &'a str,
+            output: &'a RunFingerprint,
+        }
+        let output = RunFingerprint { input_count: 0, inputs_sha256: String::new(), parts: 0, ..run.clone() };
+        let identity = Identity { file: &input.location, output: &output };
+        let key = format!("pipeline-file-{}", sha256_hex(serde_json::to_string(&identity)?.as_bytes()));
+        Ok(Self { key, location: input.location.clone(), rows })
+    }
+}
+
 /// The appId of a run's shard.
 pub fn shard_key(run: &RunFingerprint, shard: crate::units::Shard) -> anyhow::Result<String> {
     Ok(format!("pipeline-run-{}-shard-{}-of-{}", short_digest(run)?, shard.index, shard.count))
@@ -453,6 +570,22 @@ fn sha256_hex(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }
 
+/// A local table's data file as delta-rs lists it (a path, percent-encoded as a URL's, or a
+/// `file://` URL) on the file system; `None` for a URL of another scheme.
+pub fn local_file(uri: &str) -> Option<std::path::PathBuf> {
+    match Url::parse(uri) {
+        Ok(url) if url.scheme() == "file" => url.to_file_path().ok(),
+        Ok(_) => None,
+        Err(_) => Url::parse(&format!("file://{uri}")).ok().and_then(|url| url.to_file_path().ok()),
+    }
+}
+
+/// A stored table's data file URL as a key in its store (the bucket left out).
+fn object_key(uri: &str) -> Option<ObjectPath> {
+    let url = Url::parse(uri).ok()?;
+    ObjectPath::from_url_path(url.path()).ok()
+}
+
 /// The output's Arrow schema as Delta columns. Delta has no unsigned types: the compact
 /// encoding's bytes (0-255) are declared `short`, the smallest signed type that holds them (as
 /// Spark reads Parquet's UINT_8), while the files keep them as bytes. delta-rs's own mapping,
@@ -462,6 +595,26 @@ fn delta_columns(schema: &Schema) -> anyhow::Result<StructType> {
         schema.fields().iter().map(|f| f.as_ref().clone().with_data_type(signed(f.data_type()))).collect();
     StructType::try_from_arrow(&Schema::new(fields))
         .map_err(|e| anyhow::anyhow!("the output's schema has no Delta equivalent: {e}"))
+}
+
+/// `other` with each column's type read as `reference` has it where the two differ only as a
+/// Delta table stores it: another writer rewriting our files (OPTIMIZE) writes our byte lists
+/// as the table declares them, `short`, and they read back as our bytes.
+pub fn as_written_in(reference: &Schema, other: &Schema) -> Schema {
+    let fields: Vec<Field> = other
+        .fields()
+        .iter()
+        .map(|field| match reference.field_with_name(field.name()) {
+            Ok(ours)
+                if signed(ours.data_type()).equals_datatype(field.data_type())
+                    || signed(field.data_type()).equals_datatype(ours.data_type()) =>
+            {
+                field.as_ref().clone().with_data_type(ours.data_type().clone())
+            }
+            _ => field.as_ref().clone(),
+        })
+        .collect();
+    Schema::new_with_metadata(fields, other.metadata().clone())
 }
 
 /// `data_type` with every unsigned integer widened to the signed type that holds its values.
@@ -486,9 +639,19 @@ fn list_or_none(items: &[&String]) -> String {
     if items.is_empty() { "none".to_owned() } else { items.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ") }
 }
 
-/// The data files of the Delta table at `location`, as URLs or paths `pipeline sql` reads;
-/// `None` where `location` is not a Delta table (no `_delta_log/`).
-pub fn data_files(location: &str) -> anyhow::Result<Option<Vec<String>>> {
+/// A Delta table as its readers see it now.
+pub struct TableFiles {
+    /// The data files its log lists, as URLs or paths.
+    pub uris: Vec<String>,
+    /// What its properties record of the run that wrote it ([`TABLE_PROPERTY_KEYS`]): the
+    /// model, its labels, the encoding and where the pushes point. These outrank each file's
+    /// own schema metadata, which a file rewritten by another writer (OPTIMIZE) has lost.
+    pub properties: HashMap<String, String>,
+}
+
+/// The Delta table at `location` as `pipeline sql` and the report read it; `None` where
+/// `location` is not a Delta table (no `_delta_log/`).
+pub fn data_files(location: &str) -> anyhow::Result<Option<TableFiles>> {
     let is_file_name = location.to_ascii_lowercase().ends_with(".parquet");
     // Only an existing directory or a prefix can be a table (and `at` must create nothing).
     if location.contains(['*', '?', '[']) || is_file_name || (!is_url(location) && !Path::new(location).is_dir()) {
@@ -496,6 +659,12 @@ pub fn data_files(location: &str) -> anyhow::Result<Option<Vec<String>>> {
     }
     let output = DeltaOutput::at(location)?;
     let Some(table) = output.load()? else { return Ok(None) };
-    let files = table.get_file_uris().map_err(|e| output.failed("cannot list the files of", e))?;
-    Ok(Some(files.collect()))
+    let uris = table.get_file_uris().map_err(|e| output.failed("cannot list the files of", e))?.collect();
+    let snapshot = table.snapshot().map_err(|e| output.failed("cannot read", e))?;
+    let configuration = snapshot.metadata().configuration();
+    let properties = TABLE_PROPERTY_KEYS
+        .iter()
+        .filter_map(|key| configuration.get(*key).map(|value| ((*key).to_owned(), value.clone())))
+        .collect();
+    Ok(Some(TableFiles { uris, properties }))
 }
