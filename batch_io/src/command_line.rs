@@ -85,8 +85,11 @@ pub fn say(text: &str) {
 }
 
 /// An error a person or a log shipper must see: a JSON event with `--log-format json`,
-/// otherwise `error: TEXT` on stderr. Never fails.
+/// otherwise `error: TEXT` on stderr, with the credentials of any URL in it hidden. Never
+/// fails.
 pub fn say_error(text: &str) {
+    // A message quoting a URL never shows its credentials (`crate::redact`).
+    let text = &crate::redact::redact_urls(text);
     if logs_are_json() {
         tracing::error!(error = text, "run failed");
     } else {
@@ -165,12 +168,33 @@ pub fn run_main(work: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
     }
 }
 
-/// The exit code a failed run's `error` ends the process with: transient I/O (75) or bad
-/// input (1).
+/// The exit code a failed run's `error` ends the process with: an internal error (70),
+/// transient I/O (75) or bad input (1).
 pub fn exit_code_for(error: &anyhow::Error) -> u8 {
+    if error.chain().any(|cause| cause.is::<InternalError>()) {
+        return EXIT_INTERNAL;
+    }
     let transient = error.chain().any(|cause| cause.is::<crate::object_storage::TransientIo>());
     if transient { EXIT_TRANSIENT_IO } else { EXIT_BAD_INPUT }
 }
+
+/// A failure that is our bug, or a library's, rather than the input's: a library's own
+/// "internal error" said in our words. The process ends with [`EXIT_INTERNAL`].
+#[derive(Debug)]
+pub struct InternalError(pub String);
+
+impl std::fmt::Display for InternalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "internal error, please report it with the command that caused it (version {}): {}",
+            env!("CARGO_PKG_VERSION"),
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for InternalError {}
 
 /// Ends the process at once with `code`, without running exit handlers or static destructors:
 /// other threads may still be inside ONNX Runtime, whose teardown then crashes (SIGSEGV or

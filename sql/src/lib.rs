@@ -2,7 +2,8 @@
 //! `classify()` on raw text, for `pipeline sql`.
 //!
 //! `tables` turns Parquet paths and URLs into tables (`object_stores` finds their stores), `functions` adds the SQL functions,
-//! `field_access` lets `classify(text).prediction` plan, `session` puts them together, and
+//! `field_access` lets `classify(text).prediction` plan, `memory` bounds what a query holds,
+//! `session` puts them together, and
 //! `output` prints or writes what a query returns.
 
 // This crate reads what users hand us (files, manifests, SQL); a panic on it would break the
@@ -11,6 +12,7 @@
 
 mod field_access;
 pub mod functions;
+pub mod memory;
 mod object_stores;
 pub mod output;
 pub mod row_filter;

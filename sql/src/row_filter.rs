@@ -10,7 +10,9 @@ use arrow::datatypes::{DataType, Schema};
 use datafusion::common::DFSchema;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::datasource::MemTable;
+use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::functions::ClassifyOptions;
@@ -28,7 +30,7 @@ impl RowFilter {
     /// Plans `condition` (a SQL `WHERE` clause without the keyword) over a table of `schema`,
     /// through `pipeline sql`'s own planner and its limits (nesting, brackets, parse time).
     pub fn new(condition: &str, schema: &Schema) -> anyhow::Result<Self> {
-        let invalid = || format!("--where {condition:?}");
+        let invalid = || format!("--where {}", quoted_start(condition));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -44,7 +46,17 @@ impl RowFilter {
             .map(|name| schema.field_with_name(name).cloned())
             .collect::<Result<Vec<_>, _>>()
             .with_context(invalid)?;
-        let read = DFSchema::try_from_qualified_schema(TABLE, &Schema::new(fields))?;
+        let read = Arc::new(DFSchema::try_from_qualified_schema(TABLE, &Schema::new(fields))?);
+        // Functions of the query's start (`now()`, `current_date()`) are folded into constants
+        // as a query's optimizer folds them; left in, they fail when evaluated.
+        let state = session.context().state();
+        let simplify = SimplifyContext::builder()
+            .with_schema(read.clone())
+            .with_config_options(state.config_options().clone())
+            .with_query_execution_start_time(state.execution_props().query_execution_start_time)
+            .build();
+        let predicate =
+            ExprSimplifier::new(simplify).simplify(predicate).map_err(|e| session.explain(e)).with_context(invalid)?;
         let predicate = session
             .context()
             .create_physical_expr(predicate, &read)
@@ -77,13 +89,27 @@ impl RowFilter {
             .predicate
             .evaluate(&read)
             .and_then(|value| value.into_array(read.num_rows()))
-            .with_context(|| format!("--where {:?}", self.condition))?;
+            .with_context(|| format!("--where {}", quoted_start(&self.condition)))?;
         let matched = result
             .as_any()
             .downcast_ref::<BooleanArray>()
-            .with_context(|| format!("--where {:?} did not give true or false", self.condition))?;
+            .with_context(|| format!("--where {} did not give true or false", quoted_start(&self.condition)))?;
         // Null (unknown) is not a match, as in a WHERE clause.
         Ok(matched.iter().map(|m| Some(m == Some(true))).collect())
+    }
+}
+
+/// Most characters of a condition a message quotes: a generated condition can be megabytes.
+const QUOTED_CHARS: usize = 200;
+
+/// `condition` as messages quote it: whole, or its start and its length.
+fn quoted_start(condition: &str) -> String {
+    match condition.char_indices().nth(QUOTED_CHARS) {
+        None => format!("{condition:?}"),
+        Some((cut, _)) => {
+            let start = condition.get(..cut).unwrap_or_default();
+            format!("{start:?}… ({} characters)", condition.chars().count())
+        }
     }
 }
 

@@ -18,9 +18,11 @@ use runtime::output::keys;
 
 use crate::field_access::rewrite_field_access;
 use crate::functions::{self, ClassifyOptions};
-use batch_io::locations::{refuse_output_among_inputs, refuse_remote_output_among_inputs};
+use crate::memory;
+use batch_io::locations::{refuse_output_among_inputs, refuse_output_inside_table, refuse_remote_output_among_inputs};
 use batch_io::object_storage::{TransientIo, is_url};
 use datafusion::execution::SessionState;
+use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::{Expr, ObjectName, Query, Visit, Visitor, visit_relations};
 
@@ -38,6 +40,8 @@ pub struct SqlSession {
     read: ReadLocations,
     remote_read: RemoteReads,
     anchors: PushAnchors,
+    /// The memory pool's size (`crate::memory`).
+    memory_limit: u64,
 }
 
 /// Deepest nesting of expressions a query may have. Hand-written SQL stays far below; a
@@ -77,12 +81,21 @@ pub const MAX_EXPANDED_TABLE_READS: u64 = 1024;
 const PARSER_RECURSION_LIMIT: usize = 1000;
 
 impl SqlSession {
+    /// A session whose queries hold at most the default share of memory ([`memory::default_limit`]).
     pub fn new(classify: ClassifyOptions) -> anyhow::Result<Self> {
+        Self::with_memory_limit(classify, memory::default_limit())
+    }
+
+    /// A session whose sorts, joins and aggregations hold at most `memory_limit` bytes, and
+    /// spill to disk past it where they can.
+    pub fn with_memory_limit(classify: ClassifyOptions, memory_limit: u64) -> anyhow::Result<Self> {
         // information_schema gives `SHOW TABLES` and `SHOW COLUMNS FROM t`.
         let config = SessionConfig::new()
             .with_information_schema(true)
             .set_usize("datafusion.sql_parser.recursion_limit", PARSER_RECURSION_LIMIT);
+        let usable = usize::try_from(memory_limit).unwrap_or(usize::MAX);
         let stores = RuntimeEnvBuilder::new()
+            .with_memory_pool(Arc::new(FairSpillPool::new(usable)))
             .with_object_store_registry(Arc::new(StoresFromEnvironment::default()))
             .build_arc()
             .context("cannot set up the query engine")?;
@@ -94,7 +107,14 @@ impl SqlSession {
         let paths = Arc::new(ParquetPathTables::new(ctx.state(), read.clone(), remote_read.clone(), anchors.clone()));
         let catalogs = Arc::new(DynamicFileCatalog::new(ctx.state().catalog_list().clone(), paths));
         let state = SessionStateBuilder::new_from_existing(ctx.state()).with_catalog_list(catalogs).build();
-        Ok(Self { ctx: SessionContext::new_with_state(state), tables: BTreeMap::new(), read, remote_read, anchors })
+        Ok(Self {
+            ctx: SessionContext::new_with_state(state),
+            tables: BTreeMap::new(),
+            read,
+            remote_read,
+            anchors,
+            memory_limit,
+        })
     }
 
     pub fn context(&self) -> &SessionContext {
@@ -113,14 +133,14 @@ impl SqlSession {
         if self.tables.contains_key(&name) {
             bail!("table `{name}` is given twice");
         }
-        let (files, towards) = find_parquet_files(location).await?;
-        let table = parquet_table(&self.ctx.state(), &files.files)
+        let resolved = find_parquet_files(location).await?;
+        let table = parquet_table(&self.ctx.state(), &resolved)
             .await
             .map_err(|e| anyhow::anyhow!("cannot register {location} as table `{name}`: {e}"))?;
         self.ctx.register_table(name.as_str(), table)?;
         self.tables.insert(name, location.to_owned());
-        record_read(&files, location, &self.read, &self.remote_read);
-        record_anchor(towards, &self.anchors);
+        record_read(&resolved.input, location, &self.read, &self.remote_read);
+        record_anchor(resolved.pushes, &self.anchors);
         Ok(())
     }
 
@@ -142,6 +162,7 @@ impl SqlSession {
     /// Refuses an output (a local path or a storage URL) that a registered table or a path
     /// named in a query reads, or would read on a rerun. Call it after planning the query.
     pub fn check_output(&self, output: &str) -> anyhow::Result<()> {
+        refuse_output_inside_table("--output", output)?;
         if is_url(output) {
             let read = self.remote_read.lock().unwrap_or_else(PoisonError::into_inner);
             for (location, files) in read.iter() {
@@ -175,6 +196,31 @@ impl SqlSession {
         self.ctx.execute_logical_plan(plan).await
     }
 
+    /// A query's failure while it ran, in the user's terms where it is a memory limit or an
+    /// internal error ([`Self::explain`]); anything else as it is.
+    pub fn explain_execution(&self, error: anyhow::Error) -> anyhow::Error {
+        let Some(datafusion) = error.chain().find_map(|cause| cause.downcast_ref::<DataFusionError>()) else {
+            return error;
+        };
+        self.explain_limits(datafusion.find_root()).unwrap_or(error)
+    }
+
+    /// A memory limit reached, or DataFusion's own bug, said in the user's terms.
+    fn explain_limits(&self, root: &DataFusionError) -> Option<anyhow::Error> {
+        match root {
+            // DataFusion's own bugs ("Internal error … please file a bug report") are ours to report.
+            DataFusionError::Internal(text) => Some(anyhow::Error::new(batch_io::command_line::InternalError(
+                format!("the query engine failed on this query ({text})"),
+            ))),
+            DataFusionError::ResourcesExhausted(text) => Some(anyhow::anyhow!(
+                "the query needs more memory than the {} it may use ({text}); give it more with --memory-limit, or \
+                 ask for less: fewer or narrower columns, a LIMIT, a WHERE before the ORDER BY",
+                memory::describe(self.memory_limit)
+            )),
+            _ => None,
+        }
+    }
+
     /// Adds what a user needs to fix the query to DataFusion's message.
     pub fn explain(&self, error: DataFusionError) -> anyhow::Error {
         // The parser's own words, not `SQL error: ParserError("…")`.
@@ -188,6 +234,9 @@ impl SqlSession {
                     anyhow::anyhow!("the query nests too deeply for the SQL parser; flatten it, e.g. with a CTE")
                 }
             };
+        }
+        if let Some(limit) = self.explain_limits(error.find_root()) {
+            return limit;
         }
         let message = error.strip_backtrace();
         // An unreachable object store stays transient (exit 75): a scheduler should retry.
@@ -394,7 +443,8 @@ fn check_expression_depth(statement: &Statement, limit: usize) -> datafusion::er
         } else {
             format!(
                 "the query nests expressions more than {limit} deep (a very long chain of operators such as \
-                 a + a + ... counts one level per operator); split it, e.g. into a subquery or several columns"
+                 a + a + … or x = 'a' OR x = 'b' OR … counts one level per operator); write a list of values as \
+                 x IN ('a', 'b', …), or split the expression into several columns"
             )
         };
         return Err(DataFusionError::Plan(message));

@@ -4,6 +4,7 @@ mod args;
 mod attended_tokens;
 mod attention_entropy;
 mod attention_html;
+pub mod capped;
 mod classify;
 mod head_attention;
 mod row_function;
@@ -46,6 +47,7 @@ pub fn register(ctx: &SessionContext, classify: ClassifyOptions, read: ReadLocat
     let (scalars, aggregates) = functions(classify, read);
     scalars.into_iter().for_each(|function| ctx.register_udf(function));
     aggregates.into_iter().for_each(|function| ctx.register_udaf(function));
+    capped::register(ctx);
 }
 
 /// Each function's syntax and what it gives, from its own documentation: for `\h` in the
