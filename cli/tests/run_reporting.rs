@@ -248,7 +248,15 @@ fn a_run_stopped_by_sigterm_reports_its_exit_code_and_a_fail_event() {
     let dir = tempfile::tempdir().expect("tempdir");
     let input = dir.path().join("many.parquet");
     common::many_reviews(&input, 40, 1000);
-    let flags = ["--metrics-push", &sink.url, "--openlineage-url", &sink.url];
+    // A success first: the textfile must keep its time through the stopped run.
+    let textfile = dir.path().join("pipeline.prom");
+    let textfile_flag = ["--metrics-textfile", textfile.to_str().expect("utf-8"), "--job-name", "nightly"];
+    let ok = run_with(&dir.path().join("first.parquet"), &reviews(), &textfile_flag, &[]);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let success =
+        sample(&std::fs::read_to_string(&textfile).expect("textfile"), "pipeline_run_last_success_timestamp_seconds");
+    let mut flags = vec!["--metrics-push", &sink.url, "--openlineage-url", &sink.url];
+    flags.extend_from_slice(&textfile_flag);
     let mut child = common::run_command(&input, &dir.path().join("out.parquet"), &flags)
         .stderr(Stdio::null())
         .spawn()
@@ -258,6 +266,12 @@ fn a_run_stopped_by_sigterm_reports_its_exit_code_and_a_fail_event() {
         assert!(Instant::now() < deadline, "no START event");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // Once the output is being written, its paths (the textfile's too) have been checked.
+    let writing = || common::files_in(dir.path()).iter().any(|name| name.starts_with(".out.parquet."));
+    while !writing() {
+        assert!(Instant::now() < deadline, "no output being written");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
     assert!(killed.success());
     let status = child.wait().expect("wait");
@@ -265,8 +279,17 @@ fn a_run_stopped_by_sigterm_reports_its_exit_code_and_a_fail_event() {
     let requests = sink.requests();
     let pushed = requests.iter().find(|r| r.path.starts_with("/metrics/")).expect("a push");
     assert_eq!(pushed.method, "POST", "a failure keeps the last success");
-    assert!(pushed.body.contains("pipeline_run_exit_code{job=\"pipeline_run\",shard=\"0\"} 143"), "{}", pushed.body);
+    assert!(pushed.body.contains("pipeline_run_exit_code{job=\"nightly\",shard=\"0\"} 143"), "{}", pushed.body);
     let fail: serde_json::Value = serde_json::from_str(&requests.last().expect("events").body).expect("event");
     assert_eq!(fail["eventType"], "FAIL");
     assert!(fail["run"]["facets"]["errorMessage"]["message"].as_str().expect("message").contains("signal"), "{fail}");
+    // The textfile says so too, for alerts that read it rather than the Pushgateway.
+    let text = std::fs::read_to_string(&textfile).expect("textfile");
+    assert_eq!(sample(&text, "pipeline_run_exit_code"), Some(143.0), "{text}");
+    assert!(sample(&text, "pipeline_run_last_failure_timestamp_seconds").is_some(), "{text}");
+    assert_eq!(
+        sample(&text, "pipeline_run_last_success_timestamp_seconds"),
+        success,
+        "the last success is kept: {text}"
+    );
 }

@@ -2,6 +2,8 @@
 //! lineage events for OpenLineage (`lineage`). Neither may fail or stall the run: every
 //! request has a deadline, and a failure is logged as a warning.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use batch_io::choice::Choice;
@@ -30,6 +32,9 @@ const DEADLINE_WHEN_STOPPED: Duration = Duration::from_secs(3);
 pub struct RunWatch<'a> {
     spec: &'a RunSpec,
     lineage: Option<LineageRun>,
+    /// Set by the run once every output path has passed its checks: before that, not even
+    /// the metrics textfile may be written (it could be someone else's file).
+    outputs_checked: Arc<AtomicBool>,
     _on_stop: Option<batch_io::command_line::StopHookGuard>,
 }
 
@@ -42,17 +47,28 @@ impl<'a> RunWatch<'a> {
             send_lineage(url, &run.event(EventType::Start, None, None), REQUEST_DEADLINE);
             run
         });
-        let reports = spec.reporting.metrics_push.is_some() || lineage.is_some();
+        let outputs_checked = Arc::new(AtomicBool::new(false));
+        let reporting = &spec.reporting;
+        let reports = reporting.metrics_push.is_some() || reporting.metrics_textfile.is_some() || lineage.is_some();
         let on_stop = reports.then(|| {
             let (reporting, shard, lineage) = (spec.reporting.clone(), spec.shard, lineage.clone());
-            batch_io::command_line::on_stop(move |code| report_stopped(&reporting, shard, lineage.as_ref(), code))
+            let checked = outputs_checked.clone();
+            batch_io::command_line::on_stop(move |code| {
+                report_stopped(&reporting, shard, lineage.as_ref(), code, checked.load(Ordering::SeqCst));
+            })
         });
-        Self { spec, lineage, _on_stop: on_stop }
+        Self { spec, lineage, outputs_checked, _on_stop: on_stop }
     }
 
-    /// Sends the metrics and the COMPLETE or FAIL event. `outputs_checked`: the output paths
-    /// passed their checks; a run that failed before has no textfile it may write.
-    pub fn finish(self, result: &anyhow::Result<JobSummary>, outputs_checked: bool) {
+    /// What the run sets once its output paths have passed their checks.
+    pub fn outputs_checked(&self) -> &AtomicBool {
+        &self.outputs_checked
+    }
+
+    /// Sends the metrics and the COMPLETE or FAIL event; a run that failed before its output
+    /// paths were checked has no textfile it may write.
+    pub fn finish(self, result: &anyhow::Result<JobSummary>) {
+        let outputs_checked = self.outputs_checked.load(Ordering::SeqCst);
         let reporting = &self.spec.reporting;
         let outcome = match result {
             Ok(summary) => Outcome::Succeeded(summary),
@@ -66,11 +82,8 @@ impl<'a> RunWatch<'a> {
                 path.display()
             );
         }
-        if let Some(path) = reporting.metrics_textfile.as_ref().filter(|_| outputs_checked) {
-            let previous = metrics::last_success_in(path);
-            let written = RunMetrics::new(&reporting.job_name, self.spec.shard, &outcome, ended, previous)
-                .and_then(|metrics| metrics.write_textfile(path));
-            warn_on_failure("--metrics-textfile", written);
+        if outputs_checked {
+            write_textfile(reporting, self.spec.shard, &outcome, ended);
         }
         if let (Some(run), Some(url)) = (&self.lineage, &reporting.openlineage_url) {
             let event = match result {
@@ -82,10 +95,25 @@ impl<'a> RunWatch<'a> {
     }
 }
 
-/// A run stopped by a signal: its exit code to the Pushgateway and a FAIL event, each with
-/// a short deadline. (No textfile: the run may not have checked its path yet.)
-fn report_stopped(reporting: &Reporting, shard: Shard, lineage: Option<&LineageRun>, code: u8) {
-    push_metrics(reporting, shard, &Outcome::Failed(code), metrics::seconds_now(), DEADLINE_WHEN_STOPPED);
+/// The figures of `outcome` to the textfile, where one is asked for, keeping the last
+/// success's time from the one there.
+fn write_textfile(reporting: &Reporting, shard: Shard, outcome: &Outcome<'_>, ended: f64) {
+    if let Some(path) = &reporting.metrics_textfile {
+        let previous = metrics::last_success_in(path);
+        let written = RunMetrics::new(&reporting.job_name, shard, outcome, ended, previous)
+            .and_then(|metrics| metrics.write_textfile(path));
+        warn_on_failure("--metrics-textfile", written);
+    }
+}
+
+/// A run stopped by a signal: its exit code to the Pushgateway and the textfile (once the run
+/// has checked that path) and a FAIL event, each with a short deadline.
+fn report_stopped(reporting: &Reporting, shard: Shard, lineage: Option<&LineageRun>, code: u8, outputs_checked: bool) {
+    let ended = metrics::seconds_now();
+    push_metrics(reporting, shard, &Outcome::Failed(code), ended, DEADLINE_WHEN_STOPPED);
+    if outputs_checked {
+        write_textfile(reporting, shard, &Outcome::Failed(code), ended);
+    }
     if let (Some(run), Some(url)) = (lineage, &reporting.openlineage_url) {
         let message = format!("stopped by a signal (exit code {code})");
         send_lineage(url, &run.event(EventType::Fail, None, Some(&message)), DEADLINE_WHEN_STOPPED);
@@ -178,20 +206,14 @@ fn send_lineage(url: &str, event: &serde_json::Value, deadline: Duration) {
 
 fn warn_on_failure(flag: &str, result: anyhow::Result<()>) {
     if let Err(error) = result {
-        tracing::warn!("{flag}: {error:#}; the run goes on without it");
+        let error = redacted(&format!("{error:#}"));
+        tracing::warn!("{flag}: {error}; the run goes on without it");
     }
 }
 
-/// `url` as messages may show it: without a user name or password.
+/// `url` as messages may show it: without a user name, password or query.
 fn redacted(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
-            let _ = parsed.set_username("");
-            let _ = parsed.set_password(None);
-            parsed.to_string()
-        }
-        _ => url.to_owned(),
-    }
+    batch_io::redact::redact_urls(url)
 }
 
 /// The client for both services: a deadline on every request.
