@@ -130,11 +130,26 @@ pub fn column<'a>(batch: &'a RecordBatch, name: &str) -> anyhow::Result<&'a Arra
     batch.column_by_name(name).with_context(|| format!("record batch lost column `{name}`"))
 }
 
-/// Labels may be strings or anything Arrow can cast to one (integers, booleans).
+/// Labels may be strings or single values Arrow can cast to one (integers, booleans, floats).
+/// A float NaN is a missing label, as pandas writes one, never a class called "NaN"; a
+/// column of lists or structs holds no single label per row and is refused.
 pub fn label_values(array: &ArrayRef) -> anyhow::Result<Vec<Option<String>>> {
+    let data_type = array.data_type();
+    if data_type.is_nested() || matches!(data_type, DataType::Binary | DataType::LargeBinary | DataType::BinaryView) {
+        anyhow::bail!(
+            "it is of type {data_type}, not one label per row: give a column of strings or integers (one class per row)"
+        );
+    }
+    let missing: Vec<bool> = match data_type {
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => {
+            let floats = arrow::compute::cast(array, &DataType::Float64)?;
+            floats.as_primitive::<arrow::datatypes::Float64Type>().iter().map(|v| v.is_none_or(f64::is_nan)).collect()
+        }
+        _ => (0..array.len()).map(|i| array.is_null(i)).collect(),
+    };
     let strings = arrow::compute::cast(array, &DataType::Utf8)?;
     let strings = strings.as_string::<i32>();
-    Ok((0..strings.len()).map(|i| strings.is_valid(i).then(|| strings.value(i).to_owned())).collect())
+    Ok(missing.iter().enumerate().map(|(i, missing)| (!missing).then(|| strings.value(i).to_owned())).collect())
 }
 
 /// The extensions `pipeline run` reads from a directory.
@@ -418,4 +433,29 @@ fn plan_read<T>(
         batches: Box::new(std::iter::empty()),
     };
     Ok((builder, plan))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Float64Array, Int64Array, ListArray};
+    use arrow::datatypes::Int32Type;
+
+    use super::*;
+
+    #[test]
+    fn nan_labels_are_missing_and_lists_are_refused() {
+        let floats: ArrayRef = Arc::new(Float64Array::from(vec![Some(1.0), Some(f64::NAN), None, Some(0.0)]));
+        assert_eq!(
+            label_values(&floats).expect("floats"),
+            vec![Some("1.0".to_owned()), None, None, Some("0.0".to_owned())]
+        );
+        let integers: ArrayRef = Arc::new(Int64Array::from(vec![Some(3), None]));
+        assert_eq!(label_values(&integers).expect("integers"), vec![Some("3".to_owned()), None]);
+        let lists: ArrayRef =
+            Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![Some(1), Some(2)])]));
+        let error = label_values(&lists).expect_err("lists are not one label per row");
+        assert!(error.to_string().contains("not one label per row"), "{error}");
+    }
 }

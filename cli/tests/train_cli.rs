@@ -353,7 +353,7 @@ fn null_rows_are_skipped_counted_and_training_completes_with_force() {
     let output = train(&corpus, &out, &["--force"]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(
-        stderr(&output).contains("skipped 3 row(s) with a null text, or a null or empty label"),
+        stderr(&output).contains("skipped 3 row(s) with a null text, or a null, NaN or empty label"),
         "{}",
         stderr(&output)
     );
@@ -592,3 +592,6 @@ fn force_never_replaces_a_training_input_or_a_package_with_a_broken_tokenizer() 
     );
     assert_eq!(std::fs::read_to_string(&tokenizer).expect("untouched"), "my notes");
 }
+
+#[path = "train/refusals.rs"]
+mod refusals;

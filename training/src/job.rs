@@ -9,6 +9,7 @@ use burn::prelude::*;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use runtime::inference::{InferenceBackend, ModelInputs, TractBackend};
+use runtime::long_documents::MAX_DOCUMENT_TOKENS;
 use runtime::package::{FORMAT_VERSION, GRAPH_FILE, InputLayout, Manifest, TrainingSummary};
 use runtime::text::{TextEncoder, VOCABULARY_DIGEST_KEY, Vocabulary, sentence_lengths};
 use tokenizers::Tokenizer;
@@ -77,15 +78,36 @@ struct Train<'a>(&'a TrainRequest);
 impl VariantVisitor for Train<'_> {
     type Output = anyhow::Result<TrainReport>;
 
-    fn visit<C: ModelConfig>(self, _variant: Variant) -> Self::Output {
+    fn visit<C: ModelConfig>(self, variant: Variant) -> Self::Output {
         let config = C::from(&self.0.model);
         config.validate()?;
+        if let Some(members) = self.0.model.members.filter(|m| *m != config.members()) {
+            bail!(
+                "--members {members}: --variant {} trains one model; --members applies to --variant ngram",
+                variant.name()
+            );
+        }
         Ok(run_variant(self.0, &config)?.report)
     }
 }
 
+/// `pipeline train` writes a local directory: a storage URL would be taken for a path
+/// (`s3:/bucket/…` made here), so it is refused with what to do instead.
+fn refuse_url_destination(out: &Path) -> anyhow::Result<()> {
+    let text = out.to_string_lossy();
+    if batch_io::object_storage::is_url(&text) || text.contains("://") {
+        bail!(
+            "--out {text}: pipeline train writes a package to a local directory, not to object storage. Write it \
+             locally (--out models/m), copy the directory to the store (e.g. `aws s3 cp --recursive models/m {text}`), \
+             then run with --model {text}"
+        );
+    }
+    Ok(())
+}
+
 /// Trains the model `config` describes and writes its verified package.
 pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow::Result<TrainOutcome<C::Model>> {
+    refuse_url_destination(&request.out)?;
     check_destination(&request.out, request.force)?;
     refuse_input_inside_destination("--train", &request.train, &request.out)?;
     if let Some(valid) = &request.valid {
@@ -102,6 +124,20 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
     );
     request.training.validate()?;
     anyhow::ensure!(request.max_tokens > 0, "--max-tokens must be at least 1");
+    anyhow::ensure!(
+        request.max_tokens <= MAX_DOCUMENT_TOKENS,
+        "--max-tokens {} is more than the {MAX_DOCUMENT_TOKENS} tokens any document is read to; give at most that",
+        request.max_tokens
+    );
+    if let Some(valid) = &request.valid
+        && batch_io::locations::same_location(valid, &request.train)
+    {
+        bail!(
+            "--valid {} is the --train corpus: accuracy on the documents a model learned from says nothing of new ones; \
+             give a held-out file, or leave --valid out to hold out a stratified share of --train (--valid-fraction)",
+            valid.display()
+        );
+    }
     anyhow::ensure!(
         request.valid.is_some() || (request.valid_fraction > 0.0 && request.valid_fraction < 1.0),
         "--valid-fraction must be between 0 and 1"
@@ -263,10 +299,30 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
             corpus.len()
         );
     }
+    let valid_classes: std::collections::BTreeSet<usize> = valid_labels.iter().copied().collect();
+    if let (1, Some(only), Some(path)) = (valid_classes.len(), valid_classes.first(), &request.valid)
+        && classes.len() > 1
+    {
+        bail!(
+            "--valid {} holds only the class `{}`: it cannot tell how well the model separates {} classes, nor choose \
+             the best epoch; give a validation file with every class, or leave --valid out",
+            path.display(),
+            classes.get(*only).map_or("?", String::as_str),
+            classes.len()
+        );
+    }
     // The vocabulary comes from the training part only, so validation stays unseen.
     let tokenizer = build_tokenizer(&train_texts, &request.vocabulary)?;
     let encoder = TextEncoder::new(tokenizer.clone(), request.max_tokens);
     let train = encode(&encoder, &train_texts, &train_labels, sentence_words, "training")?;
+    if train.is_empty() {
+        bail!(
+            "{}: no training document of the text column `{}` has a token left after tokenization (they are empty or \
+             punctuation only); check --text-column, or the texts themselves",
+            request.train.display(),
+            request.columns.text
+        );
+    }
     let valid = encode(&encoder, &valid_texts, &valid_labels, sentence_words, "validation")?;
     Ok(PreparedData { classes, tokenizer, train, valid, corpus })
 }

@@ -45,7 +45,7 @@ fn flags() -> ModelFlags {
         embedding_dim: Some(6),
         buckets: 64,
         ngrams: 2,
-        members: 1,
+        members: Some(1),
         lstm_hidden: 4,
         gru_hidden: 4,
         attention_dim: 5,

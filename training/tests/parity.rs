@@ -35,7 +35,7 @@ fn tiny_flags() -> ModelFlags {
         embedding_dim: Some(24),
         buckets: 5000,
         ngrams: 3,
-        members: 2,
+        members: Some(2),
         lstm_hidden: 8,
         gru_hidden: 8,
         attention_dim: 8,

@@ -79,7 +79,7 @@ impl LabelledCorpus {
         }
         if skipped_null > 0 {
             tracing::warn!(
-                "{}: skipped {skipped_null} row(s) with a null text, or a null or empty label",
+                "{}: skipped {skipped_null} row(s) with a null text, or a null, NaN or empty label",
                 path.display()
             );
         }

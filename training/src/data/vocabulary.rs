@@ -1,6 +1,6 @@
 //! Builds the word-level `tokenizer.json` from the training texts.
 
-use anyhow::anyhow;
+use anyhow::{anyhow, bail};
 use tokenizers::models::TrainerWrapper;
 use tokenizers::models::wordlevel::{WordLevel, WordLevelTrainer};
 use tokenizers::normalizers::{Lowercase, Replace, Sequence};
@@ -42,6 +42,19 @@ pub fn build_tokenizer(texts: &[String], config: &VocabularyConfig) -> anyhow::R
         .map_err(|e| anyhow!("{e}"))?;
     let mut trainer = TrainerWrapper::from(trainer);
     tokenizer.train(&mut trainer, texts.iter()).map_err(|e| anyhow!("building the vocabulary failed: {e}"))?;
+    // [PAD] and [UNK] alone: no word was seen often enough.
+    if tokenizer.get_vocab_size(false) <= 2 {
+        if config.min_count > 1 {
+            bail!(
+                "--min-count {} leaves no word in the vocabulary: no word of the training texts appears that often; \
+                 lower it",
+                config.min_count
+            );
+        }
+        bail!(
+            "the training texts hold no word (they are empty or blank); check --text-column, or the texts themselves"
+        );
+    }
     let pad = tokenizer.token_to_id(PAD_TOKEN);
     anyhow::ensure!(pad == Some(PAD_ID as u32), "vocabulary put {PAD_TOKEN} at {pad:?}, expected {PAD_ID}");
     Ok(tokenizer)

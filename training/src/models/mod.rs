@@ -235,9 +235,9 @@ pub struct ModelFlags {
     #[arg(long, default_value_t = 1 << 20)]
     pub buckets: usize,
     /// Models trained from consecutive seeds and averaged into one (their mean scores, at the
-    /// cost of one at inference) [ngram].
-    #[arg(long, default_value_t = 5)]
-    pub members: usize,
+    /// cost of one at inference) [ngram; default 5].
+    #[arg(long)]
+    pub members: Option<usize>,
     /// The longest run of words that is a feature: 1 words only, 2 bigrams too (fastText's
     /// wordNgrams) [ngram].
     #[arg(long, default_value_t = 2)]

@@ -35,6 +35,9 @@ const HASH_MULTIPLIER: i64 = 1_000_003;
 pub const DEFAULTS: VariantDefaults =
     VariantDefaults { embedding_dim: 10, dropout: 0.9, max_tokens: 2500, batch_size: 1024, learning_rate: 0.05 };
 
+/// Members of the fast tier when `--members` is not given.
+const DEFAULT_MEMBERS: usize = 5;
+
 /// NGRAM hyper-parameters (see [`ModelFlags`] for their meaning and defaults).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NgramConfig {
@@ -51,7 +54,7 @@ impl From<&ModelFlags> for NgramConfig {
             embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
             buckets: flags.buckets,
             ngrams: flags.ngrams,
-            members: flags.members,
+            members: flags.members.unwrap_or(DEFAULT_MEMBERS),
             dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
         }
     }
