@@ -77,11 +77,23 @@ def _location(path: Optional[PathLike]) -> Optional[str]:
     return None if path is None else os.fspath(path)
 
 
+#: The largest count the native module takes (an unsigned 64-bit integer).
+_MOST = 2**64 - 1
+
+
 def _counts(**values: Optional[int]) -> None:
-    """Counts must be at least 1; said here by name rather than as an OverflowError."""
+    """Counts are whole numbers of at least 1; said here by name rather than as a bare
+    TypeError or OverflowError from the comparison or the native module."""
     for name, value in values.items():
-        if value is not None and value < 1:
+        if value is None:
+            continue
+        # bool is an int in Python: threads=True would silently mean 1.
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name}= takes a whole number (int), not {type(value).__name__} {value!r}")
+        if value < 1:
             raise PipelineError(f"{name} must be at least 1, not {value}")
+        if value > _MOST:
+            raise PipelineError(f"{name}={value} is more than the largest count, {_MOST}")
 
 
 _SHARED: dict = {}
@@ -122,6 +134,21 @@ class Classifier:
         threads: Optional[int] = None,
     ) -> None:
         _counts(batch_size=batch_size, max_tokens=max_tokens, long_document_stride=long_document_stride, threads=threads)
+        self._arguments = dict(
+            model=None if model is None else os.fspath(model),
+            backend=backend,
+            device=device,
+            ort_library=None if ort_library is None else os.fspath(ort_library),
+            text_column=text_column,
+            batch_size=batch_size,
+            max_tokens=max_tokens,
+            long_documents=long_documents,
+            long_document_stride=long_document_stride,
+            long_document_aggregate=long_document_aggregate,
+            attention=attention,
+            embedding=embedding,
+            threads=threads,
+        )
         self._native = _native.Classifier(
             _location(model),
             backend=backend,
@@ -184,6 +211,17 @@ class Classifier:
 
     def __repr__(self) -> str:
         return f"Classifier(model={self.model!r}, backend={self.backend!r}, labels={self.labels!r})"
+
+    def __reduce__(self):
+        """Pickled as the arguments it was made with (Ray, Spark and multiprocessing send
+        objects to workers this way); each worker opens the model again from them."""
+        return (_rebuild, (self._arguments,))
+
+
+def _rebuild(arguments: dict) -> "Classifier":
+    arguments = dict(arguments)
+    model = arguments.pop("model", None)
+    return Classifier(model, **arguments)
 
 
 def run(input: str, output: str = "predictions.parquet", *, model: Optional[PathLike] = None, **options: Any) -> dict:

@@ -51,7 +51,7 @@ pyo3::create_exception!(
 /// scheduler's retry can tell them apart; everything else as [`PipelineError`]. The message
 /// is the whole chain of causes, as `pipeline` prints it.
 fn python_error(error: anyhow::Error) -> PyErr {
-    let message = in_python_words(&format!("{error:#}"));
+    let message = batch_io::redact::redact_urls(&in_python_words(&format!("{error:#}")));
     if error.chain().any(|cause| cause.is::<TransientIo>()) {
         TransientError::new_err(message)
     } else {
@@ -200,7 +200,22 @@ fn keyword_arguments(
 ) -> PyResult<()> {
     for (name, value) in options.into_iter().flat_map(|dict| dict.iter()) {
         let name: String = name.extract()?;
-        if !take(&name, &value)? {
+        // A wrong type names the argument, not only the types (`'str' object cannot be …`).
+        let named = |error: PyErr| {
+            let py = value.py();
+            let given = value.repr().map(|r| r.to_string()).unwrap_or_default();
+            if error.is_instance_of::<PyTypeError>(py) {
+                PyTypeError::new_err(format!("{function}() argument {name}={given}: {}", error.value(py)))
+            } else if error.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) {
+                pyo3::exceptions::PyOverflowError::new_err(format!(
+                    "{function}() argument {name}={given}: {}",
+                    error.value(py)
+                ))
+            } else {
+                error
+            }
+        };
+        if !take(&name, &value).map_err(named)? {
             let mut names: Vec<&str> = known.to_vec();
             names.sort_unstable();
             return Err(PyTypeError::new_err(format!(

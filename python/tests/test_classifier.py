@@ -333,6 +333,40 @@ def test_ctrl_c_stops_run_and_publishes_nothing(tmp_path):
     work = f"ac.run({str(big)!r}, {str(out)!r}, window=256)"
     assert _seconds_to_stop_on_ctrl_c("", work, 2.0) < 15
     assert os.listdir(out.parent) == [], "no output and no temporary left"
+    # With the default chunks, the whole input is read before the first chunk is classified:
+    # the stop must come from the stages after reading, and nothing may be published.
+    small = tmp_path / "small.parquet"
+    pq.write_table(pa.concat_tables([pq.read_table(REVIEWS)] * 20), small)
+    work = f"ac.run({str(small)!r}, {str(out)!r})"
+    assert _seconds_to_stop_on_ctrl_c("", work, 1.0) < 8
+    assert os.listdir(out.parent) == [], "no output and no temporary left"
+
+
+def test_arguments_of_the_wrong_type_are_named():
+    for arguments, error, said in [
+        (dict(batch_size="64"), TypeError, "batch_size="),
+        (dict(threads=True), TypeError, "threads="),
+        (dict(max_tokens=2**64), ac.PipelineError, "max_tokens="),
+        (dict(text_column=5), TypeError, "text_column=5"),
+    ]:
+        with pytest.raises(error) as raised:
+            ac.Classifier(**arguments)
+        assert said in str(raised.value), raised.value
+    with pytest.raises(TypeError) as raised:
+        ac.run(str(REVIEWS), "never.parquet", window="many")
+    assert "window=" in str(raised.value), raised.value
+
+
+def test_a_classifier_pickles_as_the_arguments_it_was_made_with():
+    import pickle
+
+    classifier = ac.Classifier(batch_size=16, attention="summary")
+    table = pq.read_table(REVIEWS).slice(0, 20)
+    copy = pickle.loads(pickle.dumps(classifier))
+    assert copy.labels == classifier.labels
+    assert copy.classify(table).column("prediction") == classifier.classify(table).column("prediction")
+    assert copy.classify(table).column_names == classifier.classify(table).column_names
+    assert copy._arguments == classifier._arguments, "the options travel too"
 
 
 

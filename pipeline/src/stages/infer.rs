@@ -10,6 +10,7 @@ use super::{Inferred, Line, Tokenized, next, pass_on, timed};
 pub fn run(line: &Line<'_>, chunks: Receiver<Tokenized>, out: &SyncSender<Inferred>) -> anyhow::Result<Duration> {
     let mut busy = Duration::ZERO;
     while let Some(Tokenized { chunk, encoded }) = next(&chunks) {
+        line.check_cancelled()?;
         let counts = encoded.counts;
         let predictions = timed(&mut busy, || {
             line.classifier.infer(encoded, line.batch_limit).map_err(|error| {

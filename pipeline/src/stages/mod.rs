@@ -95,8 +95,20 @@ pub struct Line<'a> {
     pub batch_limit: BatchLimit,
     /// Rows per chunk (record batch).
     pub chunk_rows: usize,
-    /// Set to stop the run: the read stage stops with [`crate::job::Interrupted`].
+    /// Set to stop the run: the read and infer stages stop with [`crate::job::Interrupted`]
+    /// at their next chunk, so a run stops within one chunk's inference, not after the chunks
+    /// already read.
     pub cancel: Option<&'a std::sync::atomic::AtomicBool>,
+}
+
+impl Line<'_> {
+    /// [`crate::job::Interrupted`] once the run has been told to stop.
+    pub fn check_cancelled(&self) -> anyhow::Result<()> {
+        if self.cancel.is_some_and(|cancel| cancel.load(std::sync::atomic::Ordering::Relaxed)) {
+            return Err(crate::job::Interrupted.into());
+        }
+        Ok(())
+    }
 }
 
 /// Runs the whole line and returns what the write stage wrote, with each stage's busy time.

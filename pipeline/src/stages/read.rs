@@ -23,9 +23,7 @@ pub fn run(line: &Line<'_>, out: &SyncSender<Chunk>) -> anyhow::Result<Duration>
         let mut first_row = work.first_row;
         let mut sent = false;
         while let Some(batch) = timed(&mut busy, || batches.next()) {
-            if line.cancel.is_some_and(|cancel| cancel.load(std::sync::atomic::Ordering::Relaxed)) {
-                return Err(crate::job::Interrupted.into());
-            }
+            line.check_cancelled()?;
             let batch = batch
                 .with_context(|| format!("cannot read {input} rows {first_row}..{}", first_row + line.chunk_rows))?;
             // Looking ahead decodes the next batch now rather than on the next turn.
