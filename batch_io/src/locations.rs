@@ -124,7 +124,7 @@ impl InputLocation {
         let on_rerun = match &self.kind {
             LocationKind::File => false,
             LocationKind::Directory { extensions } => {
-                let Some(dir) = resolved(Path::new(&self.location)) else { return None };
+                let dir = resolved(Path::new(&self.location))?;
                 let read_back = has_extension(&target, extensions) && target.parent() == Some(dir.as_path());
                 // Anything else inside a dataset or table being read would be taken for a part
                 // of it by the next reader, or replace its log (`_delta_log/`) or its staged
@@ -178,7 +178,7 @@ pub fn refuse_output_inside_table(flag: &str, output: &str) -> anyhow::Result<()
     let inside = if is_url(output) {
         let canonical = canonical_url(output)?;
         let segments: Vec<&str> = canonical.split('/').collect();
-        segments.iter().any(|segment| *segment == DELTA_LOG).then(|| {
+        segments.contains(&DELTA_LOG).then(|| {
             let root = canonical.split(&format!("/{DELTA_LOG}")).next().unwrap_or(&canonical);
             root.to_owned()
         })

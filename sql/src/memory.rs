@@ -53,7 +53,7 @@ pub fn parse_size(text: &str) -> anyhow::Result<u64> {
     };
     let value: f64 = number.parse().with_context(|| format!("`{text}` is not a size: write a number, such as 4G"))?;
     let bytes = value * (1u64 << shift) as f64;
-    if !(bytes >= 1.0 && bytes < 1e18) {
+    if !(1.0..1e18).contains(&bytes) {
         bail!("`{text}` is not a usable size: give at least 1 byte and less than an exabyte, such as 4G");
     }
     Ok(bytes as u64)

@@ -67,8 +67,11 @@ impl<'a> Transactions<'a> {
             for line in text.lines().filter(|line| line.contains("\"txn\"")) {
                 let action: serde_json::Value = serde_json::from_str(line)
                     .with_context(|| format!("the Delta log entry {location} holds a line that is not JSON"))?;
-                let txn = &action["txn"];
-                if let (Some(app_id), Some(txn_version)) = (txn["appId"].as_str(), txn["version"].as_i64()) {
+                let Some(txn) = action.get("txn") else { continue };
+                let app_id = txn.get("appId").and_then(serde_json::Value::as_str);
+                if let (Some(app_id), Some(txn_version)) =
+                    (app_id, txn.get("version").and_then(serde_json::Value::as_i64))
+                {
                     read.insert(app_id.to_owned(), Committed { version: txn_version, at_table_version: Some(version) });
                 }
             }

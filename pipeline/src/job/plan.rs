@@ -146,9 +146,9 @@ impl Plan {
         for unit in &self.todo {
             let input = run.inputs.get(unit.file).context("a unit names an input the run does not have")?;
             units.insert(unit.index, unit_key(unit, input, &run.fingerprint)?);
-            if !files.contains_key(&unit.file) {
+            if let std::collections::btree_map::Entry::Vacant(slot) = files.entry(unit.file) {
                 let rows = self.file_rows.get(unit.file).copied().flatten();
-                files.insert(unit.file, FileKey::new(input, rows, &run.fingerprint)?);
+                slot.insert(FileKey::new(input, rows, &run.fingerprint)?);
             }
             if let Some(file) = files.get(&unit.file) {
                 unit_files.insert(unit.index, file.clone());
