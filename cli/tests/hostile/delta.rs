@@ -40,6 +40,7 @@ fn a_committed_file_rewritten_with_other_rows_is_refused_not_added_twice() {
     };
     assert!(into_table(&[]).status.success());
     let original = std::fs::read(&file).expect("read");
+    let batch = read(&file);
 
     for (rows, said) in [(310, "has 310 now"), (250, "has 250 now")] {
         reviews_rows(&file, rows, "a");
@@ -51,6 +52,20 @@ fn a_committed_file_rewritten_with_other_rows_is_refused_not_added_twice() {
         }
         assert_eq!(count_rows(&table), "300", "nothing added");
     }
+    // The same rows re-exported in other row groups (other units): nothing added.
+    let properties =
+        parquet::file::properties::WriterProperties::builder().set_max_row_group_row_count(Some(7)).build();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&file).expect("create"),
+        batch.schema(),
+        Some(properties),
+    )
+    .expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+    let rerun = into_table(&[]);
+    assert!(rerun.status.success(), "{}", stderr(&rerun));
+    assert_eq!(count_rows(&table), "300", "the same rows in other row groups are not added again");
     // The file as committed, and a new file beside it: the new one alone is added.
     std::fs::write(&file, &original).expect("restore");
     reviews_rows(&inputs.join("b.parquet"), 20, "b");

@@ -218,7 +218,7 @@ impl DeltaOutput {
         rows_per_part: usize,
         units: &BTreeMap<usize, UnitKey>,
         files: &[&FileKey],
-    ) -> anyhow::Result<HashSet<UnitKey>> {
+    ) -> anyhow::Result<InTable> {
         // An object is not a table: writing under it as a prefix would hide the mistake.
         if let Some(prefix) = &self.remote
             && let Ok(object) = block_on(prefix.store.head(&prefix.path))?
@@ -241,16 +241,18 @@ impl DeltaOutput {
         self.check_agrees(&table, &columns, &properties)?;
         self.refuse_missing_files(&table)?;
         let transactions = self.transactions(&table)?;
+        let mut in_table = InTable::default();
         for file in files {
-            self.refuse_changed_file(file, &transactions)?;
-        }
-        let mut committed = HashSet::new();
-        for key in units.values() {
-            if transactions.get(key)?.is_some() {
-                committed.insert(key.clone());
+            if self.refuse_changed_file(file, &transactions)? {
+                in_table.files.insert(file.key.clone());
             }
         }
-        Ok(committed)
+        for key in units.values() {
+            if transactions.get(key)?.is_some() {
+                in_table.units.insert(key.clone());
+            }
+        }
+        Ok(in_table)
     }
 
     /// A table whose log lists a data file that is gone (deleted by hand, a lifecycle rule)
@@ -298,11 +300,14 @@ impl DeltaOutput {
 
     /// A file committed with `n` rows that has another number now was rewritten in place: its
     /// units would be other units, and its rows would be added twice.
-    fn refuse_changed_file(&self, file: &FileKey, transactions: &Transactions<'_>) -> anyhow::Result<()> {
-        let Some(rows) = file.rows else { return Ok(()) };
-        let Some(committed) = transactions.get(&file.key)? else { return Ok(()) };
+    /// Returns whether the file is in the table whole, as it is now (then none of its rows is
+    /// read again, whatever its row groups: a file re-exported with the same rows in other row
+    /// groups would be other units).
+    fn refuse_changed_file(&self, file: &FileKey, transactions: &Transactions<'_>) -> anyhow::Result<bool> {
+        let Some(committed) = transactions.get(&file.key)? else { return Ok(false) };
+        let Some(rows) = file.rows else { return Ok(committed.version == UNKNOWN_ROWS) };
         if committed.version == i64::try_from(rows).unwrap_or(i64::MAX) {
-            return Ok(());
+            return Ok(true);
         }
         let at = committed.at_table_version.map(|v| format!(" at version {v}")).unwrap_or_default();
         bail!(
@@ -447,17 +452,17 @@ impl DeltaOutput {
     /// hold, then the shard's `txn`.
     fn actions(&self, commit: &ShardCommit<'_>, transactions: &Transactions<'_>) -> anyhow::Result<Vec<Action>> {
         let mut actions = Vec::new();
-        let mut files = BTreeMap::new();
+        let mut added: HashSet<&UnitKey> = HashSet::new();
+        let mut files: BTreeMap<&str, &FileKey> = BTreeMap::new();
         let now = chrono::Utc::now().timestamp_millis();
         for (index, part) in commit.parts {
             let Some(key) = commit.units.get(index) else { continue };
             if transactions.get(key)?.is_some() {
                 continue;
             }
-            if let Some(file) = commit.unit_files.get(index)
-                && let Some(rows) = file.rows
-            {
-                files.insert(file.key.clone(), i64::try_from(rows).unwrap_or(i64::MAX));
+            added.insert(key);
+            if let Some(file) = commit.unit_files.get(index) {
+                files.insert(&file.key, file);
             }
             actions.push(Action::Txn(Transaction { app_id: key.clone(), version: 1, last_updated: Some(now) }));
             actions.push(Action::Add(Add {
@@ -475,8 +480,20 @@ impl DeltaOutput {
             }));
         }
         if !actions.is_empty() {
-            for (app_id, rows) in files {
-                actions.push(Action::Txn(Transaction { app_id, version: rows, last_updated: Some(now) }));
+            // A file is recorded once all its units are in the table with this commit.
+            for file in files.into_values() {
+                let mut complete = true;
+                for unit in &file.units {
+                    complete &= added.contains(unit) || transactions.get(unit)?.is_some();
+                }
+                if complete {
+                    let version = file.rows.map_or(UNKNOWN_ROWS, |rows| i64::try_from(rows).unwrap_or(i64::MAX));
+                    actions.push(Action::Txn(Transaction {
+                        app_id: file.key.clone(),
+                        version,
+                        last_updated: Some(now),
+                    }));
+                }
             }
             let version = i64::try_from(commit.shard_index).unwrap_or(i64::MAX);
             actions.push(Action::Txn(Transaction {
@@ -532,13 +549,27 @@ pub fn unit_key(unit: &WorkUnit, input: &InputIdentity, run: &RunFingerprint) ->
     Ok(format!("pipeline-unit-{}", sha256_hex(serde_json::to_string(&identity)?.as_bytes())))
 }
 
+/// What a table holds of a run's units: units by key, and input files whole.
+#[derive(Debug, Default)]
+pub struct InTable {
+    pub units: HashSet<UnitKey>,
+    /// The [`FileKey::key`]s of files all of whose units are in the table, with these rows.
+    pub files: HashSet<UnitKey>,
+}
+
+/// A file's `txn` version where its row count is not known up front (Arrow IPC).
+const UNKNOWN_ROWS: i64 = -1;
+
 /// An input file as the table knows it: a `txn` appId from its location and the run's options
-/// (not its version or size), whose version is the file's row count where its footer says.
+/// (not its version or size), written once every unit of the file is in the table, whose
+/// version is the file's row count where its footer says.
 #[derive(Debug, Clone)]
 pub struct FileKey {
     pub key: UnitKey,
     pub location: String,
     pub rows: Option<usize>,
+    /// The keys of all the file's units, every shard's.
+    pub units: Vec<UnitKey>,
 }
 
 impl FileKey {
@@ -551,7 +582,7 @@ impl FileKey {
         let output = RunFingerprint { input_count: 0, inputs_sha256: String::new(), parts: 0, ..run.clone() };
         let identity = Identity { file: &input.location, output: &output };
         let key = format!("pipeline-file-{}", sha256_hex(serde_json::to_string(&identity)?.as_bytes()));
-        Ok(Self { key, location: input.location.clone(), rows })
+        Ok(Self { key, location: input.location.clone(), rows, units: Vec::new() })
     }
 }
 

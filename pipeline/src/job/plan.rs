@@ -30,6 +30,9 @@ pub struct Plan {
     pub layout: ParquetLayout,
     /// The units this process is to do.
     pub todo: Vec<WorkUnit>,
+    /// Every unit of the run, every shard's (a Delta table knows a file as done once all of its
+    /// units are committed).
+    all_units: Vec<WorkUnit>,
     /// Units of this shard an earlier attempt committed.
     pub skipped: usize,
     /// A dataset output: the run's fingerprint and inputs.
@@ -108,7 +111,18 @@ impl Plan {
         let layout = ParquetLayout::new(Arc::new(output_schema.with_metadata(metadata)), spec.attention.is_sparse())?;
         let file_rows = streams.iter().map(|s| s.rows).collect();
         let footers = streams.into_iter().map(|s| s.footer).collect();
-        Ok(Self { kept_columns, read_columns, layout, todo, skipped: 0, run, file_rows, footers, delta: None })
+        Ok(Self {
+            kept_columns,
+            read_columns,
+            layout,
+            todo,
+            all_units: units,
+            skipped: 0,
+            run,
+            file_rows,
+            footers,
+            delta: None,
+        })
     }
 
     /// Creates the output: one file, or a dataset whose committed parts (of this very run)
@@ -140,24 +154,34 @@ impl Plan {
     /// units already in it taken off the units to do, and where the rest are staged.
     fn plan_delta(&mut self, spec: &RunSpec, run: &Run) -> anyhow::Result<(String, DeltaPlan)> {
         let table = DeltaOutput::at(&spec.output)?;
+        let input_of =
+            |unit: &WorkUnit| run.inputs.get(unit.file).context("a unit names an input the run does not have");
         let mut units = BTreeMap::new();
-        let mut files: BTreeMap<usize, FileKey> = BTreeMap::new();
-        let mut unit_files = BTreeMap::new();
         for unit in &self.todo {
-            let input = run.inputs.get(unit.file).context("a unit names an input the run does not have")?;
-            units.insert(unit.index, unit_key(unit, input, &run.fingerprint)?);
+            units.insert(unit.index, unit_key(unit, input_of(unit)?, &run.fingerprint)?);
+        }
+        // Each file this shard reads, with the keys of all its units (every shard's).
+        let file_of: BTreeMap<usize, usize> = self.todo.iter().map(|u| (u.index, u.file)).collect();
+        let read_here: std::collections::BTreeSet<usize> = file_of.values().copied().collect();
+        let mut files: BTreeMap<usize, FileKey> = BTreeMap::new();
+        for unit in self.all_units.iter().filter(|u| read_here.contains(&u.file)) {
             if let std::collections::btree_map::Entry::Vacant(slot) = files.entry(unit.file) {
                 let rows = self.file_rows.get(unit.file).copied().flatten();
-                slot.insert(FileKey::new(input, rows, &run.fingerprint)?);
+                slot.insert(FileKey::new(input_of(unit)?, rows, &run.fingerprint)?);
             }
-            if let Some(file) = files.get(&unit.file) {
-                unit_files.insert(unit.index, file.clone());
+            if let Some(file) = files.get_mut(&unit.file) {
+                file.units.push(unit_key(unit, input_of(unit)?, &run.fingerprint)?);
             }
         }
         let checked: Vec<&FileKey> = files.values().collect();
         let in_table = table.prepare(self.layout.schema(), spec.rows_per_part, &units, &checked)?;
-        units.retain(|_, key| !in_table.contains(key));
-        unit_files.retain(|index, _| units.contains_key(index));
+        let file_key = |index: &usize| file_of.get(index).and_then(|f| files.get(f));
+        units.retain(|index, key| {
+            let whole_file_in = file_key(index).is_some_and(|file| in_table.files.contains(&file.key));
+            !in_table.units.contains(key) && !whole_file_in
+        });
+        let unit_files: BTreeMap<usize, FileKey> =
+            units.keys().filter_map(|index| file_key(index).map(|file| (*index, file.clone()))).collect();
         self.todo.retain(|unit| units.contains_key(&unit.index));
         let (staging_name, staging) = table.staging(run)?;
         let shard_key = shard_key(&run.fingerprint, spec.shard)?;
