@@ -26,6 +26,8 @@ pub enum OutputKind {
     ReportPage,
     /// `pipeline sql`'s aligned table (`--format table`): a first line of `┌───`.
     TextTable,
+    /// Word vectors in word2vec's text format (`pipeline vectors`): a first line of two counts.
+    WordVectors,
 }
 
 impl OutputKind {
@@ -38,6 +40,7 @@ impl OutputKind {
             OutputKind::MetricsText => "a metrics textfile written by --metrics-textfile",
             OutputKind::ReportPage => "a page written by `pipeline report`",
             OutputKind::TextTable => "a table written by `pipeline sql --format table`",
+            OutputKind::WordVectors => "word vectors written by `pipeline vectors`",
         }
     }
 
@@ -60,6 +63,10 @@ impl OutputKind {
             OutputKind::MetricsText => text.starts_with("# HELP pipeline_run_"),
             OutputKind::ReportPage => text.contains("<title>Attention report: "),
             OutputKind::TextTable => first_line.starts_with('┌'),
+            OutputKind::WordVectors => {
+                let counts: Vec<&str> = first_line.split_whitespace().collect();
+                counts.len() == 2 && counts.iter().all(|c| c.parse::<u64>().is_ok())
+            }
         }
     }
 }
@@ -68,8 +75,12 @@ impl OutputKind {
 const PEEK: usize = 4096;
 
 /// Refuses to replace an existing `target` (named by `flag`) unless it is empty or an earlier
-/// output of `kind`. Anything that is not a regular file is left to the caller's checks.
+/// output of `kind`, and refuses `-`, which would be a file of that name rather than stdout.
+/// Anything that is not a regular file is left to the caller's checks.
 pub fn check_replaceable_output(flag: &str, target: &Path, kind: OutputKind) -> anyhow::Result<()> {
+    if target.as_os_str() == "-" {
+        bail!("{flag} -: give a file path ({} is written to a file, not to stdout)", kind.describe());
+    }
     let Ok(meta) = std::fs::metadata(target) else { return Ok(()) };
     if !meta.is_file() || meta.len() == 0 {
         return Ok(());
@@ -111,7 +122,8 @@ mod tests {
 
     #[test]
     fn only_an_earlier_output_of_the_same_kind_is_replaced() {
-        let cases: [(&str, &[u8], OutputKind); 7] = [
+        let cases: [(&str, &[u8], OutputKind); 8] = [
+            ("vectors.txt", b"2 3\nfilm 0.1 0.2 0.3\n", OutputKind::WordVectors),
             ("out.parquet", b"PAR1....PAR1", OutputKind::Parquet),
             ("out.csv", b"id,prediction\n1,pos\n", OutputKind::Csv),
             ("out.json", b"{\"id\":\"1\"}\n{\"id\":\"2\"}\n", OutputKind::JsonLines),

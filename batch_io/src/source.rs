@@ -131,7 +131,7 @@ pub fn column<'a>(batch: &'a RecordBatch, name: &str) -> anyhow::Result<&'a Arra
 }
 
 /// Labels may be strings or single values Arrow can cast to one (integers, booleans, floats).
-/// A float NaN is a missing label, as pandas writes one, never a class called "NaN"; a
+/// A float NaN (or inf) is a missing label, as pandas writes one, never a class called "NaN"; a
 /// column of lists or structs holds no single label per row and is refused.
 pub fn label_values(array: &ArrayRef) -> anyhow::Result<Vec<Option<String>>> {
     let data_type = array.data_type();
@@ -143,7 +143,12 @@ pub fn label_values(array: &ArrayRef) -> anyhow::Result<Vec<Option<String>>> {
     let missing: Vec<bool> = match data_type {
         DataType::Float16 | DataType::Float32 | DataType::Float64 => {
             let floats = arrow::compute::cast(array, &DataType::Float64)?;
-            floats.as_primitive::<arrow::datatypes::Float64Type>().iter().map(|v| v.is_none_or(f64::is_nan)).collect()
+            // inf is no class either.
+            floats
+                .as_primitive::<arrow::datatypes::Float64Type>()
+                .iter()
+                .map(|v| v.is_none_or(|v| !v.is_finite()))
+                .collect()
         }
         _ => (0..array.len()).map(|i| array.is_null(i)).collect(),
     };
@@ -446,11 +451,10 @@ mod tests {
 
     #[test]
     fn nan_labels_are_missing_and_lists_are_refused() {
-        let floats: ArrayRef = Arc::new(Float64Array::from(vec![Some(1.0), Some(f64::NAN), None, Some(0.0)]));
-        assert_eq!(
-            label_values(&floats).expect("floats"),
-            vec![Some("1.0".to_owned()), None, None, Some("0.0".to_owned())]
-        );
+        let floats: ArrayRef =
+            Arc::new(Float64Array::from(vec![Some(1.0), Some(f64::NAN), None, Some(0.0), Some(f64::INFINITY)]));
+        let expected = vec![Some("1.0".to_owned()), None, None, Some("0.0".to_owned()), None];
+        assert_eq!(label_values(&floats).expect("floats"), expected);
         let integers: ArrayRef = Arc::new(Int64Array::from(vec![Some(3), None]));
         assert_eq!(label_values(&integers).expect("integers"), vec![Some("3".to_owned()), None]);
         let lists: ArrayRef =

@@ -236,7 +236,7 @@ fn a_refused_metrics_file_is_never_written() {
     assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
     assert_eq!(std::fs::read(&input).expect("read"), before, "the input is untouched");
     assert!(
-        stderr(&refused).contains("not written, the run failed before its outputs were checked"),
+        stderr(&refused).contains("not written, the run stopped before its outputs (this file among them) passed"),
         "{}",
         stderr(&refused)
     );

@@ -123,7 +123,8 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
 
     refuse_labels_that_mostly_miss(&tally, &run.labels, layout.label.as_deref())?;
     if let Some(chosen) = tally.chosen.as_ref().filter(|c| c.matching == 0) {
-        tracing::warn!("--where {:?} matched no row: the page has no document cards", chosen.condition);
+        let condition = sql::row_filter::quoted_start(&chosen.condition);
+        tracing::warn!("--where {condition} matched no row: the page has no document cards");
     }
     let html = page::render(&run, &tally)?;
     write_whole(&destination, html.as_bytes())?;

@@ -59,9 +59,15 @@ pub fn parse_size(text: &str) -> anyhow::Result<u64> {
     Ok(bytes as u64)
 }
 
-/// `bytes` as a person reads it: `3.2 GB`.
+/// `bytes` as a person reads it: `3.2 GB`, `64 KB`.
 pub fn describe(bytes: u64) -> String {
-    format!("{:.1} GB", bytes as f64 / f64::from(1u32 << 30))
+    let value = bytes as f64;
+    match bytes {
+        b if b >= 1 << 30 => format!("{:.1} GB", value / f64::from(1u32 << 30)),
+        b if b >= 1 << 20 => format!("{:.1} MB", value / f64::from(1u32 << 20)),
+        b if b >= 1 << 10 => format!("{:.0} KB", value / 1024.0),
+        _ => format!("{bytes} bytes"),
+    }
 }
 
 #[cfg(test)]
@@ -78,5 +84,7 @@ mod tests {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
         assert!(default_limit() > 0);
+        assert_eq!(describe(64 << 10), "64 KB");
+        assert_eq!(describe(3 << 29), "1.5 GB");
     }
 }

@@ -103,7 +103,7 @@ impl RowFilter {
 const QUOTED_CHARS: usize = 200;
 
 /// `condition` as messages quote it: whole, or its start and its length.
-fn quoted_start(condition: &str) -> String {
+pub fn quoted_start(condition: &str) -> String {
     match condition.char_indices().nth(QUOTED_CHARS) {
         None => format!("{condition:?}"),
         Some((cut, _)) => {

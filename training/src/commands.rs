@@ -153,9 +153,10 @@ pub struct EvalArgs {
     columns: ColumnArgs,
 }
 
-/// The temporary for an output file, after checking that it may be replaced and that it is
-/// none of `inputs`.
-fn checked_output(output: &Path, inputs: &[&Path]) -> anyhow::Result<TempFile> {
+/// The temporary for an output file (named by `flag`), after checking that it may be replaced
+/// (an earlier output of `kind`), that it is none of `inputs` and not inside a Delta table.
+fn checked_output(flag: &str, output: &Path, inputs: &[&Path], kind: OutputKind) -> anyhow::Result<TempFile> {
+    batch_io::locations::refuse_output_inside_table(flag, &output.to_string_lossy())?;
     for input in inputs {
         anyhow::ensure!(
             !same_location(output, input),
@@ -163,6 +164,7 @@ fn checked_output(output: &Path, inputs: &[&Path]) -> anyhow::Result<TempFile> {
             output.display()
         );
     }
+    check_replaceable_output(flag, output, kind)?;
     temp_beside(output)
 }
 
@@ -214,10 +216,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             let metrics = args
                 .metrics_json
                 .as_deref()
-                .map(|path| {
-                    check_replaceable_output("--metrics-json", path, OutputKind::SummaryJson)?;
-                    checked_output(path, &inputs)
-                })
+                .map(|path| checked_output("--metrics-json", path, &inputs, OutputKind::SummaryJson))
                 .transpose()?;
             // The stride and the aggregation are `pipeline run`'s defaults.
             let long_documents = LongDocuments::choose(args.long_documents, None, Aggregate::default())?;
@@ -239,7 +238,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 anyhow::bail!("{} already exists; pass --force to replace it", args.out.display());
             }
             let corpora: Vec<&Path> = args.corpus.iter().map(PathBuf::as_path).collect();
-            let temp = checked_output(&args.out, &corpora)?;
+            let temp = checked_output("--out", &args.out, &corpora, OutputKind::WordVectors)?;
             args.vectors.validate()?;
             let mut texts = Vec::new();
             for path in &args.corpus {

@@ -36,11 +36,17 @@ fn nothing_is_written_inside_a_table_or_dataset_being_read() {
         assert_eq!(exit_code(&query), Some(1), "{}", stderr(&query));
         assert!(stderr(&query).contains("inside"), "{}", stderr(&query));
     }
+    // Word vectors and an evaluation's figures, likewise.
+    let vectors = pipeline(&["vectors"], &[("--corpus", &reviews()), ("--out", &table.join("vectors.txt"))]);
+    assert_refused(&vectors, 1, &["inside the Delta table"], &table.join("vectors.txt"));
     // A plain run into the table's log, and a dataset into the table's directory.
     let into_log = run(&reviews(), &log.join("x.parquet"), &[]);
     assert_refused(&into_log, 1, &["inside the Delta table"], &log.join("x.parquet"));
     let into_table = run(&reviews(), &table.join("more"), &[]);
     assert_refused(&into_table, 1, &["inside the Delta table"], &table.join("more"));
+    let parquet_into_table = run(&reviews(), &table, &[]);
+    assert_eq!(exit_code(&parquet_into_table), Some(1), "{}", stderr(&parquet_into_table));
+    assert!(stderr(&parquet_into_table).contains("is a Delta table: add --output-format delta"));
     assert_eq!(sha(&commit), before, "the commit is untouched");
     assert!(!log.join("00000000000000000099.json").exists(), "no gap in the log");
     assert_eq!(count_rows(&table), "300", "the table still reads");
@@ -101,7 +107,24 @@ fn side_files_replace_only_an_earlier_output_of_their_kind() {
             assert!(output.status.success(), "{format}: {}", stderr(&output));
         }
     }
-    // `--output -` is no directory named `-`: stdout for SQL, refused for a run.
+    // `-` is no file of that name: stdout for SQL, refused for a run, a report, the metrics files.
+    let model = tiny_model();
+    let model = model.to_str().expect("utf-8");
+    for args in [
+        vec!["report", "--output", "-"],
+        vec!["run", "--model", model, "--metrics-json", "-"],
+        vec!["run", "--model", model, "--metrics-textfile", "-"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .current_dir(dir.path())
+            .args(&args)
+            .arg("--input")
+            .arg(reviews())
+            .output()
+            .expect("run");
+        assert_eq!(exit_code(&output), Some(1), "{args:?}: {}", stderr(&output));
+        assert!(!dir.path().join("-").exists(), "{args:?} wrote a file named -");
+    }
     let output = Command::new(env!("CARGO_BIN_EXE_pipeline"))
         .current_dir(dir.path())
         .args(["sql", "SELECT 7 AS v", "--format", "csv", "--output", "-"])

@@ -49,4 +49,37 @@ fn urls_in_errors_and_json_logs_hide_their_credentials() {
         .output()
         .expect("run");
     refused_without(&output, &["wJalrXUtnFEMI", "AKIAEXAMPLE"]);
+
+    // URLs no parser takes, without a scheme or with one slash.
+    for url in ["user:hunter2@127.0.0.1:9", "http:/user:hunter2@127.0.0.1:9/", "127.0.0.1:9/?token=hunter2"] {
+        let output = run(&reviews(), &out, &["--metrics-push", url]);
+        let err = stderr(&output);
+        assert!(!err.contains("hunter2") && err.contains("***"), "{url}: {err}");
+    }
+}
+
+#[test]
+fn lineage_events_hide_the_credentials_of_the_urls_they_name() {
+    let sink = common::http_sink::HttpSink::start(200);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(["run", "--model"])
+        .arg(tiny_model())
+        .args(["--input", "s3://AKIAEXAMPLE:wJalrXUtnFEMI@bucket/in.parquet", "--openlineage-url", &sink.url])
+        .arg("--output")
+        .arg(dir.path().join("out.parquet"))
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("PIPELINE_STORAGE_RETRY_SECONDS", "0")
+        .output()
+        .expect("run");
+    assert_ne!(exit_code(&output), Some(0), "{}", stderr(&output));
+    let requests = sink.requests();
+    assert!(requests.iter().any(|r| r.body.contains("\"FAIL\"")), "a FAIL event was sent");
+    for request in requests {
+        assert!(!request.body.contains("wJalrXUtnFEMI"), "{}", request.body);
+        serde_json::from_str::<Value>(&request.body).expect("still JSON");
+    }
 }

@@ -14,9 +14,15 @@ fn a_string_built_past_the_cap_is_refused_at_once() {
     let output = pipeline(&["sql", &query, "--format", "csv"], &[]);
     assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("repeat() would build"), "{}", stderr(&output));
+    let concatenated =
+        "SELECT length(concat(s, s, s, s, s, s, s, s, s)) AS n FROM (SELECT repeat('x', 250000000) AS s)";
+    let output = pipeline(&["sql", concatenated], &[]);
+    assert_eq!(exit_code(&output), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("concat() would build"), "{}", stderr(&output));
     // Within the cap, the functions work as DataFusion's own.
-    let output = pipeline(&["sql", "SELECT repeat('ab', 3) AS r, lpad('7', 3, '0') AS p", "--format", "csv"], &[]);
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "r,p\nababab,007\n", "{}", stderr(&output));
+    let query = "SELECT repeat('ab', 3) AS r, lpad('7', 3, '0') AS p, concat_ws('-', 'a', 'b') AS c";
+    let output = pipeline(&["sql", query, "--format", "csv"], &[]);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "r,p,c\nababab,007,a-b\n", "{}", stderr(&output));
 }
 
 #[test]

@@ -289,8 +289,10 @@ impl DeltaOutput {
         if let Some(first) = missing.first() {
             bail!(
                 "the Delta table {} lists {} data file(s) that are gone (the first: {first}), so its readers fail on it; it \
-                 was changed outside this program. Restore the files, or remove them from the table's log with a Delta \
-                 tool (delta-rs: DeltaTable.repair(); Spark: FSCK REPAIR TABLE), then run again",
+                 was changed outside this program. Restore the files from a backup or the bucket's versions, then run \
+                 again. Removing them from the log instead (delta-rs: DeltaTable.repair(); Spark: FSCK REPAIR TABLE) \
+                 loses their rows for good in this table, since it records them as added: to have them again, \
+                 classify their input files into a new table",
                 self.location,
                 missing.len()
             );

@@ -42,6 +42,12 @@ pub fn check_outputs(
     // Never into a Delta table's log or among its files (a Delta output is the table itself).
     refuse_output_inside_table("--output", output)?;
     if dataset && options.output_format != OutputFormat::Delta {
+        if !is_url(output) && Path::new(output).join(batch_io::locations::DELTA_LOG).is_dir() {
+            bail!(
+                "--output {output} is a Delta table: add --output-format delta to append to it, or write the Parquet \
+                 output somewhere else"
+            );
+        }
         refuse_output_inside_table("--output", &format!("{}/{}", output.trim_end_matches('/'), part_name(0)))?;
     }
     if is_url(output) {

@@ -78,7 +78,7 @@ impl<'a> RunWatch<'a> {
         push_metrics(reporting, self.spec.shard, &outcome, ended, REQUEST_DEADLINE);
         if let Some(path) = reporting.metrics_textfile.as_ref().filter(|_| !outputs_checked) {
             tracing::warn!(
-                "--metrics-textfile {}: not written, the run failed before its outputs were checked",
+                "--metrics-textfile {}: not written, the run stopped before its outputs (this file among them) passed their checks",
                 path.display()
             );
         }
@@ -200,8 +200,13 @@ fn input_dataset_location(input: &str) -> String {
     }
 }
 
+/// Sends `event`, with the credentials of every URL in it (an input's `s3://key:secret@…` in a
+/// FAIL event's message, a dataset's name) hidden: a lineage service is read by many.
 fn send_lineage(url: &str, event: &serde_json::Value, deadline: Duration) {
-    warn_on_failure("--openlineage-url", block_on(LineageRun::send(url, event, deadline)).and_then(|r| r));
+    let redacted = serde_json::from_str(&redacted(&event.to_string()))
+        .map_err(|e| anyhow::anyhow!("cannot hide the credentials in the event ({e}); it is not sent"));
+    let sent = redacted.and_then(|event| block_on(LineageRun::send(url, &event, deadline)).and_then(|r| r));
+    warn_on_failure("--openlineage-url", sent);
 }
 
 fn warn_on_failure(flag: &str, result: anyhow::Result<()>) {

@@ -1,4 +1,5 @@
-//! DataFusion's string-building functions (`repeat`, `lpad`, `rpad`, `replace`) with a cap on
+//! DataFusion's string-building functions (`repeat`, `lpad`, `rpad`, `replace`, `concat`,
+//! `concat_ws`) with a cap on
 //! what one call may build: their output is allocated outside the query's memory pool, so
 //! `repeat('x', 2000000000)` would take 2 GB at once and a container's memory limit would kill
 //! the process. Each call first bounds its output from its arguments and refuses past
@@ -6,7 +7,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray};
+use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::compute::kernels::length::length;
 use arrow::datatypes::{DataType, FieldRef, Int64Type};
 use datafusion::error::{DataFusionError, Result};
@@ -27,10 +28,20 @@ enum Bound {
     Pad,
     /// `replace(text, from, to)`: at most one `to` between any two bytes of the text.
     Replace,
+    /// `concat(a, b, …)`: the arguments' bytes.
+    Concat,
+    /// `concat_ws(sep, a, b, …)`: the arguments' bytes and a separator between each two.
+    ConcatWs,
 }
 
-const CAPPED: [(&str, Bound); 4] =
-    [("repeat", Bound::Repeat), ("lpad", Bound::Pad), ("rpad", Bound::Pad), ("replace", Bound::Replace)];
+const CAPPED: [(&str, Bound); 6] = [
+    ("repeat", Bound::Repeat),
+    ("lpad", Bound::Pad),
+    ("rpad", Bound::Pad),
+    ("replace", Bound::Replace),
+    ("concat", Bound::Concat),
+    ("concat_ws", Bound::ConcatWs),
+];
 
 /// Replaces the session's string-building functions with their capped forms.
 pub fn register(ctx: &SessionContext) {
@@ -54,10 +65,15 @@ fn integers(array: &ArrayRef) -> Result<Vec<i64>> {
     Ok(cast.as_primitive::<Int64Type>().iter().map(|v| v.unwrap_or(0)).collect())
 }
 
-/// Each row's byte length of a string argument (null as 0).
+/// Each row's byte length of a string argument (null as 0); a value of another type (a number
+/// concat turns into text) as at most 64 bytes.
 fn byte_lengths(array: &ArrayRef) -> Result<Vec<i64>> {
-    let lengths = length(array.as_ref())?;
-    integers(&lengths)
+    match array.data_type() {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Binary | DataType::LargeBinary => {
+            integers(&length(array.as_ref())?)
+        }
+        _ => Ok(vec![64; array.len()]),
+    }
 }
 
 impl Capped {
@@ -79,6 +95,19 @@ impl Capped {
             }
             Bound::Pad => {
                 integers(arg(1)?)?.iter().map(|n| positive(*n).saturating_mul(4)).fold(0, u64::saturating_add)
+            }
+            Bound::Concat | Bound::ConcatWs => {
+                let mut total = 0u64;
+                for (i, array) in arrays.iter().enumerate() {
+                    // concat_ws's separator stands between each two of the other arguments.
+                    let times =
+                        if self.bound == Bound::ConcatWs && i == 0 { arrays.len().saturating_sub(2) } else { 1 };
+                    let bytes = byte_lengths(array)?;
+                    total = bytes
+                        .iter()
+                        .fold(total, |sum, b| sum.saturating_add(positive(*b).saturating_mul(times as u64)));
+                }
+                total
             }
             Bound::Replace => {
                 let (texts, to) = (byte_lengths(arg(0)?)?, byte_lengths(arg(2)?)?);
