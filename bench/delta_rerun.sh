@@ -3,12 +3,15 @@
 # table, then a rerun with nothing to do and a rerun with one new file, for each N given. A run
 # asks the table about every unit and input file; this shows whether that costs one read of the
 # log or one per question (quadratic). Prints seconds per step and the reruns' share of the
-# first run. About 5 minutes on 2 cores for the defaults.
+# first run. About 5 minutes on 2 cores for the defaults. PIPELINE=path runs another build of
+# the binary instead of this one (to compare builds in one session).
 #   bench/delta_rerun.sh [N ...]      (default: 1000 4000 10000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --release --workspace --no-run
-pipeline="${CARGO_TARGET_DIR:-target}/release/pipeline"
+if [ -z "${PIPELINE:-}" ]; then
+    cargo test --release --workspace --no-run
+fi
+pipeline="${PIPELINE:-${CARGO_TARGET_DIR:-target}/release/pipeline}"
 work=target/bench/delta_rerun
 if [ ! -x target/bench/venv/bin/python ]; then
     python3 -m venv target/bench/venv
