@@ -41,7 +41,7 @@ impl batch_io::choice::Choice for OutputFormat {
 impl OutputFormat {
     /// The format an output file's extension implies.
     pub fn from_extension(path: &Path) -> Option<Self> {
-        match path.extension()?.to_str()? {
+        match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
             "csv" => Some(Self::Csv),
             "json" | "jsonl" | "ndjson" => Some(Self::Json),
             "parquet" => Some(Self::Parquet),

@@ -201,6 +201,16 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Eval(args) => {
+            if let Some(name) = &args.record {
+                // `train` and `validation` are what `pipeline train` recorded; an empty name
+                // would write `_accuracy`.
+                let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                anyhow::ensure!(
+                    valid && !matches!(name.as_str(), "train" | "validation"),
+                    "--record {name:?}: give a name of letters, digits and _ other than train and validation (those \
+                     are pipeline train's own figures), such as test"
+                );
+            }
             let backend = BackendOptions {
                 kind: args.backend,
                 device: args.device,

@@ -264,6 +264,14 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
     let (train_texts, train_labels, valid_texts, valid_labels) = match &request.valid {
         Some(path) => {
             let valid = LabelledCorpus::read(path, &request.columns)?;
+            if valid.fingerprint.sha256 == corpus.fingerprint.sha256 {
+                bail!(
+                    "--valid {} holds the same bytes as --train {}: accuracy on the documents a model learned from says \
+                     nothing of new ones; give a held-out file, or leave --valid out",
+                    path.display(),
+                    request.train.display()
+                );
+            }
             let mut valid_labels = Vec::with_capacity(valid.len());
             for label in &valid.labels {
                 match class_of(label) {

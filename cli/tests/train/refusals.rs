@@ -119,3 +119,25 @@ fn a_storage_url_as_out_is_refused_and_no_directory_is_made() {
     refused(&output, &["--out s3://bucket/models/m/", "local directory", "--model s3://bucket/models/m/"]);
     assert_nothing_written(dir.path(), &["train.parquet"]);
 }
+
+#[test]
+fn a_validation_copy_of_the_training_file_and_reserved_record_names_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let train_path = corpus(dir.path(), "train.parquet", 40);
+    let copy = dir.path().join("copy.parquet");
+    std::fs::copy(&train_path, &copy).expect("copy");
+    let output = train(&train_path, &dir.path().join("model"), &["--valid", copy.to_str().expect("utf-8")]);
+    refused(&output, &["holds the same bytes as --train"]);
+    for name in ["", "train", "a b"] {
+        let eval = pipeline()
+            .args(["eval", "--model"])
+            .arg(fixture("tiny-san"))
+            .arg("--data")
+            .arg(fixture("reviews.parquet"))
+            .args(["--record", name])
+            .output()
+            .expect("eval");
+        refused(&eval, &["--record", "such as test"]);
+    }
+    assert_nothing_written(dir.path(), &["train.parquet", "copy.parquet"]);
+}
