@@ -134,27 +134,12 @@ class Classifier:
         threads: Optional[int] = None,
     ) -> None:
         _counts(batch_size=batch_size, max_tokens=max_tokens, long_document_stride=long_document_stride, threads=threads)
+        # Kept for pickling (`__reduce__`): the arguments as given, paths as strings.
         self._arguments = dict(
-            model=None if model is None else os.fspath(model),
-            backend=backend,
-            device=device,
-            ort_library=None if ort_library is None else os.fspath(ort_library),
-            text_column=text_column,
-            batch_size=batch_size,
-            max_tokens=max_tokens,
-            long_documents=long_documents,
-            long_document_stride=long_document_stride,
-            long_document_aggregate=long_document_aggregate,
-            attention=attention,
-            embedding=embedding,
-            threads=threads,
-        )
-        self._native = _native.Classifier(
-            _location(model),
+            model=_location(model),
             backend=backend,
             device=device,
             ort_library=_location(ort_library),
-            ort_search_dirs=onnxruntime_dirs(),
             text_column=text_column,
             batch_size=batch_size,
             max_tokens=max_tokens,
@@ -165,6 +150,8 @@ class Classifier:
             embedding=embedding,
             threads=threads,
         )
+        options = {name: value for name, value in self._arguments.items() if name != "model"}
+        self._native = _native.Classifier(self._arguments["model"], ort_search_dirs=onnxruntime_dirs(), **options)
 
     @classmethod
     def shared(cls, model: Optional[PathLike] = None, **options: Any) -> "Classifier":

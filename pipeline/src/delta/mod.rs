@@ -10,10 +10,10 @@
 //! twice. Two writers racing to add the same unit conflict in the log (delta-rs fails the
 //! second commit on a `txn` the first one wrote), and the second then finds it committed.
 //! The same check makes every run into a table incremental: files already committed are
-//! skipped, new ones classified and appended. A file is known by its location: each commit
-//! also carries a `txn` per input file (its location and the run's options) whose version is
-//! the file's row count, and a run refuses a committed file whose rows have changed (it would
-//! add its rows twice) before any work.
+//! skipped, new ones classified and appended. A file is known by its location: once all of a
+//! file's units are in the table, a commit also carries a `txn` for the file (its location and
+//! the run's options) whose version is its row count; a run skips such a file whole, and
+//! refuses it before any work where its rows have changed (they would be added twice).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
@@ -35,6 +35,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use serde::Serialize;
 use url::Url;
 
+use batch_io::locations::DELTA_LOG;
 use batch_io::object_storage::{RemotePrefix, block_on, is_url, remote_prefix, request_failed};
 use batch_io::source::RowSpan;
 use runtime::output::keys;
@@ -163,9 +164,9 @@ impl DeltaOutput {
     /// The table's log directory in [`Self::store`].
     fn log_dir(&self) -> anyhow::Result<ObjectPath> {
         match &self.remote {
-            Some(prefix) => Ok(prefix.child("_delta_log")),
+            Some(prefix) => Ok(prefix.child(DELTA_LOG)),
             None => ObjectPath::from_url_path(self.url.path())
-                .map(|root| root.clone().join("_delta_log"))
+                .map(|root| root.clone().join(DELTA_LOG))
                 .with_context(|| format!("cannot name the log of {}", self.location)),
         }
     }
@@ -181,9 +182,9 @@ impl DeltaOutput {
     /// exit 75, after the retries), and a location that is no table costs one listing.
     fn has_log(&self) -> anyhow::Result<bool> {
         let Some(prefix) = &self.remote else {
-            return Ok(Path::new(&self.location).join("_delta_log").is_dir());
+            return Ok(Path::new(&self.location).join(DELTA_LOG).is_dir());
         };
-        let log = prefix.child("_delta_log");
+        let log = prefix.child(DELTA_LOG);
         let listing = block_on(prefix.store.list_with_delimiter(Some(&log)))?
             .map_err(|e| request_failed(&format!("cannot list {}", self.location), e))?;
         Ok(!listing.objects.is_empty())
@@ -211,7 +212,7 @@ impl DeltaOutput {
     /// Refuses, before any work, a table that holds another schema or another model's rows
     /// (blending them would give one column two meanings); creates the table when there is
     /// none. Refuses an input file committed before with other rows than it has now. Returns
-    /// the keys of `units` already committed.
+    /// which of `units`, and which of `files` whole, the table holds.
     pub fn prepare(
         &self,
         schema: &Schema,
@@ -300,11 +301,10 @@ impl DeltaOutput {
         Ok(())
     }
 
-    /// A file committed with `n` rows that has another number now was rewritten in place: its
-    /// units would be other units, and its rows would be added twice.
-    /// Returns whether the file is in the table whole, as it is now (then none of its rows is
-    /// read again, whatever its row groups: a file re-exported with the same rows in other row
-    /// groups would be other units).
+    /// Whether `file` is in the table whole, with the rows it has now (then none of its rows is
+    /// read again, whatever its row groups: the same rows re-exported in other row groups would
+    /// be other units). A file committed with `n` rows that has another number now was
+    /// rewritten in place: refused, since its rows would be added twice.
     fn refuse_changed_file(&self, file: &FileKey, transactions: &Transactions<'_>) -> anyhow::Result<bool> {
         let Some(committed) = transactions.get(&file.key)? else { return Ok(false) };
         let Some(rows) = file.rows else { return Ok(committed.version == UNKNOWN_ROWS) };
@@ -338,7 +338,7 @@ impl DeltaOutput {
                 .filter_map(|entry| entry.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
                 .collect(),
         };
-        let ours = |name: &String| name == "_delta_log" || name.starts_with("run-");
+        let ours = |name: &String| name == DELTA_LOG || name.starts_with("run-");
         if names.iter().any(|name| !ours(name)) {
             bail!(
                 "--output {} holds files but is not a Delta table (it has no _delta_log); \
@@ -463,7 +463,7 @@ impl DeltaOutput {
                 continue;
             }
             added.insert(key);
-            if let Some(file) = commit.unit_files.get(index) {
+            if let Some(file) = commit.unit_files.get(index).and_then(|file| commit.files.get(file)) {
                 files.insert(&file.key, file);
             }
             actions.push(Action::Txn(Transaction { app_id: key.clone(), version: 1, last_updated: Some(now) }));
@@ -516,8 +516,10 @@ pub struct ShardCommit<'a> {
     pub parts: &'a BTreeMap<usize, StagedPart>,
     /// Each unit's key.
     pub units: &'a BTreeMap<usize, UnitKey>,
-    /// Each unit's input file, as the table knows it.
-    pub unit_files: &'a BTreeMap<usize, FileKey>,
+    /// The units' input files, as the table knows them, by input index.
+    pub files: &'a BTreeMap<usize, FileKey>,
+    /// Each unit's input file (its index in `files`).
+    pub unit_files: &'a BTreeMap<usize, usize>,
     /// The `txn` appId of the run's shard.
     pub shard_key: String,
     pub shard_index: usize,

@@ -186,6 +186,7 @@ fn commit_to_table(delta: &DeltaPlan, dir: &DatasetDir, run: &Run, spec: &RunSpe
         staging_name: delta.staging_name.clone(),
         parts: &parts,
         units: &delta.units,
+        files: &delta.files,
         unit_files: &delta.unit_files,
         shard_key: delta.shard_key.clone(),
         shard_index: spec.shard.index,

@@ -2,7 +2,8 @@
 //! the output's schema and metadata, the units of work this shard owns, and (for a dataset)
 //! the run's fingerprint and the units an earlier attempt already committed.
 
-use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -52,8 +53,10 @@ pub struct DeltaPlan {
     pub staging_name: String,
     /// This shard's units that the table does not hold yet, with their `txn` keys.
     pub units: BTreeMap<usize, UnitKey>,
-    /// Each of those units' input file, as the table knows it.
-    pub unit_files: BTreeMap<usize, FileKey>,
+    /// The input files of this shard's units, by input index, as the table knows them.
+    pub files: BTreeMap<usize, FileKey>,
+    /// Each of those units' input file (its index in `files`).
+    pub unit_files: BTreeMap<usize, usize>,
     pub shard_key: String,
 }
 
@@ -156,36 +159,38 @@ impl Plan {
         let table = DeltaOutput::at(&spec.output)?;
         let input_of =
             |unit: &WorkUnit| run.inputs.get(unit.file).context("a unit names an input the run does not have");
-        let mut units = BTreeMap::new();
-        for unit in &self.todo {
-            units.insert(unit.index, unit_key(unit, input_of(unit)?, &run.fingerprint)?);
-        }
-        // Each file this shard reads, with the keys of all its units (every shard's).
-        let file_of: BTreeMap<usize, usize> = self.todo.iter().map(|u| (u.index, u.file)).collect();
-        let read_here: std::collections::BTreeSet<usize> = file_of.values().copied().collect();
-        let mut files: BTreeMap<usize, FileKey> = BTreeMap::new();
+        // Each file this shard reads, with the keys of all its units (every shard's); this
+        // shard's units, with their keys and files.
+        let read_here: BTreeSet<usize> = self.todo.iter().map(|u| u.file).collect();
+        let todo: BTreeSet<usize> = self.todo.iter().map(|u| u.index).collect();
+        let (mut files, mut units, mut unit_files) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
         for unit in self.all_units.iter().filter(|u| read_here.contains(&u.file)) {
-            if let std::collections::btree_map::Entry::Vacant(slot) = files.entry(unit.file) {
-                let rows = self.file_rows.get(unit.file).copied().flatten();
-                slot.insert(FileKey::new(input_of(unit)?, rows, &run.fingerprint)?);
-            }
-            if let Some(file) = files.get_mut(&unit.file) {
-                file.units.push(unit_key(unit, input_of(unit)?, &run.fingerprint)?);
+            let input = input_of(unit)?;
+            let key = unit_key(unit, input, &run.fingerprint)?;
+            let file = match files.entry(unit.file) {
+                Entry::Occupied(slot) => slot.into_mut(),
+                Entry::Vacant(slot) => {
+                    let rows = self.file_rows.get(unit.file).copied().flatten();
+                    slot.insert(FileKey::new(input, rows, &run.fingerprint)?)
+                }
+            };
+            file.units.push(key.clone());
+            if todo.contains(&unit.index) {
+                units.insert(unit.index, key);
+                unit_files.insert(unit.index, unit.file);
             }
         }
         let checked: Vec<&FileKey> = files.values().collect();
         let in_table = table.prepare(self.layout.schema(), spec.rows_per_part, &units, &checked)?;
-        let file_key = |index: &usize| file_of.get(index).and_then(|f| files.get(f));
         units.retain(|index, key| {
-            let whole_file_in = file_key(index).is_some_and(|file| in_table.files.contains(&file.key));
-            !in_table.units.contains(key) && !whole_file_in
+            let file = unit_files.get(index).and_then(|f| files.get(f));
+            !in_table.units.contains(key) && !file.is_some_and(|file| in_table.files.contains(&file.key))
         });
-        let unit_files: BTreeMap<usize, FileKey> =
-            units.keys().filter_map(|index| file_key(index).map(|file| (*index, file.clone()))).collect();
+        unit_files.retain(|index, _| units.contains_key(index));
         self.todo.retain(|unit| units.contains_key(&unit.index));
         let (staging_name, staging) = table.staging(run)?;
         let shard_key = shard_key(&run.fingerprint, spec.shard)?;
-        Ok((staging, DeltaPlan { table, staging_name, units, unit_files, shard_key }))
+        Ok((staging, DeltaPlan { table, staging_name, units, files, unit_files, shard_key }))
     }
 
     /// The rows of the units still to do, when every file's footer says.
