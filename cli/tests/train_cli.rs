@@ -281,7 +281,7 @@ fn a_corpus_too_small_to_split_says_so() {
     let output = train(&corpus, &dir.path().join("model"), &[]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let err = stderr(&output);
-    assert!(err.contains("validation") && err.contains("--valid"), "{err}");
+    assert!(err.contains("single document (`neg`, `pos`)") && err.contains("give a --valid file"), "{err}");
     assert!(!err.contains("tokeniz"), "the split is the cause, not tokenization: {err}");
     assert_nothing_written(dir.path(), &["two.parquet"]);
 }
@@ -595,3 +595,6 @@ fn force_never_replaces_a_training_input_or_a_package_with_a_broken_tokenizer() 
 
 #[path = "train/refusals.rs"]
 mod refusals;
+
+#[path = "train/corpus_fit.rs"]
+mod corpus_fit;

@@ -17,9 +17,9 @@ use crate::data::corpus::{Columns, read_texts};
 use crate::data::vocabulary::VocabularyConfig;
 use crate::data::word_vectors::{WordVectorConfig, train_word_vectors};
 use crate::eval::{evaluate, record_in_manifest};
-use crate::fit::TrainingFlags;
 use crate::job::{self, TrainRequest};
 use crate::models::{ModelFlags, Variant};
+use crate::schedule::TrainingFlags;
 
 #[derive(Subcommand)]
 pub enum Command {
@@ -118,6 +118,10 @@ pub struct TrainArgs {
     /// Keep the pre-trained word vectors fixed: train everything but the embedding.
     #[arg(long, requires = "word_vectors")]
     freeze_word_vectors: bool,
+    /// Also write how training went as JSON to this file: the configuration and why, each
+    /// epoch, and the validation metrics per class with the confusion matrix.
+    #[arg(long, value_name = "FILE")]
+    metrics_json: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -183,21 +187,53 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 valid_fraction: args.valid_fraction,
                 max_tokens: args.max_tokens.unwrap_or(defaults.max_tokens),
                 vocabulary: args.vocabulary,
-                training: args.training.resolve(&defaults),
+                training: args.training,
                 model: args.model,
                 word_vectors: args.word_vectors,
                 freeze_word_vectors: args.freeze_word_vectors,
             };
+            // Checked before training, which can take hours.
+            let mut inputs = vec![request.train.as_path()];
+            inputs.extend(request.valid.as_deref());
+            let metrics = args
+                .metrics_json
+                .as_deref()
+                .map(|path| checked_output("--metrics-json", path, &inputs, OutputKind::SummaryJson))
+                .transpose()?;
             let report = job::run(&request)?;
             let m = &report.manifest;
             batch_io::command_line::print_report(&format!(
-                "wrote {} ({} parameters, best epoch {} of {}, validation accuracy {:.4})\n",
+                "wrote {} ({} parameters, best epoch {} of {})\nvalidation: {} documents, accuracy {:.4}, macro-F1 \
+                 {:.4}\n{}",
                 report.package.display(),
                 m.parameter_count,
                 m.training.best_epoch,
                 m.training.epochs_run,
-                m.metrics.get("validation_accuracy").copied().unwrap_or(f64::NAN)
+                report.validation.total(),
+                report.validation.accuracy(),
+                report.validation.macro_f1(),
+                report.validation.table()
             ))?;
+            if let (Some(mut file), Some(path)) = (metrics, &args.metrics_json) {
+                let summary = serde_json::json!({
+                    "package": report.package,
+                    "training": report.training,
+                    "chosen": report.reasons,
+                    "epochs": report.history,
+                    "validation": {
+                        "rows": report.validation.total(),
+                        "accuracy": report.validation.accuracy(),
+                        "macro_f1": report.validation.macro_f1(),
+                        "per_class": report.validation.per_class(),
+                        "never_predicted": report.validation.never_predicted().into_iter().map(|c| c.label).collect::<Vec<_>>(),
+                        "labels": report.validation.labels,
+                        "confusion": report.validation.counts,
+                    },
+                });
+                std::io::Write::write_all(&mut file, serde_json::to_string_pretty(&summary)?.as_bytes())
+                    .map_err(|e| write_failed(path, &e))?;
+                file.publish(path)?;
+            }
             Ok(())
         }
         Command::Eval(args) => {

@@ -12,6 +12,7 @@ use runtime::package::ModelPackage;
 use serde::Serialize;
 
 use crate::data::corpus::{Columns, LabelledCorpus};
+use crate::metrics::{ClassMetrics, Confusion};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Evaluation {
@@ -23,6 +24,8 @@ pub struct Evaluation {
     pub macro_f1: f64,
     /// `confusion[true][predicted]`.
     pub confusion: Vec<Vec<usize>>,
+    /// Precision, recall and F1 of each class, in the order of `labels`.
+    pub per_class: Vec<ClassMetrics>,
     pub backend: String,
     pub seconds: f64,
     pub docs_per_second: f64,
@@ -61,23 +64,23 @@ pub fn evaluate(
             skipped
         );
     }
-    let mut confusion = vec![vec![0usize; labels.len()]; labels.len()];
+    let mut confusion = Confusion::new(labels.clone());
     for (prediction, label) in predictions.iter().zip(&corpus.labels) {
-        if let Some(prediction) = prediction {
-            let truth = labels.iter().position(|l| l == label).unwrap_or_default();
-            confusion[truth][prediction.predicted_index()] += 1;
+        if let (Some(prediction), Some(truth)) = (prediction, labels.iter().position(|l| l == label)) {
+            confusion.add(truth, prediction.predicted_index());
         }
     }
+    confusion.warn_never_predicted(&data.display().to_string());
     let rows = counts.predicted;
     let seconds = started.elapsed().as_secs_f64();
-    let correct: usize = (0..labels.len()).map(|i| confusion[i][i]).sum();
     Ok(Evaluation {
-        macro_f1: macro_f1(&confusion),
-        accuracy: correct as f64 / rows.max(1) as f64,
+        macro_f1: confusion.macro_f1(),
+        accuracy: confusion.accuracy(),
+        per_class: confusion.per_class(),
         labels,
         rows,
         skipped,
-        confusion,
+        confusion: confusion.counts,
         backend: classifier.backend().describe(),
         seconds,
         docs_per_second: rows as f64 / seconds,
@@ -99,20 +102,6 @@ pub fn record_in_manifest(package_dir: &Path, prefix: &str, evaluation: &Evaluat
     staged.publish(&path)
 }
 
-/// Unweighted mean of per-class F1 (a class never predicted nor present scores 0).
-pub fn macro_f1(confusion: &[Vec<usize>]) -> f64 {
-    let classes = confusion.len();
-    let total: f64 = (0..classes)
-        .map(|c| {
-            let tp = confusion[c][c] as f64;
-            let predicted: usize = (0..classes).map(|t| confusion[t][c]).sum();
-            let actual: usize = confusion[c].iter().sum();
-            if predicted + actual == 0 { 0.0 } else { 2.0 * tp / (predicted + actual) as f64 }
-        })
-        .sum();
-    total / classes.max(1) as f64
-}
-
 impl std::fmt::Display for Evaluation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
@@ -122,33 +111,8 @@ impl std::fmt::Display for Evaluation {
         )?;
         writeln!(f, "accuracy: {:.4}", self.accuracy)?;
         writeln!(f, "macro-F1: {:.4}", self.macro_f1)?;
-        writeln!(f, "confusion matrix (rows: true label, columns: predicted):")?;
-        let width = self.labels.iter().map(String::len).max().unwrap_or(4).max(8);
-        write!(f, "{:>width$}", "")?;
-        for label in &self.labels {
-            write!(f, " {label:>width$}")?;
-        }
-        writeln!(f)?;
-        for (label, row) in self.labels.iter().zip(&self.confusion) {
-            write!(f, "{label:>width$}")?;
-            for count in row {
-                write!(f, " {count:>width$}")?;
-            }
-            writeln!(f)?;
-        }
+        let confusion = Confusion { labels: self.labels.clone(), counts: self.confusion.clone() };
+        write!(f, "{}", confusion.table())?;
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn macro_f1_of_a_known_matrix() {
-        // class 0: tp 8, fp 1, fn 2 -> F1 16/19; class 1: tp 9, fp 2, fn 1 -> F1 18/21
-        let confusion = vec![vec![8, 2], vec![1, 9]];
-        let expected = (16.0 / 19.0 + 18.0 / 21.0) / 2.0;
-        assert!((macro_f1(&confusion) - expected).abs() < 1e-12);
     }
 }

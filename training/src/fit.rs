@@ -1,5 +1,6 @@
 //! The training loop shared by every variant: length-bucketed shuffled mini-batches, Adam with
-//! gradient-norm clipping, validation each epoch, early stopping on validation accuracy.
+//! gradient-norm clipping, an optionally class-weighted loss, validation each epoch, early
+//! stopping on validation macro-F1 (accuracy would reward ignoring the small classes).
 
 use std::time::Instant;
 
@@ -16,7 +17,8 @@ use runtime::inference::ModelInputs;
 
 use crate::data::vocabulary::PAD_ID;
 use crate::layers::TokenBatch;
-use crate::models::{Network, VariantDefaults};
+use crate::metrics::Confusion;
+use crate::models::Network;
 
 /// One tokenized document and its class index.
 #[derive(Debug, Clone)]
@@ -36,43 +38,9 @@ pub struct TrainConfig {
     pub learning_rate: f64,
     pub clip_norm: f32,
     pub seed: u64,
-}
-
-/// The training flags of `pipeline train`; the ones left out default by variant.
-#[derive(Debug, Clone, clap::Args)]
-pub struct TrainingFlags {
-    /// Most passes over the training set.
-    #[arg(long, default_value_t = 10)]
-    pub epochs: usize,
-    /// Stop after this many epochs without a better validation accuracy.
-    #[arg(long, default_value_t = 2)]
-    pub patience: usize,
-    /// Documents per step [default 64, ngram 1024].
-    #[arg(long)]
-    pub batch_size: Option<usize>,
-    /// Adam learning rate [default 0.001, ngram 0.05].
-    #[arg(long)]
-    pub learning_rate: Option<f64>,
-    /// Gradients are rescaled to at most this L2 norm (the paper clips at 0.5).
-    #[arg(long, default_value_t = 0.5)]
-    pub clip_norm: f32,
-    /// Seeds weight initialisation, dropout, the split and the batch order.
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
-}
-
-impl TrainingFlags {
-    /// The flags with the variant's defaults for those not given.
-    pub fn resolve(&self, defaults: &VariantDefaults) -> TrainConfig {
-        TrainConfig {
-            epochs: self.epochs,
-            patience: self.patience,
-            batch_size: self.batch_size.unwrap_or(defaults.batch_size),
-            learning_rate: self.learning_rate.unwrap_or(defaults.learning_rate),
-            clip_norm: self.clip_norm,
-            seed: self.seed,
-        }
-    }
+    /// The loss's weight of each class, in the order of the labels; `None` weighs every
+    /// document the same.
+    pub class_weights: Option<Vec<f32>>,
 }
 
 impl TrainConfig {
@@ -96,6 +64,7 @@ pub struct EpochStats {
     pub penalty: f64,
     pub train_accuracy: f64,
     pub validation_accuracy: f64,
+    pub validation_macro_f1: f64,
     pub seconds: f64,
     pub docs_per_second: f64,
 }
@@ -148,9 +117,11 @@ fn targets(examples: &[Example], indices: &[usize], device: &Device) -> Tensor<1
     Tensor::from_data(TensorData::new(labels, [indices.len()]), device)
 }
 
-/// Trains `model` (created on an autodiff device) and returns the best epoch's weights.
+/// Trains `model` (created on an autodiff device) to tell `labels` apart and returns the best
+/// epoch's weights.
 pub fn train<M: Network>(
     mut model: M,
+    labels: &[String],
     train_set: &[Example],
     validation_set: &[Example],
     config: &TrainConfig,
@@ -162,7 +133,7 @@ pub fn train<M: Network>(
     let mut rng = StdRng::seed_from_u64(config.seed);
     let mut optimizer =
         AdamConfig::new().with_grad_clipping(Some(GradientClippingConfig::Norm(config.clip_norm))).init();
-    let loss_fn = CrossEntropyLossConfig::new().init(&device);
+    let loss_fn = CrossEntropyLossConfig::new().with_weights(config.class_weights.clone()).init(&device);
 
     let mut history = Vec::new();
     let mut best: Option<(usize, f64, M)> = None;
@@ -189,32 +160,35 @@ pub fn train<M: Network>(
         progress.finish();
         let seconds = started.elapsed().as_secs_f64();
         let evaluated = model.valid();
-        let validation_accuracy = accuracy(&evaluated, validation_set, config.batch_size)?;
+        let validation = confusion(&evaluated, validation_set, labels.to_vec(), config.batch_size)?;
+        let validation_macro_f1 = validation.macro_f1();
         let n = train_set.len() as f64;
         let stats = EpochStats {
             epoch,
             loss: loss_sum / n,
             penalty: penalty_sum / n,
             train_accuracy: correct as f64 / n,
-            validation_accuracy,
+            validation_accuracy: validation.accuracy(),
+            validation_macro_f1,
             seconds,
             docs_per_second: n / seconds,
         };
         tracing::info!(
-            "epoch {epoch}: loss {:.4}  penalty {:.4}  train acc {:.4}  valid acc {:.4}  {:.0} docs/s  {:.0} s",
+            "epoch {epoch}: loss {:.4}  penalty {:.4}  train acc {:.4}  valid acc {:.4}  valid macro-F1 {:.4}  {:.0} docs/s  {:.0} s",
             stats.loss,
             stats.penalty,
             stats.train_accuracy,
             stats.validation_accuracy,
+            stats.validation_macro_f1,
             stats.docs_per_second,
             stats.seconds
         );
         history.push(stats);
-        let improved = best.as_ref().is_none_or(|(_, accuracy, _)| validation_accuracy > *accuracy);
+        let improved = best.as_ref().is_none_or(|(_, macro_f1, _)| validation_macro_f1 > *macro_f1);
         if improved {
-            best = Some((epoch, validation_accuracy, evaluated));
+            best = Some((epoch, validation_macro_f1, evaluated));
         } else if best.as_ref().is_some_and(|(best_epoch, _, _)| epoch - best_epoch >= config.patience) {
-            tracing::info!("no better validation accuracy for {} epoch(s): stopping early", config.patience);
+            tracing::info!("no better validation macro-F1 for {} epoch(s): stopping early", config.patience);
             break;
         }
     }
@@ -231,17 +205,28 @@ fn count_correct(logits: Tensor<2>, expected: Tensor<1, Int>) -> usize {
     predicted.equal(expected).int().sum().into_scalar::<i64>() as usize
 }
 
-/// Accuracy of a model in inference mode (dropout off) on `examples`.
-pub fn accuracy<M: Network>(model: &M, examples: &[Example], batch_size: usize) -> anyhow::Result<f64> {
+/// The confusion matrix of a model in inference mode (dropout off) on `examples`, whose
+/// classes are `labels`.
+pub fn confusion<M: Network>(
+    model: &M,
+    examples: &[Example],
+    labels: Vec<String>,
+    batch_size: usize,
+) -> anyhow::Result<Confusion> {
     let device = model.devices().into_iter().next().ok_or_else(|| anyhow::anyhow!("model has no device"))?;
     let mut order: Vec<usize> = (0..examples.len()).collect();
     order.sort_by_key(|&i| examples[i].ids.len());
-    let mut correct = 0;
+    let mut confusion = Confusion::new(labels);
     for indices in order.chunks(batch_size.max(1)) {
         let batch = TokenBatch::new(&padded(examples, indices), &device);
-        correct += count_correct(model.forward(&batch).logits, targets(examples, indices, &device));
+        let predicted = model.forward(&batch).logits.argmax(1).flatten::<1>(0, 1);
+        let predicted =
+            predicted.into_data().convert::<i64>().try_to_vec::<i64>().map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        for (&i, class) in indices.iter().zip(predicted) {
+            confusion.add(examples[i].label, usize::try_from(class).unwrap_or(usize::MAX));
+        }
     }
-    Ok(correct as f64 / examples.len().max(1) as f64)
+    Ok(confusion)
 }
 
 /// The burn model's outputs for a padded batch, row-major, for parity checks.

@@ -18,12 +18,17 @@ use crate::data::corpus::{Columns, LabelledCorpus};
 use crate::data::split::stratified_split;
 use crate::data::vocabulary::{PAD_ID, VocabularyConfig, build_tokenizer};
 use crate::data::word_vectors::WordVectors;
-use crate::fit::{EpochStats, Example, TrainConfig, accuracy, forward_probs, padded, train};
+use crate::fit::{EpochStats, Example, TrainConfig, confusion, forward_probs, padded, train};
 use crate::layers::embedding::InitialWords;
+use crate::metrics::Confusion;
 use crate::models::{ModelConfig, ModelFlags, Network, Variant, VariantVisitor};
 use crate::onnx::GraphBuilder;
 use crate::package_writer::{PackageFiles, check_destination, refuse_input_inside_destination, write_package};
+use crate::schedule::{ClassCounts, Schedule, TrainingFlags};
 use batch_io::atomic_file::temp_dir_beside;
+
+/// Most classes a corpus may have: more is nearly always an id or text column taken for labels.
+pub const MAX_CLASSES: usize = 10_000;
 
 /// Largest |burn − tract| allowed on `probs` when verifying an exported graph.
 pub const VERIFY_TOLERANCE: f32 = 1e-4;
@@ -39,7 +44,8 @@ pub struct TrainRequest {
     pub valid_fraction: f64,
     pub max_tokens: usize,
     pub vocabulary: VocabularyConfig,
-    pub training: TrainConfig,
+    /// The training flags; those left out are chosen from the corpus ([`crate::schedule`]).
+    pub training: TrainingFlags,
     pub model: ModelFlags,
     /// Pre-trained word vectors (word2vec text format) to start the word embedding from.
     pub word_vectors: Option<PathBuf>,
@@ -50,6 +56,13 @@ pub struct TrainRequest {
 pub struct TrainReport {
     pub package: PathBuf,
     pub manifest: Manifest,
+    /// The packaged model on the validation documents.
+    pub validation: Confusion,
+    /// The training configuration used, and why each value left to the rule was chosen.
+    pub training: TrainConfig,
+    pub reasons: Vec<String>,
+    /// Each member's epochs (one member for most variants).
+    pub history: Vec<Vec<EpochStats>>,
 }
 
 /// Labelled, tokenized examples ready for training.
@@ -176,8 +189,15 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
             "frozen": request.freeze_word_vectors,
         }));
     }
-    let fitted = fit(config, &words, &device, &data, &request.training)?;
-    finish(request, &data, fitted, config, vector_summary, started)
+    let counts = ClassCounts(
+        data.classes.iter().enumerate().map(|(c, _)| data.train.iter().filter(|e| e.label == c).count()).collect(),
+    );
+    let schedule = request.training.resolve(&C::DEFAULTS, &counts);
+    for reason in &schedule.reasons {
+        tracing::info!("chose {reason}");
+    }
+    let fitted = fit(config, &words, &device, &data, &schedule.config)?;
+    finish(request, &data, fitted, config, schedule, vector_summary, started)
 }
 
 /// The trained model and how its training went: one run, or one per member of a variant that
@@ -185,7 +205,7 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
 struct Fitted<M> {
     model: M,
     runs: Vec<TrainedRun>,
-    validation_accuracy: f64,
+    validation: Confusion,
 }
 
 struct TrainedRun {
@@ -211,21 +231,22 @@ fn fit<C: ModelConfig>(
         let training = TrainConfig { seed: training.seed + member as u64, ..training.clone() };
         device.seed(training.seed);
         let model = config.init(words, data.classes.len(), device);
-        let trained = train(model, &data.train, &data.valid, &training)?;
+        let trained = train(model, &data.classes, &data.train, &data.valid, &training)?;
         let best = trained.best().context("no best epoch recorded")?.clone();
         runs.push(TrainedRun { history: trained.history, best });
         models.push(trained.model);
     }
     let model = C::join(models)?;
-    let validation_accuracy = match &runs[..] {
-        [one] => one.best.validation_accuracy,
-        _ => {
-            let accuracy = accuracy(&model, &data.valid, training.batch_size)?;
-            tracing::info!("the {members} members joined: valid acc {accuracy:.4}");
-            accuracy
-        }
-    };
-    Ok(Fitted { model, runs, validation_accuracy })
+    let validation = confusion(&model.valid(), &data.valid, data.classes.clone(), training.batch_size)?;
+    if members > 1 {
+        tracing::info!(
+            "the {members} members joined: valid acc {:.4}  valid macro-F1 {:.4}",
+            validation.accuracy(),
+            validation.macro_f1()
+        );
+    }
+    validation.warn_never_predicted("validation");
+    Ok(Fitted { model, runs, validation })
 }
 
 /// Reads `--word-vectors` and checks their width against `--embedding-dim`.
@@ -257,8 +278,21 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
             request.columns.label
         );
     }
-    let class_of = |label: &str| classes.iter().position(|c| c == label);
+    if classes.len() > MAX_CLASSES {
+        bail!(
+            "{}: column `{}` has {} distinct labels, more than the {MAX_CLASSES} classes a model here can learn; \
+             is it an id or a text column? Name the class column with --label-column",
+            request.train.display(),
+            request.columns.label,
+            classes.len()
+        );
+    }
+    let index: BTreeMap<&str, usize> = classes.iter().enumerate().map(|(i, c)| (c.as_str(), i)).collect();
+    let class_of = |label: &str| index.get(label).copied();
     let labels: Vec<usize> = corpus.labels.iter().map(|l| class_of(l).unwrap_or_default()).collect();
+    if request.valid.is_none() {
+        refuse_single_document_classes(request, &classes, &labels)?;
+    }
 
     let mut rng = StdRng::seed_from_u64(request.training.seed);
     let (train_texts, train_labels, valid_texts, valid_labels) = match &request.valid {
@@ -336,6 +370,28 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
     Ok(PreparedData { classes, tokenizer, train, valid, corpus })
 }
 
+/// Without `--valid`, a class of one document cannot be both learned and validated.
+fn refuse_single_document_classes(request: &TrainRequest, classes: &[String], labels: &[usize]) -> anyhow::Result<()> {
+    let mut counts = vec![0usize; classes.len()];
+    for &label in labels {
+        if let Some(count) = counts.get_mut(label) {
+            *count += 1;
+        }
+    }
+    let single: Vec<&str> = classes.iter().zip(&counts).filter(|&(_, &n)| n == 1).map(|(c, _)| c.as_str()).collect();
+    if !single.is_empty() {
+        let shown = single.iter().take(10).map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ");
+        let more = if single.len() > 10 { format!(" and {} more", single.len() - 10) } else { String::new() };
+        bail!(
+            "{}: {} class(es) have a single document ({shown}{more}): such a class cannot be both learned and \
+             validated. Add documents to it, merge or drop it, or give a --valid file",
+            request.train.display(),
+            single.len()
+        );
+    }
+    Ok(())
+}
+
 fn encode(
     encoder: &TextEncoder,
     texts: &[String],
@@ -371,6 +427,7 @@ fn finish<C: ModelConfig>(
     data: &PreparedData,
     fitted: Fitted<C::Model>,
     config: &C,
+    schedule: Schedule,
     word_vectors: Option<serde_json::Value>,
     started: Instant,
 ) -> anyhow::Result<TrainOutcome<C::Model>> {
@@ -378,7 +435,11 @@ fn finish<C: ModelConfig>(
     let shape = model.graph_shape();
     let epochs = || fitted.runs.iter().flat_map(|run| &run.history);
     let mut metrics = BTreeMap::new();
-    metrics.insert("validation_accuracy".to_owned(), fitted.validation_accuracy);
+    metrics.insert("validation_accuracy".to_owned(), fitted.validation.accuracy());
+    metrics.insert("validation_macro_f1".to_owned(), fitted.validation.macro_f1());
+    for class in fitted.validation.per_class() {
+        metrics.insert(format!("validation_f1_{}", class.label), class.f1);
+    }
     metrics.insert("train_accuracy".to_owned(), mean(fitted.runs.iter().map(|run| run.best.train_accuracy)));
     metrics.insert("seconds_per_epoch".to_owned(), mean(epochs().map(|e| e.seconds)));
     metrics.insert("train_docs_per_second".to_owned(), mean(epochs().map(|e| e.docs_per_second)));
@@ -392,7 +453,7 @@ fn finish<C: ModelConfig>(
     if let Some(word_vectors) = word_vectors {
         hyper_parameters.insert("word_vectors".to_owned(), word_vectors);
     }
-    hyper_parameters.insert("training".to_owned(), serde_json::to_value(&request.training)?);
+    hyper_parameters.insert("training".to_owned(), serde_json::to_value(&schedule.config)?);
     hyper_parameters.insert("min_count".to_owned(), request.vocabulary.min_count.into());
     hyper_parameters.insert("max_vocab".to_owned(), request.vocabulary.max_vocab.into());
     let manifest = Manifest {
@@ -438,7 +499,15 @@ fn finish<C: ModelConfig>(
         PackageFiles { graph: &graph, tokenizer: &data.tokenizer, manifest: &manifest },
         |dir| verify_graph(&model, &dir.join(GRAPH_FILE), &sample),
     )?;
-    Ok(TrainOutcome { report: TrainReport { package, manifest }, model })
+    let report = TrainReport {
+        package,
+        manifest,
+        validation: fitted.validation,
+        training: schedule.config,
+        reasons: schedule.reasons,
+        history: fitted.runs.into_iter().map(|run| run.history).collect(),
+    };
+    Ok(TrainOutcome { report, model })
 }
 
 /// Runs the written graph with tract on a padded batch and compares it with burn.

@@ -1,8 +1,9 @@
 //! Training, the crate behind `pipeline train|eval|vectors` (`commands`): trains the attention classifiers in burn
 //! and writes model packages (ONNX graph + tokenizer + manifest) that the runtime runs.
 //!
-//! Data flow: `data` (corpus → vocabulary → split, word vectors) → `fit` (burn's training
-//! loop over a `models` variant built from `layers`) → `onnx` (graph emission) →
+//! Data flow: `data` (corpus → vocabulary → split, word vectors) → `schedule` (the
+//! corpus-fitted defaults) → `fit` (burn's training loop over a `models` variant built from
+//! `layers`, judged by `metrics`) → `onnx` (graph emission) →
 //! `package_writer` (verified with tract, published whole). `job` runs that flow for
 //! `pipeline train`; `eval` scores a written package through the runtime.
 
@@ -18,6 +19,8 @@ pub mod eval;
 pub mod fit;
 pub mod job;
 pub mod layers;
+pub mod metrics;
 pub mod models;
 pub mod onnx;
 pub mod package_writer;
+pub mod schedule;

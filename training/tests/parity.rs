@@ -13,11 +13,12 @@ use runtime::text::{TextEncoder, sentence_lengths};
 use test_support::repo_root;
 use training::data::corpus::Columns;
 use training::data::vocabulary::VocabularyConfig;
-use training::fit::{TrainConfig, forward_probs};
+use training::fit::forward_probs;
 use training::job::{TrainOutcome, TrainRequest, run_variant};
 use training::models::PooledValues;
 use training::models::lama::AttentionScale;
 use training::models::{ModelConfig, ModelFlags, Network, Variant};
+use training::schedule::{ClassWeighting, TrainingFlags};
 
 const RUNTIME_TOLERANCE: f32 = 1e-4;
 const ALONE_TOLERANCE: f32 = 1e-5;
@@ -73,7 +74,15 @@ fn train_tiny<C: ModelConfig>(variant: Variant, config: &C) -> Trained<C::Model>
         valid_fraction: 0.2,
         max_tokens: 256,
         vocabulary: VocabularyConfig { min_count: 2, max_vocab: 4000 },
-        training: TrainConfig { epochs: 6, patience: 6, batch_size: 32, learning_rate: 5e-3, clip_norm: 0.5, seed: 7 },
+        training: TrainingFlags {
+            epochs: Some(6),
+            patience: Some(6),
+            batch_size: Some(32),
+            learning_rate: Some(5e-3),
+            clip_norm: 0.5,
+            seed: 7,
+            class_weights: ClassWeighting::None,
+        },
         model: tiny_flags(),
         word_vectors: None,
         freeze_word_vectors: false,

@@ -89,6 +89,16 @@ impl LabelledCorpus {
                 path.display()
             );
         }
+        // Half the rows unlabelled is more often the wrong column than a corpus to learn from.
+        if skipped_null > texts.len() {
+            bail!(
+                "{}: {skipped_null} of {} rows have a null text, or a null, NaN or empty label in column `{}`; check \
+                 --label-column and --text-column, or drop the unlabelled rows first",
+                path.display(),
+                skipped_null + texts.len(),
+                columns.label
+            );
+        }
         let fingerprint = CorpusFingerprint {
             path: path.display().to_string(),
             rows: texts.len() + skipped_null,

@@ -1,0 +1,134 @@
+//! `pipeline train` on a corpus that is not IMDB: a small, imbalanced, 8-class one
+//! (`fixtures/topics-*.parquet`, made by `fixtures/make_topics.py`). The defaults follow the
+//! corpus and say so, every class is predicted, the metrics show per-class failure, and labels
+//! that cannot train are refused before training.
+
+use super::*;
+
+/// The fast tier at a size that trains in about a second (a small table, two members).
+const SMALL_NGRAM: [&str; 6] = ["--buckets", "20000", "--members", "2", "--min-count", "1"];
+
+fn train_ngram(out: &Path, extra: &[&str]) -> Output {
+    pipeline()
+        .args(["train", "--variant", "ngram", "--train"])
+        .arg(fixture("topics-train.parquet"))
+        .arg("--out")
+        .arg(out)
+        .args(SMALL_NGRAM)
+        .args(extra)
+        .output()
+        .expect("run pipeline")
+}
+
+fn eval_json(model: &Path, metrics: &Path) -> serde_json::Value {
+    let output = pipeline()
+        .args(["eval", "--model"])
+        .arg(model)
+        .arg("--data")
+        .arg(fixture("topics-test.parquet"))
+        .arg("--metrics-json")
+        .arg(metrics)
+        .output()
+        .expect("run eval");
+    assert!(output.status.success(), "{}", stderr(&output));
+    serde_json::from_slice(&std::fs::read(metrics).expect("metrics written")).expect("JSON")
+}
+
+/// Classes (of `per_class`) that have documents and were never predicted.
+fn never_predicted(per_class: &serde_json::Value) -> Vec<String> {
+    let classes = per_class.as_array().expect("per_class is a list");
+    classes
+        .iter()
+        .filter(|c| c["predicted"] == 0 && c["support"].as_u64() > Some(0))
+        .map(|c| c["label"].as_str().expect("label").to_owned())
+        .collect()
+}
+
+#[test]
+fn the_defaults_fit_a_small_imbalanced_corpus_and_predict_every_class() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (out, train_json) = (dir.path().join("model"), dir.path().join("train.json"));
+    let output = train_ngram(&out, &["--metrics-json", train_json.to_str().expect("utf-8")]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let err = stderr(&output);
+    // 383 training documents: batches of 32 (not 1,024), 30 epochs at most, balanced weights.
+    for chosen in ["chose batch size 32 (not 1024)", "chose 30 epochs at most", "chose balanced class weights"] {
+        assert!(err.contains(chosen), "{chosen}: {err}");
+    }
+    // The report prints macro-F1 and a per-class table.
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert!(report.contains("macro-F1") && report.contains("precision") && report.contains("grain"), "{report}");
+
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&train_json).expect("train metrics")).expect("JSON");
+    assert_eq!(summary["training"]["batch_size"], 32);
+    assert!(summary["training"]["class_weights"].as_array().is_some_and(|w| w.len() == 8), "{summary}");
+    assert_eq!(summary["validation"]["per_class"].as_array().map(Vec::len), Some(8));
+    assert!(summary["epochs"][0].as_array().is_some_and(|e| !e.is_empty()), "{summary}");
+
+    // On the held-out test file, every class is predicted.
+    let evaluation = eval_json(&out, &dir.path().join("eval.json"));
+    assert_eq!(never_predicted(&evaluation["per_class"]), Vec::<String>::new(), "{evaluation}");
+    assert!(evaluation["macro_f1"].as_f64() > Some(0.7), "{evaluation}");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).expect("manifest")).expect("JSON");
+    assert!(manifest["metrics"]["validation_macro_f1"].is_number(), "{manifest}");
+    assert!(manifest["metrics"]["validation_f1_grain"].is_number(), "{manifest}");
+}
+
+/// The old defaults' failure, forced by flags: one step, unweighted. Classes the model never
+/// predicts are named in a warning, not passed over.
+#[test]
+fn a_class_never_predicted_is_a_warning_that_names_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("model");
+    let output = train_ngram(&out, &["--class-weights", "none", "--epochs", "1", "--batch-size", "1024"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("WARN") && err.contains("class `grain` was never predicted on validation"), "{err}");
+    assert!(!err.contains("chose balanced class weights"), "{err}");
+    let evaluation = eval_json(&out, &dir.path().join("eval.json"));
+    assert!(never_predicted(&evaluation["per_class"]).contains(&"grain".to_owned()), "{evaluation}");
+}
+
+#[test]
+fn a_class_of_one_document_is_refused_without_a_validation_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corpus = dir.path().join("one-of-a-kind.parquet");
+    let mut labels = labels(12);
+    labels[3] = Some("mixed");
+    write_parquet(&corpus, vec![("text", strings(&reviews(12))), ("label", strings(&labels))]);
+    let output = train(&corpus, &dir.path().join("model"), &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("single document (`mixed`)") && err.contains("give a --valid file"), "{err}");
+    assert_nothing_written(dir.path(), &["one-of-a-kind.parquet"]);
+}
+
+#[test]
+fn an_id_column_taken_for_labels_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corpus = dir.path().join("ids.parquet");
+    let ids: Vec<String> = (0..10_001).map(|i| format!("doc-{i}")).collect();
+    let texts: Vec<Option<&str>> = (0..ids.len()).map(|_| Some("a short text")).collect();
+    let labels: Vec<Option<&str>> = ids.iter().map(|id| Some(id.as_str())).collect();
+    write_parquet(&corpus, vec![("text", strings(&texts)), ("label", strings(&labels))]);
+    let output = train(&corpus, &dir.path().join("model"), &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("10001 distinct labels") && err.contains("--label-column"), "{err}");
+    assert_nothing_written(dir.path(), &["ids.parquet"]);
+}
+
+#[test]
+fn a_label_column_mostly_empty_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corpus = dir.path().join("sparse.parquet");
+    let labels: Vec<Option<&str>> = (0..10).map(|i| [Some("pos"), Some("neg"), None, None, None][i % 5]).collect();
+    write_parquet(&corpus, vec![("text", strings(&reviews(10))), ("label", strings(&labels))]);
+    let output = train(&corpus, &dir.path().join("model"), &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("6 of 10 rows have a null text, or a null") && err.contains("--label-column"), "{err}");
+    assert_nothing_written(dir.path(), &["sparse.parquet"]);
+}

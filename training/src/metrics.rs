@@ -1,0 +1,156 @@
+//! Classification metrics that show failure on any corpus, not only on a balanced one: the
+//! confusion matrix, per-class precision, recall and F1, macro-F1, and the classes a model
+//! never predicts. `pipeline train` (on validation) and `pipeline eval` share them.
+
+use serde::Serialize;
+
+/// `counts[true][predicted]` over `labels`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Confusion {
+    pub labels: Vec<String>,
+    pub counts: Vec<Vec<usize>>,
+}
+
+/// One class's figures; precision is 0 for a class never predicted, recall 0 for one absent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClassMetrics {
+    pub label: String,
+    pub precision: f64,
+    pub recall: f64,
+    pub f1: f64,
+    /// Documents of this class.
+    pub support: usize,
+    /// Documents predicted as this class.
+    pub predicted: usize,
+}
+
+impl Confusion {
+    pub fn new(labels: Vec<String>) -> Self {
+        let n = labels.len();
+        Self { labels, counts: vec![vec![0; n]; n] }
+    }
+
+    /// Counts one document; indices outside the labels are ignored (they cannot come from a
+    /// model with these outputs).
+    pub fn add(&mut self, truth: usize, predicted: usize) {
+        if let Some(cell) = self.counts.get_mut(truth).and_then(|row| row.get_mut(predicted)) {
+            *cell += 1;
+        }
+    }
+
+    pub fn total(&self) -> usize {
+        self.counts.iter().flatten().sum()
+    }
+
+    pub fn accuracy(&self) -> f64 {
+        let correct: usize = self.counts.iter().enumerate().filter_map(|(i, row)| row.get(i)).sum();
+        correct as f64 / self.total().max(1) as f64
+    }
+
+    pub fn per_class(&self) -> Vec<ClassMetrics> {
+        self.labels
+            .iter()
+            .enumerate()
+            .map(|(c, label)| {
+                let tp = self.counts.get(c).and_then(|row| row.get(c)).copied().unwrap_or(0);
+                let predicted: usize = self.counts.iter().filter_map(|row| row.get(c)).sum();
+                let support: usize = self.counts.get(c).map_or(0, |row| row.iter().sum());
+                let ratio = |n: usize, d: usize| if d == 0 { 0.0 } else { n as f64 / d as f64 };
+                ClassMetrics {
+                    label: label.clone(),
+                    precision: ratio(tp, predicted),
+                    recall: ratio(tp, support),
+                    f1: ratio(2 * tp, predicted + support),
+                    support,
+                    predicted,
+                }
+            })
+            .collect()
+    }
+
+    /// Unweighted mean of the per-class F1 (a class neither present nor predicted scores 0).
+    pub fn macro_f1(&self) -> f64 {
+        let per_class = self.per_class();
+        per_class.iter().map(|c| c.f1).sum::<f64>() / per_class.len().max(1) as f64
+    }
+
+    /// Classes with documents that the model never predicted: a model that looks accurate on an
+    /// imbalanced corpus can still ignore its small classes.
+    pub fn never_predicted(&self) -> Vec<ClassMetrics> {
+        self.per_class().into_iter().filter(|c| c.predicted == 0 && c.support > 0).collect()
+    }
+
+    /// Logs a warning per class with documents that the model never predicted on `part`.
+    pub fn warn_never_predicted(&self, part: &str) {
+        for class in self.never_predicted() {
+            tracing::warn!(
+                "class `{}` was never predicted on {part} ({} document(s) of it): the model ignores it. Train on more \
+                 documents of it, with --class-weights auto or balanced, or for longer (--epochs, --patience)",
+                class.label,
+                class.support
+            );
+        }
+    }
+
+    /// The per-class table and the confusion matrix, as `pipeline train` and `eval` print them.
+    pub fn table(&self) -> String {
+        let width = self.labels.iter().map(String::len).max().unwrap_or(4).max(8);
+        let mut out = format!("{:>width$} {:>9} {:>9} {:>9} {:>9}\n", "class", "precision", "recall", "F1", "support");
+        for c in self.per_class() {
+            out +=
+                &format!("{:>width$} {:>9.4} {:>9.4} {:>9.4} {:>9}\n", c.label, c.precision, c.recall, c.f1, c.support);
+        }
+        out += "confusion matrix (rows: true label, columns: predicted):\n";
+        out += &format!("{:>width$}", "");
+        for label in &self.labels {
+            out += &format!(" {label:>width$}");
+        }
+        out += "\n";
+        for (label, row) in self.labels.iter().zip(&self.counts) {
+            out += &format!("{label:>width$}");
+            for count in row {
+                out += &format!(" {count:>width$}");
+            }
+            out += "\n";
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_classes() -> Confusion {
+        // class a: tp 8, fp 1, fn 2 -> F1 16/19; class b: tp 9, fp 2, fn 1 -> F1 18/21
+        Confusion { labels: vec!["a".into(), "b".into()], counts: vec![vec![8, 2], vec![1, 9]] }
+    }
+
+    #[test]
+    fn macro_f1_of_a_known_matrix() {
+        let expected = (16.0 / 19.0 + 18.0 / 21.0) / 2.0;
+        assert!((two_classes().macro_f1() - expected).abs() < 1e-12);
+        assert!((two_classes().accuracy() - 17.0 / 20.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn per_class_precision_and_recall() {
+        let classes = two_classes().per_class();
+        assert!((classes[0].precision - 8.0 / 9.0).abs() < 1e-12);
+        assert!((classes[0].recall - 0.8).abs() < 1e-12);
+        assert_eq!((classes[1].support, classes[1].predicted), (10, 11));
+    }
+
+    #[test]
+    fn a_class_never_predicted_is_named() {
+        let mut confusion = Confusion::new(vec!["big".into(), "small".into(), "absent".into()]);
+        for _ in 0..9 {
+            confusion.add(0, 0);
+        }
+        confusion.add(1, 0);
+        let never: Vec<String> = confusion.never_predicted().into_iter().map(|c| c.label).collect();
+        // `absent` has no documents: not predicting it is no failure.
+        assert_eq!(never, ["small"]);
+        assert!(confusion.table().contains("small"));
+    }
+}

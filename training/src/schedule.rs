@@ -1,0 +1,233 @@
+//! Training defaults that fit the corpus: the flags a user leaves out are derived from the
+//! number of training documents and the classes' sizes, so 5,000 documents get enough steps
+//! and 500,000 do not spend epochs they do not need. Flags given on the command line win.
+//!
+//! The rule, with N training documents:
+//! - **batch size**: the variant's (64, ngram 1,024), halved while an epoch would take fewer
+//!   than [`MIN_STEPS_PER_EPOCH`] steps, down to [`MIN_BATCH_SIZE`];
+//! - **learning rate**: the variant's, whatever the batch size (on R8, the fast tier scaled by
+//!   √(batch ratio) needed twice the epochs for the same validation macro-F1);
+//! - **epochs**: as many as make [`PLANNED_STEPS`] steps, within [`EPOCHS`];
+//! - **patience**: a fifth of the epochs, at least 2;
+//! - **class weights**: balanced (a document weighs N ÷ (classes × its class's documents)) when
+//!   the largest class has more than [`IMBALANCE_RATIO`] times the documents of the smallest.
+
+use std::ops::RangeInclusive;
+
+use serde::Serialize;
+
+use crate::fit::TrainConfig;
+use crate::models::VariantDefaults;
+
+pub const MIN_STEPS_PER_EPOCH: usize = 20;
+pub const MIN_BATCH_SIZE: usize = 32;
+pub const PLANNED_STEPS: usize = 3_000;
+pub const EPOCHS: RangeInclusive<usize> = 3..=30;
+pub const IMBALANCE_RATIO: f64 = 3.0;
+
+/// How the loss weighs the classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClassWeighting {
+    /// Balanced when the classes are imbalanced (more than 3:1), otherwise none.
+    #[default]
+    Auto,
+    /// Every class weighs the same in the loss, whatever its number of documents.
+    Balanced,
+    /// Every document weighs the same.
+    None,
+}
+
+/// The training flags of `pipeline train`; those left out follow the corpus (module doc).
+#[derive(Debug, Clone, clap::Args)]
+pub struct TrainingFlags {
+    /// Most passes over the training set [default: as many as make 3,000 steps, 3 to 30].
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Stop after this many epochs without a better validation macro-F1 [default: a fifth of
+    /// the epochs, at least 2].
+    #[arg(long)]
+    pub patience: Option<usize>,
+    /// Documents per step [default 64, ngram 1024; halved, to 32 at least, until an epoch
+    /// has 20 steps].
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Adam learning rate [default 0.001, ngram 0.05].
+    #[arg(long)]
+    pub learning_rate: Option<f64>,
+    /// Gradients are rescaled to at most this L2 norm (the paper clips at 0.5).
+    #[arg(long, default_value_t = 0.5)]
+    pub clip_norm: f32,
+    /// Seeds weight initialisation, dropout, the split and the batch order.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// How the loss weighs the classes: `auto` balances them when the largest has more than 3
+    /// times the documents of the smallest.
+    #[arg(long, value_enum, default_value_t = ClassWeighting::Auto)]
+    pub class_weights: ClassWeighting,
+}
+
+/// What the corpus looks like to the rule: documents per class in the training part.
+#[derive(Debug, Clone)]
+pub struct ClassCounts(pub Vec<usize>);
+
+impl ClassCounts {
+    pub fn documents(&self) -> usize {
+        self.0.iter().sum()
+    }
+
+    /// Largest over smallest class (∞ when a class has no training document).
+    pub fn imbalance(&self) -> f64 {
+        let largest = self.0.iter().copied().max().unwrap_or(0);
+        let smallest = self.0.iter().copied().min().unwrap_or(0);
+        largest as f64 / smallest as f64
+    }
+
+    /// Balanced weights `N / (classes × n_c)`; a class without documents gets weight 1.
+    fn balanced(&self) -> Vec<f32> {
+        let (n, classes) = (self.documents() as f64, self.0.len() as f64);
+        self.0.iter().map(|&count| if count == 0 { 1.0 } else { (n / (classes * count as f64)) as f32 }).collect()
+    }
+}
+
+/// A resolved configuration and, for each value the rule chose, why.
+pub struct Schedule {
+    pub config: TrainConfig,
+    pub reasons: Vec<String>,
+}
+
+impl TrainingFlags {
+    /// Refuses given values that cannot train, before any data is read.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.epochs != Some(0), "--epochs must be at least 1");
+        anyhow::ensure!(self.batch_size != Some(0), "--batch-size must be at least 1");
+        // `x > 0.0` is false for NaN; finiteness rules out inf, which trains a NaN model.
+        anyhow::ensure!(
+            self.learning_rate.is_none_or(|rate| rate > 0.0 && rate.is_finite()),
+            "--learning-rate must be a positive number"
+        );
+        anyhow::ensure!(self.clip_norm > 0.0 && self.clip_norm.is_finite(), "--clip-norm must be a positive number");
+        Ok(())
+    }
+
+    /// The flags, with those left out chosen for a training part of `counts` (module doc).
+    pub fn resolve(&self, defaults: &VariantDefaults, counts: &ClassCounts) -> Schedule {
+        let documents = counts.documents().max(1);
+        let mut reasons = Vec::new();
+        let batch_size = self.batch_size.unwrap_or_else(|| {
+            let mut batch = defaults.batch_size;
+            while batch > MIN_BATCH_SIZE && documents / batch < MIN_STEPS_PER_EPOCH {
+                batch /= 2;
+            }
+            if batch != defaults.batch_size {
+                reasons.push(format!(
+                    "batch size {batch} (not {}): {documents} documents make {} steps an epoch",
+                    defaults.batch_size,
+                    documents.div_ceil(batch)
+                ));
+            }
+            batch
+        });
+        let learning_rate = self.learning_rate.unwrap_or(defaults.learning_rate);
+        let steps_per_epoch = documents.div_ceil(batch_size);
+        let epochs = self.epochs.unwrap_or_else(|| {
+            let epochs = PLANNED_STEPS.div_ceil(steps_per_epoch).clamp(*EPOCHS.start(), *EPOCHS.end());
+            reasons.push(format!("{epochs} epochs at most: {steps_per_epoch} steps each, {PLANNED_STEPS} planned"));
+            epochs
+        });
+        let patience = self.patience.unwrap_or_else(|| {
+            let patience = epochs.div_ceil(5).max(2);
+            reasons.push(format!("patience {patience}: a fifth of {epochs} epochs, at least 2"));
+            patience
+        });
+        let imbalance = counts.imbalance();
+        let balanced = match self.class_weights {
+            ClassWeighting::Balanced => true,
+            ClassWeighting::None => false,
+            ClassWeighting::Auto => {
+                let balance = imbalance > IMBALANCE_RATIO;
+                if balance {
+                    reasons.push(format!(
+                        "balanced class weights: the largest class has {imbalance:.1} times the documents of the \
+                         smallest (--class-weights none turns them off)"
+                    ));
+                }
+                balance
+            }
+        };
+        let config = TrainConfig {
+            epochs,
+            patience,
+            batch_size,
+            learning_rate,
+            clip_norm: self.clip_norm,
+            seed: self.seed,
+            class_weights: balanced.then(|| counts.balanced()),
+        };
+        Schedule { config, reasons }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::NETWORK_DEFAULTS;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        flags: TrainingFlags,
+    }
+
+    fn flags(args: &[&str]) -> TrainingFlags {
+        Cli::parse_from(std::iter::once("train").chain(args.iter().copied())).flags
+    }
+
+    const NGRAM: VariantDefaults = crate::models::ngram::DEFAULTS;
+
+    #[test]
+    fn a_large_corpus_keeps_the_variant_batch_and_few_epochs() {
+        let schedule = flags(&[]).resolve(&NETWORK_DEFAULTS, &ClassCounts(vec![250_000, 250_000]));
+        let config = schedule.config;
+        assert_eq!((config.batch_size, config.epochs, config.patience), (64, 3, 2));
+        assert_eq!(config.learning_rate, NETWORK_DEFAULTS.learning_rate);
+        assert_eq!(config.class_weights, None);
+    }
+
+    #[test]
+    fn a_small_corpus_gets_smaller_batches_and_more_epochs() {
+        // R8's training part: 8 classes, 69:1.
+        let counts = ClassCounts(vec![1436, 228, 2556, 37, 171, 185, 97, 226]);
+        let config = flags(&[]).resolve(&NGRAM, &counts).config;
+        assert_eq!(config.batch_size, 128);
+        assert_eq!(config.learning_rate, NGRAM.learning_rate);
+        assert_eq!((config.epochs, config.patience), (30, 6));
+        let weights = config.class_weights.expect("imbalanced: weighted");
+        // The smallest class weighs most; each class's total weight is the same.
+        let totals: Vec<f32> = weights.iter().zip(&counts.0).map(|(w, &n)| w * n as f32).collect();
+        assert!(totals.iter().all(|t| (t - totals[0]).abs() < 1e-2), "{totals:?}");
+    }
+
+    #[test]
+    fn given_flags_win() {
+        let counts = ClassCounts(vec![900, 10]);
+        let schedule = flags(&["--batch-size", "256", "--learning-rate", "0.1", "--epochs", "4", "--patience", "9"])
+            .resolve(&NGRAM, &counts);
+        let config = schedule.config;
+        assert_eq!((config.batch_size, config.learning_rate, config.epochs, config.patience), (256, 0.1, 4, 9));
+        let off = flags(&["--class-weights", "none"]).resolve(&NGRAM, &counts);
+        assert_eq!(off.config.class_weights, None);
+        let on = flags(&["--class-weights", "balanced"]).resolve(&NGRAM, &ClassCounts(vec![10, 10]));
+        assert_eq!(on.config.class_weights, Some(vec![1.0, 1.0]));
+    }
+
+    #[test]
+    fn every_chosen_value_says_why() {
+        let schedule = flags(&[]).resolve(&NGRAM, &ClassCounts(vec![900, 10]));
+        let reasons = schedule.reasons.join("\n");
+        for word in ["batch size", "epochs", "patience", "balanced class weights"] {
+            assert!(reasons.contains(word), "{word}: {reasons}");
+        }
+    }
+}
