@@ -204,7 +204,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             let m = &report.manifest;
             batch_io::command_line::print_report(&format!(
                 "wrote {} ({} parameters, best epoch {} of {})\nvalidation: {} documents, accuracy {:.4}, macro-F1 \
-                 {:.4}\n{}",
+                 {:.4}\ncalibration: temperature {:.3}, expected calibration error {:.4} (uncalibrated {:.4})\n{}",
                 report.package.display(),
                 m.parameter_count,
                 m.training.best_epoch,
@@ -212,6 +212,9 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 report.validation.total(),
                 report.validation.accuracy(),
                 report.validation.macro_f1(),
+                report.calibration.temperature,
+                report.calibration.ece_after,
+                report.calibration.ece_before,
                 report.validation.table()
             ))?;
             if let (Some(mut file), Some(path)) = (metrics, &args.metrics_json) {
@@ -229,6 +232,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                         "labels": report.validation.labels,
                         "confusion": report.validation.counts,
                     },
+                    "calibration": report.calibration,
                 });
                 std::io::Write::write_all(&mut file, serde_json::to_string_pretty(&summary)?.as_bytes())
                     .map_err(|e| write_failed(path, &e))?;

@@ -11,6 +11,7 @@ use runtime::long_documents::LongDocuments;
 use runtime::package::ModelPackage;
 use serde::Serialize;
 
+use crate::calibration::{ECE_BINS, expected_calibration_error};
 use crate::data::corpus::{Columns, LabelledCorpus};
 use crate::metrics::{ClassMetrics, Confusion};
 
@@ -26,9 +27,39 @@ pub struct Evaluation {
     pub confusion: Vec<Vec<usize>>,
     /// Precision, recall and F1 of each class, in the order of `labels`.
     pub per_class: Vec<ClassMetrics>,
+    /// Expected calibration error of the top probability (15 equal-width bins).
+    pub ece: f64,
+    /// Accuracy on the most confident documents: what a `--min-confidence` keeping that share
+    /// of them would give.
+    pub coverage: Vec<Coverage>,
     pub backend: String,
     pub seconds: f64,
     pub docs_per_second: f64,
+}
+
+/// Accuracy on the `share` of documents the model is most confident of, and the confidence of
+/// the least confident among them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Coverage {
+    pub share: f64,
+    pub accuracy: f64,
+    pub min_confidence: f64,
+}
+
+/// The shares of documents `pipeline eval` reports accuracy on.
+const COVERAGES: [f64; 4] = [0.5, 0.8, 0.9, 1.0];
+
+fn coverage(mut scored: Vec<(f64, bool)>) -> Vec<Coverage> {
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    COVERAGES
+        .iter()
+        .filter_map(|&share| {
+            let kept = ((scored.len() as f64 * share).ceil() as usize).clamp(1, scored.len());
+            let top = scored.get(..kept)?;
+            let accuracy = top.iter().filter(|(_, right)| *right).count() as f64 / kept as f64;
+            Some(Coverage { share, accuracy, min_confidence: top.last().map_or(0.0, |(c, _)| *c) })
+        })
+        .collect()
 }
 
 pub fn evaluate(
@@ -65,11 +96,16 @@ pub fn evaluate(
         );
     }
     let mut confusion = Confusion::new(labels.clone());
+    let mut scored = Vec::with_capacity(predictions.len());
     for (prediction, label) in predictions.iter().zip(&corpus.labels) {
         if let (Some(prediction), Some(truth)) = (prediction, labels.iter().position(|l| l == label)) {
-            confusion.add(truth, prediction.predicted_index());
+            let predicted = prediction.predicted_index();
+            confusion.add(truth, predicted);
+            let confidence = prediction.probabilities.get(predicted).copied().unwrap_or(0.0);
+            scored.push((f64::from(confidence), predicted == truth));
         }
     }
+    let (confidences, correct): (Vec<f64>, Vec<bool>) = scored.iter().copied().unzip();
     confusion.warn_never_predicted(&data.display().to_string());
     let rows = counts.predicted;
     let seconds = started.elapsed().as_secs_f64();
@@ -77,6 +113,8 @@ pub fn evaluate(
         macro_f1: confusion.macro_f1(),
         accuracy: confusion.accuracy(),
         per_class: confusion.per_class(),
+        ece: expected_calibration_error(&confidences, &correct),
+        coverage: coverage(scored),
         labels,
         rows,
         skipped,
@@ -111,6 +149,16 @@ impl std::fmt::Display for Evaluation {
         )?;
         writeln!(f, "accuracy: {:.4}", self.accuracy)?;
         writeln!(f, "macro-F1: {:.4}", self.macro_f1)?;
+        writeln!(f, "expected calibration error ({ECE_BINS} bins): {:.4}", self.ece)?;
+        for c in &self.coverage {
+            writeln!(
+                f,
+                "accuracy on the {:.0} % most confident: {:.4} (confidence ≥ {:.4})",
+                100.0 * c.share,
+                c.accuracy,
+                c.min_confidence
+            )?;
+        }
         let confusion = Confusion { labels: self.labels.clone(), counts: self.confusion.clone() };
         write!(f, "{}", confusion.table())?;
         Ok(())

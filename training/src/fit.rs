@@ -41,6 +41,8 @@ pub struct TrainConfig {
     /// The loss's weight of each class, in the order of the labels; `None` weighs every
     /// document the same.
     pub class_weights: Option<Vec<f32>>,
+    /// Fit a temperature on validation after training ([`crate::calibration`]).
+    pub calibrate: bool,
 }
 
 impl TrainConfig {

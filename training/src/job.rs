@@ -14,6 +14,7 @@ use runtime::package::{FORMAT_VERSION, GRAPH_FILE, InputLayout, Manifest, Traini
 use runtime::text::{TextEncoder, VOCABULARY_DIGEST_KEY, Vocabulary, sentence_lengths};
 use tokenizers::Tokenizer;
 
+use crate::calibration::{Calibration, calibrate};
 use crate::data::corpus::{Columns, LabelledCorpus};
 use crate::data::split::stratified_split;
 use crate::data::vocabulary::{PAD_ID, VocabularyConfig, build_tokenizer};
@@ -58,6 +59,7 @@ pub struct TrainReport {
     pub manifest: Manifest,
     /// The packaged model on the validation documents.
     pub validation: Confusion,
+    pub calibration: Calibration,
     /// The training configuration used, and why each value left to the rule was chosen.
     pub training: TrainConfig,
     pub reasons: Vec<String>,
@@ -203,9 +205,11 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
 /// The trained model and how its training went: one run, or one per member of a variant that
 /// averages several models ([`ModelConfig::members`]).
 struct Fitted<M> {
+    /// In inference mode, calibrated.
     model: M,
     runs: Vec<TrainedRun>,
     validation: Confusion,
+    calibration: Calibration,
 }
 
 struct TrainedRun {
@@ -246,7 +250,15 @@ fn fit<C: ModelConfig>(
         );
     }
     validation.warn_never_predicted("validation");
-    Ok(Fitted { model, runs, validation })
+    let (model, calibration) = calibrate(model.valid(), &data.valid, training.batch_size, training.calibrate)?;
+    tracing::info!(
+        "calibrated: temperature {:.3}; validation ECE ({} bins) {:.4} before, {:.4} after",
+        calibration.temperature,
+        crate::calibration::ECE_BINS,
+        calibration.ece_before,
+        calibration.ece_after
+    );
+    Ok(Fitted { model, runs, validation, calibration })
 }
 
 /// Reads `--word-vectors` and checks their width against `--embedding-dim`.
@@ -440,6 +452,9 @@ fn finish<C: ModelConfig>(
     for class in fitted.validation.per_class() {
         metrics.insert(format!("validation_f1_{}", class.label), class.f1);
     }
+    metrics.insert("temperature".to_owned(), fitted.calibration.temperature);
+    metrics.insert("validation_ece_uncalibrated".to_owned(), fitted.calibration.ece_before);
+    metrics.insert("validation_ece".to_owned(), fitted.calibration.ece_after);
     metrics.insert("train_accuracy".to_owned(), mean(fitted.runs.iter().map(|run| run.best.train_accuracy)));
     metrics.insert("seconds_per_epoch".to_owned(), mean(epochs().map(|e| e.seconds)));
     metrics.insert("train_docs_per_second".to_owned(), mean(epochs().map(|e| e.docs_per_second)));
@@ -503,6 +518,7 @@ fn finish<C: ModelConfig>(
         package,
         manifest,
         validation: fitted.validation,
+        calibration: fitted.calibration,
         training: schedule.config,
         reasons: schedule.reasons,
         history: fitted.runs.into_iter().map(|run| run.history).collect(),

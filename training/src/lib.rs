@@ -13,6 +13,7 @@
 // itself, where a checked access per element would cost speed and hide the arithmetic.
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod calibration;
 pub mod commands;
 pub mod data;
 pub mod eval;

@@ -65,6 +65,9 @@ pub struct TrainingFlags {
     /// times the documents of the smallest.
     #[arg(long, value_enum, default_value_t = ClassWeighting::Auto)]
     pub class_weights: ClassWeighting,
+    /// Keep the raw probabilities: fit no temperature on the validation documents.
+    #[arg(long = "no-calibration", action = clap::ArgAction::SetFalse)]
+    pub calibrate: bool,
 }
 
 /// What the corpus looks like to the rule: documents per class in the training part.
@@ -163,6 +166,7 @@ impl TrainingFlags {
             clip_norm: self.clip_norm,
             seed: self.seed,
             class_weights: balanced.then(|| counts.balanced()),
+            calibrate: self.calibrate,
         };
         Schedule { config, reasons }
     }

@@ -74,6 +74,18 @@ fn the_defaults_fit_a_small_imbalanced_corpus_and_predict_every_class() {
         serde_json::from_slice(&std::fs::read(out.join("manifest.json")).expect("manifest")).expect("JSON");
     assert!(manifest["metrics"]["validation_macro_f1"].is_number(), "{manifest}");
     assert!(manifest["metrics"]["validation_f1_grain"].is_number(), "{manifest}");
+
+    // Calibrated: the temperature is in the package and the calibration error fell on
+    // validation; eval reports it, and accuracy on the most confident shares, on test.
+    let metric = |name: &str| manifest["metrics"][name].as_f64().unwrap_or_else(|| panic!("{name}: {manifest}"));
+    assert!(metric("temperature") > 0.0 && metric("temperature") != 1.0, "{manifest}");
+    assert!(metric("validation_ece") < metric("validation_ece_uncalibrated"), "{manifest}");
+    assert!(summary["calibration"]["temperature"].as_f64() == Some(metric("temperature")), "{summary}");
+    assert!(evaluation["ece"].as_f64().is_some_and(|ece| ece < 0.1), "{evaluation}");
+    let shares: Vec<f64> =
+        evaluation["coverage"].as_array().expect("coverage").iter().filter_map(|c| c["share"].as_f64()).collect();
+    assert_eq!(shares, [0.5, 0.8, 0.9, 1.0]);
+    assert_eq!(evaluation["coverage"][3]["accuracy"], evaluation["accuracy"]);
 }
 
 /// The old defaults' failure, forced by flags: one step, unweighted. Classes the model never

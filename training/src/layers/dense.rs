@@ -10,6 +10,11 @@ pub fn dense(d_input: usize, d_output: usize, bias: bool, device: &Device) -> Li
     LinearConfig::new(d_input, d_output).with_bias(bias).init(device)
 }
 
+/// `layer` with its weight and bias divided by `divisor`, so its outputs are.
+pub fn divided(layer: Linear, divisor: f32) -> Linear {
+    Linear { weight: layer.weight.map(|w| w / divisor), bias: layer.bias.map(|b| b.map(|b| b / divisor)) }
+}
+
 /// Emits `x·W (+ b)` for an input whose last dimension is `W`'s first, in the scope `name`.
 pub fn emit_dense(g: &mut GraphBuilder, layer: &Linear, x: &Value, name: &str) -> Value {
     emit_dense_keeping_weight(g, layer, x, name).0

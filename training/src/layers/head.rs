@@ -9,7 +9,7 @@ use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
 
-use super::dense::{dense, emit_dense, emit_dense_keeping_weight};
+use super::dense::{dense, divided, emit_dense, emit_dense_keeping_weight};
 use super::values;
 use crate::onnx::{ElemType, GraphBuilder, Value};
 
@@ -94,6 +94,11 @@ impl MlpHead {
         let logits = emit_dense(g, &self.output, &hidden, "output");
         let probs = g.softmax(&logits, -1);
         (before_relu, input_weight, probs)
+    }
+
+    /// The head with its logits divided by `temperature` (calibration).
+    pub fn divide_logits(self, temperature: f32) -> Self {
+        Self { output: divided(self.output, temperature), ..self }
     }
 
     pub fn classes(&self) -> usize {

@@ -57,6 +57,10 @@ impl Avg {
 }
 
 impl Network for Avg {
+    fn divide_logits(self, temperature: f32) -> Self {
+        Self { head: self.head.divide_logits(temperature), ..self }
+    }
+
     fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
         let words = self.embedding.forward(batch.ids.clone()); // [B, T, E]
         let mean = masked_mean(words, batch.mask.clone());

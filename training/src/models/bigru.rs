@@ -70,6 +70,10 @@ impl BiGruMaxPool {
 }
 
 impl Network for BiGruMaxPool {
+    fn divide_logits(self, temperature: f32) -> Self {
+        Self { head: self.head.divide_logits(temperature), ..self }
+    }
+
     fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
         let words = self.embedding.forward(batch.ids.clone());
         let states = self.encoder.forward(words, batch);

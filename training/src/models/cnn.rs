@@ -84,6 +84,10 @@ impl Cnn {
 }
 
 impl Network for Cnn {
+    fn divide_logits(self, temperature: f32) -> Self {
+        Self { output: crate::layers::dense::divided(self.output, temperature), ..self }
+    }
+
     fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
         let words = self.embedding.forward(batch.ids.clone()) * batch.mask.clone().unsqueeze_dim::<3>(2);
         let channels = words.swap_dims(1, 2); // [B, E, T]

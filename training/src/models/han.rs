@@ -97,6 +97,10 @@ impl Han {
 }
 
 impl Network for Han {
+    fn divide_logits(self, temperature: f32) -> Self {
+        Self { output: crate::layers::dense::divided(self.output, temperature), ..self }
+    }
+
     // Training builds HAN's batches with `documents` (the variant's `sentence_words()` is
     // set); a flat batch here is a bug in this crate, not bad input.
     #[allow(clippy::expect_used)]

@@ -271,6 +271,10 @@ impl Lama {
 }
 
 impl Network for Lama {
+    fn divide_logits(self, temperature: f32) -> Self {
+        Self { head: self.head.divide_logits(temperature), ..self }
+    }
+
     fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
         let (_, attention, sentence) = self.read(batch);
         NetworkOutput {

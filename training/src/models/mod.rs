@@ -47,6 +47,9 @@ pub trait Network: Module + Clone {
     /// `embedding` and, if any, `attention`).
     fn emit(&self, g: &mut GraphBuilder);
     fn graph_shape(&self) -> GraphShape;
+    /// The model with its logits divided by `temperature`: its last layer scaled, so the
+    /// graph emitted after gives calibrated probabilities ([`crate::calibration`]).
+    fn divide_logits(self, temperature: f32) -> Self;
     /// `[batch, classes, seq]`: each token's signed contribution to each class's centred
     /// score (`layers::contribution`), for variants that pool the tokens by attention.
     fn contribution(&self, _batch: &TokenBatch) -> Option<Tensor<3>> {

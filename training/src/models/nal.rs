@@ -116,6 +116,10 @@ impl Nal {
 }
 
 impl Network for Nal {
+    fn divide_logits(self, temperature: f32) -> Self {
+        Self { head: self.head.divide_logits(temperature), ..self }
+    }
+
     fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
         let (_, attention, averaged) = self.read(batch);
         let regularizer = (self.penalty > 0.0).then(|| redundancy_penalty(attention.clone()) * self.penalty);

@@ -256,6 +256,10 @@ impl Ngram {
 }
 
 impl Network for Ngram {
+    fn divide_logits(self, temperature: f32) -> Self {
+        Self { output: crate::layers::dense::divided(self.output, temperature), ..self }
+    }
+
     fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
         let (vectors, count) = self.token_vectors(batch);
         let vectors = self.dropout.forward(vectors);

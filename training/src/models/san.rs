@@ -117,6 +117,10 @@ impl San {
 }
 
 impl Network for San {
+    fn divide_logits(self, temperature: f32) -> Self {
+        Self { head: self.head.divide_logits(temperature), ..self }
+    }
+
     fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
         let (_, attention, sentence) = self.read(batch);
         let logits = self.head.forward(sentence);

@@ -98,6 +98,10 @@ impl Transformer {
 }
 
 impl Network for Transformer {
+    fn divide_logits(self, temperature: f32) -> Self {
+        Self { output: crate::layers::dense::divided(self.output, temperature), ..self }
+    }
+
     fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
         let (b, t, d) = (batch.batch, batch.seq, self.dim());
         let words = add_positions(self.embedding.forward(batch.ids.clone()));

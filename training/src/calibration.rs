@@ -1,0 +1,162 @@
+//! Calibrated probabilities by temperature scaling (Guo et al. 2017): one number T, fitted on
+//! the validation documents to minimise their negative log-likelihood, divides every logit.
+//! It is folded into the model's last layer before export ([`Network::divide_logits`]), so
+//! the graph itself gives the calibrated probabilities on every backend, and the tokens'
+//! contributions, which are in logit units, stay exact for them. T never changes a prediction.
+
+use serde::Serialize;
+
+use crate::fit::{Example, padded};
+use crate::layers::TokenBatch;
+use crate::models::Network;
+
+/// Bins of the expected calibration error: the usual 15, of equal width.
+pub const ECE_BINS: usize = 15;
+
+/// The fitted temperature and what it did on validation.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Calibration {
+    pub temperature: f64,
+    pub ece_before: f64,
+    pub ece_after: f64,
+    pub nll_before: f64,
+    pub nll_after: f64,
+}
+
+/// Fits the temperature of `model` on `examples` and returns the model with it folded in;
+/// with `fit` false, measures the model as it is (temperature 1).
+pub fn calibrate<M: Network>(
+    model: M,
+    examples: &[Example],
+    batch_size: usize,
+    fit: bool,
+) -> anyhow::Result<(M, Calibration)> {
+    let (logits, labels) = validation_logits(&model, examples, batch_size)?;
+    let temperature = if fit { fit_temperature(&logits, &labels) } else { 1.0 };
+    let score = |t: f64| {
+        let (confidences, correct): (Vec<f64>, Vec<bool>) = logits
+            .iter()
+            .zip(&labels)
+            .map(|(row, &label)| {
+                let probs = softmax(row, t);
+                let best = argmax(&probs);
+                (probs.get(best).copied().unwrap_or(0.0), best == label)
+            })
+            .unzip();
+        (expected_calibration_error(&confidences, &correct), negative_log_likelihood(&logits, &labels, t))
+    };
+    let ((ece_before, nll_before), (ece_after, nll_after)) = (score(1.0), score(temperature));
+    let calibration = Calibration { temperature, ece_before, ece_after, nll_before, nll_after };
+    let model = if temperature == 1.0 { model } else { model.divide_logits(temperature as f32) };
+    Ok((model, calibration))
+}
+
+/// Each validation document's logits (inference mode) and its class.
+fn validation_logits<M: Network>(
+    model: &M,
+    examples: &[Example],
+    batch_size: usize,
+) -> anyhow::Result<(Vec<Vec<f64>>, Vec<usize>)> {
+    let device = model.devices().into_iter().next().ok_or_else(|| anyhow::anyhow!("model has no device"))?;
+    let (mut logits, mut labels) = (Vec::with_capacity(examples.len()), Vec::with_capacity(examples.len()));
+    let indices: Vec<usize> = (0..examples.len()).collect();
+    for chunk in indices.chunks(batch_size.max(1)) {
+        let batch = TokenBatch::new(&padded(examples, chunk), &device);
+        let output = model.forward(&batch).logits;
+        let [rows, classes] = output.dims();
+        let values = output.into_data().convert::<f64>().try_to_vec::<f64>().map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        logits.extend(values.chunks(classes.max(1)).take(rows).map(<[f64]>::to_vec));
+        labels.extend(chunk.iter().map(|&i| examples[i].label));
+    }
+    Ok((logits, labels))
+}
+
+fn softmax(logits: &[f64], temperature: f64) -> Vec<f64> {
+    let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let exps: Vec<f64> = logits.iter().map(|l| ((l - max) / temperature).exp()).collect();
+    let sum: f64 = exps.iter().sum();
+    exps.into_iter().map(|e| e / sum).collect()
+}
+
+fn argmax(values: &[f64]) -> usize {
+    values.iter().enumerate().fold((0, f64::NEG_INFINITY), |best, (i, &v)| if v > best.1 { (i, v) } else { best }).0
+}
+
+/// Mean negative log-likelihood of the labels at `temperature`.
+fn negative_log_likelihood(logits: &[Vec<f64>], labels: &[usize], temperature: f64) -> f64 {
+    let total: f64 = logits
+        .iter()
+        .zip(labels)
+        .map(|(row, &label)| {
+            let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let log_sum = row.iter().map(|l| ((l - max) / temperature).exp()).sum::<f64>().ln();
+            log_sum - (row.get(label).copied().unwrap_or(max) - max) / temperature
+        })
+        .sum();
+    total / logits.len().max(1) as f64
+}
+
+/// The temperature minimising the validation NLL. The NLL is convex in 1/T, so a
+/// golden-section search over 1/T in [0.02, 20] finds it (T between 0.05 and 50).
+pub fn fit_temperature(logits: &[Vec<f64>], labels: &[usize]) -> f64 {
+    let nll = |inverse: f64| negative_log_likelihood(logits, labels, 1.0 / inverse);
+    let ratio = (5f64.sqrt() - 1.0) / 2.0;
+    let (mut low, mut high) = (0.02f64, 20.0f64);
+    for _ in 0..100 {
+        let a = high - ratio * (high - low);
+        let b = low + ratio * (high - low);
+        if nll(a) <= nll(b) {
+            high = b;
+        } else {
+            low = a;
+        }
+    }
+    let inverse = (low + high) / 2.0;
+    // A temperature that does not lower the NLL (a model already calibrated) stays 1.
+    if nll(inverse) < nll(1.0) { 1.0 / inverse } else { 1.0 }
+}
+
+/// Expected calibration error: over [`ECE_BINS`] equal-width bins of the top probability,
+/// the documents' share times |accuracy − mean confidence| in the bin.
+pub fn expected_calibration_error(confidences: &[f64], correct: &[bool]) -> f64 {
+    let mut bins = vec![(0usize, 0usize, 0.0f64); ECE_BINS];
+    for (&confidence, &right) in confidences.iter().zip(correct) {
+        let bin = ((confidence * ECE_BINS as f64) as usize).min(ECE_BINS - 1);
+        if let Some((count, hits, sum)) = bins.get_mut(bin) {
+            *count += 1;
+            *hits += usize::from(right);
+            *sum += confidence;
+        }
+    }
+    let total = confidences.len().max(1) as f64;
+    bins.iter()
+        .filter(|(count, _, _)| *count > 0)
+        .map(|&(count, hits, sum)| count as f64 / total * (hits as f64 / count as f64 - sum / count as f64).abs())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_overconfident_model_is_cooled() {
+        // Logits 5 apart but right only 3 times in 4: the fitted T spreads the probability.
+        let logits: Vec<Vec<f64>> =
+            (0..400).map(|i| if i % 2 == 0 { vec![5.0, 0.0] } else { vec![0.0, 5.0] }).collect();
+        let labels: Vec<usize> = (0..400).map(|i| if i % 4 == 3 { 1 - (i % 2) } else { i % 2 }).collect();
+        let t = fit_temperature(&logits, &labels);
+        // The NLL is lowest where softmax(5 / T) = 0.75: T = 5 / ln 3.
+        assert!((t - 5.0 / 3f64.ln()).abs() < 1e-3, "{t}");
+    }
+
+    #[test]
+    fn calibration_error_of_known_bins() {
+        // All at 0.9 confidence, right 60 %: ECE 0.3. Perfectly calibrated: 0.
+        let confidences = vec![0.9; 10];
+        let correct: Vec<bool> = (0..10).map(|i| i < 6).collect();
+        assert!((expected_calibration_error(&confidences, &correct) - 0.3).abs() < 1e-12);
+        let correct: Vec<bool> = (0..10).map(|i| i < 9).collect();
+        assert!(expected_calibration_error(&confidences, &correct).abs() < 1e-12);
+    }
+}
