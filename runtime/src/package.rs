@@ -56,6 +56,10 @@ pub struct TrainingSummary {
     pub best_epoch: usize,
     pub seconds: f64,
     pub seed: u64,
+    /// Training documents per class, in the order of `labels` (empty in packages written
+    /// before it was recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub class_counts: Vec<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -495,6 +495,12 @@ fn finish<C: ModelConfig>(
             best_epoch: fitted.runs.first().map_or(0, |run| run.best.epoch),
             seconds: started.elapsed().as_secs_f64(),
             seed: request.training.seed,
+            class_counts: data
+                .classes
+                .iter()
+                .enumerate()
+                .map(|(c, _)| data.train.iter().filter(|e| e.label == c).count())
+                .collect(),
         },
         metrics,
         package_version: env!("CARGO_PKG_VERSION").to_owned(),

@@ -44,7 +44,46 @@ pub fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
         "trained on:  {} ({} rows, sha256 {})",
         m.training.corpus.path, m.training.corpus.rows, m.training.corpus.sha256
     ));
+    for card_line in model_card(m) {
+        line(card_line);
+    }
     line(format!("manifest:\n{}", serde_json::to_string_pretty(m)?));
     print_report(&report)?;
     Ok(())
+}
+
+/// How the model was trained, in the words of a model card: the data per class, the chosen
+/// configuration, how long, and how it did on validation. Older packages lack some of it.
+fn model_card(m: &runtime::package::Manifest) -> Vec<String> {
+    let t = &m.training;
+    let mut lines = vec![format!(
+        "training:    {} training and {} validation documents; {} epoch(s) run, best {}; {:.0} s; seed {}; \
+         written by version {}",
+        t.train_rows, t.validation_rows, t.epochs_run, t.best_epoch, t.seconds, t.seed, m.package_version
+    )];
+    if t.class_counts.len() == m.labels.len() {
+        let counts: Vec<String> = m.labels.iter().zip(&t.class_counts).map(|(l, n)| format!("{l} {n}")).collect();
+        lines.push(format!("classes:     {} (training documents)", counts.join(", ")));
+    }
+    if let Some(config) = m.hyper_parameters.get("training") {
+        let field = |name: &str| config.get(name).map_or("?".to_owned(), ToString::to_string);
+        let weights = if config.get("class_weights").is_some_and(|w| w.is_array()) { "balanced" } else { "none" };
+        lines.push(format!(
+            "configured:  batch {}, learning rate {}, epochs {} at most, patience {}, class weights {weights}",
+            field("batch_size"),
+            field("learning_rate"),
+            field("epochs"),
+            field("patience")
+        ));
+    }
+    let metric = |name: &str| m.metrics.get(name).map(|v| format!("{v:.4}"));
+    if let (Some(accuracy), Some(macro_f1)) = (metric("validation_accuracy"), metric("validation_macro_f1")) {
+        lines.push(format!("validation:  accuracy {accuracy}, macro-F1 {macro_f1}"));
+    }
+    if let (Some(t), Some(after), Some(before)) =
+        (metric("temperature"), metric("validation_ece"), metric("validation_ece_uncalibrated"))
+    {
+        lines.push(format!("calibrated:  temperature {t}; validation ECE {after} (uncalibrated {before})"));
+    }
+    lines
 }

@@ -86,6 +86,12 @@ fn the_defaults_fit_a_small_imbalanced_corpus_and_predict_every_class() {
         evaluation["coverage"].as_array().expect("coverage").iter().filter_map(|c| c["share"].as_f64()).collect();
     assert_eq!(shares, [0.5, 0.8, 0.9, 1.0]);
     assert_eq!(evaluation["coverage"][3]["accuracy"], evaluation["accuracy"]);
+
+    // `pipeline inspect` shows it as a model card.
+    let inspect = pipeline().arg("inspect").arg(&out).output().expect("run inspect");
+    let card = String::from_utf8_lossy(&inspect.stdout);
+    assert!(card.contains("classes:     acquisitions") && card.contains("(training documents)"), "{card}");
+    assert!(card.contains("class weights balanced") && card.contains("calibrated:  temperature"), "{card}");
 }
 
 /// The old defaults' failure, forced by flags: one step, unweighted. Classes the model never
