@@ -45,7 +45,23 @@ pub fn calibrate<M: Network>(
             .unzip();
         (expected_calibration_error(&confidences, &correct), negative_log_likelihood(&logits, &labels, t))
     };
-    let ((ece_before, nll_before), (ece_after, nll_after)) = (score(1.0), score(temperature));
+    let (ece_before, nll_before) = score(1.0);
+    let (mut temperature, (mut ece_after, mut nll_after)) = (temperature, score(temperature));
+    if temperature != 1.0 && ece_after > ece_before {
+        // On a small validation split the fitted T can lower the NLL and still worsen the
+        // calibration error it is meant to cut; then the model stays as trained.
+        tracing::warn!(
+            "temperature {temperature:.3} would raise the validation calibration error from {ece_before:.4} to \
+             {ece_after:.4} ({} documents): kept the model uncalibrated. A larger --valid split calibrates better",
+            examples.len()
+        );
+        (temperature, ece_after, nll_after) = (1.0, ece_before, nll_before);
+    } else if !(0.06..=45.0).contains(&temperature) {
+        tracing::warn!(
+            "temperature {temperature:.3} lies at the edge of the searched range [0.05, 50]: the model's validation \
+             confidences are extreme, so its probabilities are only partly calibrated"
+        );
+    }
     let calibration = Calibration { temperature, ece_before, ece_after, nll_before, nll_after };
     let model = if temperature == 1.0 { model } else { model.divide_logits(temperature as f32) };
     Ok((model, calibration))

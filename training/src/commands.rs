@@ -195,16 +195,36 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             // Checked before training, which can take hours.
             let mut inputs = vec![request.train.as_path()];
             inputs.extend(request.valid.as_deref());
+            if let Some(path) = &args.metrics_json {
+                // The package directory is replaced whole at the end: a summary inside it would vanish.
+                anyhow::ensure!(
+                    !absolute(path).starts_with(absolute(&request.out)),
+                    "--metrics-json {} lies in --out {}, which training replaces; write it elsewhere",
+                    path.display(),
+                    request.out.display()
+                );
+            }
             let metrics = args
                 .metrics_json
                 .as_deref()
                 .map(|path| checked_output("--metrics-json", path, &inputs, OutputKind::SummaryJson))
                 .transpose()?;
             let report = job::run(&request)?;
+            let calibration = if report.training.calibrate {
+                format!(
+                    "calibration: temperature {:.3}, expected calibration error {:.4} (uncalibrated {:.4})",
+                    report.calibration.temperature, report.calibration.ece_after, report.calibration.ece_before
+                )
+            } else {
+                format!(
+                    "calibration: off (--no-calibration), expected calibration error {:.4}",
+                    report.calibration.ece_before
+                )
+            };
             let m = &report.manifest;
             batch_io::command_line::print_report(&format!(
                 "wrote {} ({} parameters, best epoch {} of {})\nvalidation: {} documents, accuracy {:.4}, macro-F1 \
-                 {:.4}\ncalibration: temperature {:.3}, expected calibration error {:.4} (uncalibrated {:.4})\n{}",
+                 {:.4}\n{calibration}\n{}",
                 report.package.display(),
                 m.parameter_count,
                 m.training.best_epoch,
@@ -212,9 +232,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 report.validation.total(),
                 report.validation.accuracy(),
                 report.validation.macro_f1(),
-                report.calibration.temperature,
-                report.calibration.ece_after,
-                report.calibration.ece_before,
                 report.validation.table()
             ))?;
             if let (Some(mut file), Some(path)) = (metrics, &args.metrics_json) {
@@ -307,4 +324,10 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `path` made absolute against the working directory, without touching the file system, so
+/// that a path not yet written compares with one that exists.
+fn absolute(path: &std::path::Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }

@@ -251,13 +251,17 @@ fn fit<C: ModelConfig>(
     }
     validation.warn_never_predicted("validation");
     let (model, calibration) = calibrate(model.valid(), &data.valid, training.batch_size, training.calibrate)?;
-    tracing::info!(
-        "calibrated: temperature {:.3}; validation ECE ({} bins) {:.4} before, {:.4} after",
-        calibration.temperature,
-        crate::calibration::ECE_BINS,
-        calibration.ece_before,
-        calibration.ece_after
-    );
+    if training.calibrate {
+        tracing::info!(
+            "calibrated: temperature {:.3}; validation ECE ({} bins) {:.4} before, {:.4} after",
+            calibration.temperature,
+            crate::calibration::ECE_BINS,
+            calibration.ece_before,
+            calibration.ece_after
+        );
+    } else {
+        tracing::info!("not calibrated (--no-calibration); validation ECE {:.4}", calibration.ece_before);
+    }
     Ok(Fitted { model, runs, validation, calibration })
 }
 

@@ -68,10 +68,13 @@ impl Confusion {
             .collect()
     }
 
-    /// Unweighted mean of the per-class F1 (a class neither present nor predicted scores 0).
+    /// Unweighted mean of the per-class F1 over the classes that have documents or were
+    /// predicted (as scikit-learn counts them): a class absent from a small validation file
+    /// says nothing of the model, and would otherwise count as an F1 of 0.
     pub fn macro_f1(&self) -> f64 {
-        let per_class = self.per_class();
-        per_class.iter().map(|c| c.f1).sum::<f64>() / per_class.len().max(1) as f64
+        let seen: Vec<f64> =
+            self.per_class().iter().filter(|c| c.support > 0 || c.predicted > 0).map(|c| c.f1).collect();
+        seen.iter().sum::<f64>() / seen.len().max(1) as f64
     }
 
     /// Classes with documents that the model never predicted: a model that looks accurate on an
@@ -80,9 +83,18 @@ impl Confusion {
         self.per_class().into_iter().filter(|c| c.predicted == 0 && c.support > 0).collect()
     }
 
-    /// Logs a warning per class with documents that the model never predicted on `part`.
+    /// Logs a warning per class with documents that the model never predicted on `part`; past
+    /// [`NAMED_CLASSES`] of them, one line counts the rest.
     pub fn warn_never_predicted(&self, part: &str) {
-        for class in self.never_predicted() {
+        let never = self.never_predicted();
+        if never.len() > NAMED_CLASSES {
+            tracing::warn!(
+                "{} classes were never predicted on {part}; the first {NAMED_CLASSES} follow, and --metrics-json \
+                 lists all",
+                never.len()
+            );
+        }
+        for class in never.into_iter().take(NAMED_CLASSES) {
             tracing::warn!(
                 "class `{}` was never predicted on {part} ({} document(s) of it): the model ignores it. Train on more \
                  documents of it, with --class-weights auto or balanced, or for longer (--epochs, --patience)",
@@ -93,12 +105,21 @@ impl Confusion {
     }
 
     /// The per-class table and the confusion matrix, as `pipeline train` and `eval` print them.
+    /// The matrix is left out past [`NAMED_CLASSES`] classes: nobody reads it that wide.
     pub fn table(&self) -> String {
-        let width = self.labels.iter().map(String::len).max().unwrap_or(4).max(8);
+        // Capped: a longer label overflows its column (a format width past 65,535 panics).
+        let width = self.labels.iter().map(String::len).max().unwrap_or(4).clamp(8, 64);
         let mut out = format!("{:>width$} {:>9} {:>9} {:>9} {:>9}\n", "class", "precision", "recall", "F1", "support");
         for c in self.per_class() {
             out +=
                 &format!("{:>width$} {:>9.4} {:>9.4} {:>9.4} {:>9}\n", c.label, c.precision, c.recall, c.f1, c.support);
+        }
+        if self.labels.len() > NAMED_CLASSES {
+            out += &format!(
+                "confusion matrix left out: {} classes are too many to read; --metrics-json holds it\n",
+                self.labels.len()
+            );
+            return out;
         }
         out += "confusion matrix (rows: true label, columns: predicted):\n";
         out += &format!("{:>width$}", "");
@@ -116,6 +137,9 @@ impl Confusion {
         out
     }
 }
+
+/// How many classes a warning names, and the widest confusion matrix printed.
+pub const NAMED_CLASSES: usize = 50;
 
 #[cfg(test)]
 mod tests {
@@ -149,8 +173,10 @@ mod tests {
         }
         confusion.add(1, 0);
         let never: Vec<String> = confusion.never_predicted().into_iter().map(|c| c.label).collect();
-        // `absent` has no documents: not predicting it is no failure.
+        // `absent` has no documents: not predicting it is no failure, nor part of macro-F1.
         assert_eq!(never, ["small"]);
+        let big_f1 = 2.0 * 9.0 / (10.0 + 9.0);
+        assert!((confusion.macro_f1() - big_f1 / 2.0).abs() < 1e-12, "{}", confusion.macro_f1());
         assert!(confusion.table().contains("small"));
     }
 }

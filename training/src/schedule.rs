@@ -103,6 +103,7 @@ impl TrainingFlags {
     /// Refuses given values that cannot train, before any data is read.
     pub fn validate(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.epochs != Some(0), "--epochs must be at least 1");
+        anyhow::ensure!(self.patience != Some(0), "--patience must be at least 1");
         anyhow::ensure!(self.batch_size != Some(0), "--batch-size must be at least 1");
         // `x > 0.0` is false for NaN; finiteness rules out inf, which trains a NaN model.
         anyhow::ensure!(
