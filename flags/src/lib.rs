@@ -61,6 +61,14 @@ pub fn at_least_one(value: &str) -> Result<usize, String> {
     }
 }
 
+/// A probability in `0..=1`, for a flag's value parser (`--min-confidence`).
+pub fn probability(value: &str) -> Result<f32, String> {
+    match value.trim().parse::<f32>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err(format!("`{value}` is not a probability: give a number from 0 to 1, such as 0.8")),
+    }
+}
+
 /// A thread count in `1..=MAX_THREADS`, for a flag's value parser.
 pub fn thread_count(value: &str) -> Result<usize, String> {
     let count = at_least_one(value)?;

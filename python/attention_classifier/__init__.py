@@ -109,7 +109,8 @@ class Classifier:
     ``backend`` is ``auto`` (the default: ONNX Runtime if found, else tract), ``ort`` or
     ``tract``; ``long_documents`` is ``windows`` (the default), ``head-tail`` or ``truncate``;
     ``attention`` is ``compact`` (the default), ``full``, ``summary``, ``top-k:N`` or
-    ``none``. ``threads`` sizes the process's worker pool (default: all cores), once per
+    ``none``. ``min_confidence`` (a probability) leaves ``prediction`` null and sets
+    ``abstained`` where the most probable class is less likely than it. ``threads`` sizes the process's worker pool (default: all cores), once per
     process.
 
     A ``Classifier`` is also a callable that takes a table, so Ray Data's ``map_batches`` can
@@ -131,6 +132,7 @@ class Classifier:
         long_document_aggregate: Optional[str] = None,
         attention: Optional[str] = None,
         embedding: bool = False,
+        min_confidence: Optional[float] = None,
         threads: Optional[int] = None,
     ) -> None:
         _counts(batch_size=batch_size, max_tokens=max_tokens, long_document_stride=long_document_stride, threads=threads)
@@ -148,6 +150,7 @@ class Classifier:
             long_document_aggregate=long_document_aggregate,
             attention=attention,
             embedding=embedding,
+            min_confidence=min_confidence,
             threads=threads,
         )
         options = {name: value for name, value in self._arguments.items() if name != "model"}
@@ -214,7 +217,7 @@ def _rebuild(arguments: dict) -> "Classifier":
 def run(input: str, output: str = "predictions.parquet", *, model: Optional[PathLike] = None, **options: Any) -> dict:
     """``pipeline run --input INPUT --output OUTPUT`` in this process, with ``pipeline run``'s
     other flags as keyword arguments (``text_column``, ``pass_through`` (a list),
-    ``backend``, ``batch_size``, ``long_documents``, ``attention``, ``shard`` (``"I/N"``),
+    ``backend``, ``batch_size``, ``long_documents``, ``attention``, ``min_confidence``, ``shard`` (``"I/N"``),
     ``overwrite``, ``threads``, ...). Returns the run summary that ``--metrics-json`` writes.
     Raises ``TransientError`` where ``pipeline`` exits 75 (retry), ``PipelineError`` otherwise."""
     _counts(**{name: options.get(name) for name in ("batch_size", "max_batch_tokens", "window", "max_tokens",

@@ -113,6 +113,7 @@ struct SharedOptions {
     long_document_aggregate: Option<String>,
     attention: Option<String>,
     embedding: bool,
+    min_confidence: Option<f32>,
 }
 
 impl SharedOptions {
@@ -135,6 +136,7 @@ impl SharedOptions {
             "long_document_aggregate" => self.long_document_aggregate = Some(value.extract()?),
             "attention" => self.attention = Some(value.extract()?),
             "embedding" => self.embedding = value.extract()?,
+            "min_confidence" => self.min_confidence = Some(value.extract()?),
             _ => return Ok(false),
         }
         Ok(true)
@@ -166,12 +168,13 @@ impl SharedOptions {
             spec.attention = attention.parse().map_err(|e: String| anyhow::anyhow!("attention={attention:?}: {e}"))?;
         }
         spec.embedding = self.embedding;
+        spec.min_confidence = self.min_confidence;
         Ok(())
     }
 }
 
 /// The keyword arguments [`SharedOptions::take`] knows.
-const SHARED: [&str; 12] = [
+const SHARED: [&str; 13] = [
     "backend",
     "device",
     "ort_library",
@@ -184,6 +187,7 @@ const SHARED: [&str; 12] = [
     "long_document_aggregate",
     "attention",
     "embedding",
+    "min_confidence",
 ];
 
 fn is_shared(name: &str) -> bool {
@@ -338,9 +342,10 @@ impl Classifier {
             let model = package.dir.clone();
             let classifier = runtime::classifier::Classifier::open(package, &spec.backend, spec.max_tokens)?
                 .with_long_documents(spec.long_documents)?;
-            let table = OutputTable::for_model(classifier.optional_columns(spec.embedding), spec.attention);
+            let table = OutputTable::for_model(classifier.optional_columns(spec.embedding), spec.attention)
+                .abstaining_below(spec.min_confidence);
             let package = classifier.package();
-            let metadata = table_metadata(package, &model_sha256(package)?, &classifier, spec.attention)?;
+            let metadata = table_metadata(package, &model_sha256(package)?, &classifier, &spec)?;
             let (text_column, batch_size) = (spec.text_column, spec.batch_size);
             Ok(Self { classifier, table, text_column, batch_size, threads, model, metadata, _unpacked: unpacked })
         };

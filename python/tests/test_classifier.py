@@ -57,6 +57,20 @@ def test_options_are_those_of_pipeline_run(pipeline_command, tmp_path):
     assert_same_predictions(actual, expected)
 
 
+def test_min_confidence_abstains_as_pipeline_run_does(pipeline_command, tmp_path):
+    expected = pipeline_run(pipeline_command, tmp_path / "out.parquet", "--min-confidence", "0.95")
+    actual = ac.Classifier(min_confidence=0.95).classify(pq.read_table(REVIEWS))
+    abstained = actual.column("abstained").to_pylist()
+    assert 0 < abstained.count(True) < len(abstained), abstained.count(True)
+    assert abstained == expected.column("abstained").to_pylist()
+    for row, skipped in enumerate(abstained):
+        assert (actual.column("prediction")[row].as_py() is None) == skipped
+    assert actual.schema.metadata[b"pipeline.min_confidence"] == b"0.95"
+    with pytest.raises(ac.PipelineError) as raised:
+        ac.Classifier(min_confidence=1.5)
+    assert "min_confidence=" in str(raised.value), raised.value
+
+
 def test_a_hierarchical_model_from_a_directory(pipeline_command, tmp_path):
     expected = pipeline_run(pipeline_command, tmp_path / "han.parquet", "--model", str(TINY_HAN))
     classifier = ac.Classifier(TINY_HAN)

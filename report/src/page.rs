@@ -122,7 +122,15 @@ fn summary(run: &RunInfo, tally: &Tally) -> Markup {
         table id="run-summary" {
             tr { th { "rows" } td.num { (tally.rows) } }
             tr { th { "predicted" } td.num { (tally.rows - tally.no_prediction) } }
-            tr { th { "no prediction (null or empty text)" } td.num { (tally.no_prediction) } }
+            @match tally.abstained {
+                Some(abstained) => {
+                    tr { th { "no prediction (null or empty text)" } td.num { (tally.no_prediction - abstained) } }
+                    tr id="abstained-rows" {
+                        th { "abstained (confidence below the run's --min-confidence)" } td.num { (abstained) }
+                    }
+                }
+                None => tr { th { "no prediction (null or empty text)" } td.num { (tally.no_prediction) } },
+            }
             @if let Some(truncated) = tally.truncated {
                 tr id="truncated-rows" {
                     th {

@@ -169,6 +169,9 @@ impl Ranked {
 pub struct Tally {
     pub rows: u64,
     pub no_prediction: u64,
+    /// Rows below the run's `--min-confidence`: classified, but no prediction written
+    /// (`None` when the output has no `abstained` column).
+    pub abstained: Option<u64>,
     /// Rows whose tokens reached the model's token limit (so the text was probably cut), for
     /// outputs without a `truncated` column.
     pub at_token_limit: u64,
@@ -226,6 +229,7 @@ impl Tally {
         Self {
             rows: 0,
             no_prediction: 0,
+            abstained: None,
             at_token_limit: 0,
             over_token_limit: 0,
             truncated: None,
@@ -321,6 +325,11 @@ impl Tally {
         let truncated = batch.truncated.as_ref().is_some_and(|t| t.is_valid(row) && t.value(row));
         if let Some(column) = &batch.truncated {
             *self.truncated.get_or_insert(0) += u64::from(truncated && column.is_valid(row));
+        }
+        if let Some(column) = &batch.abstained {
+            // Only among rows without a prediction: the page counts them apart from those.
+            let abstained = column.is_valid(row) && column.value(row) && batch.prediction.is_null(row);
+            *self.abstained.get_or_insert(0) += u64::from(abstained);
         }
         if batch.prediction.is_null(row) {
             self.no_prediction += 1;

@@ -42,6 +42,9 @@ pub struct Classifier {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TextCounts {
     pub predicted: usize,
+    /// Of those, the rows below `--min-confidence`, written without a prediction (counted
+    /// by the run, which knows the threshold; the classifier leaves it 0).
+    pub abstained: usize,
     pub null_texts: usize,
     /// Texts with no token the tokenizer knows how to produce (their prediction is null).
     pub empty_texts: usize,
@@ -58,6 +61,7 @@ impl TextCounts {
     /// Adds another chunk's counts to these.
     pub fn add(&mut self, other: TextCounts) {
         self.predicted += other.predicted;
+        self.abstained += other.abstained;
         self.null_texts += other.null_texts;
         self.empty_texts += other.empty_texts;
         self.truncated += other.truncated;

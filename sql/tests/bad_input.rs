@@ -106,6 +106,7 @@ fn generated_function_calls_answer_or_fail_clearly() {
         backend: BackendOptions::default(),
         batch_size: 8,
         long_documents: runtime::long_documents::LongDocuments::default(),
+        min_confidence: None,
     })
     .expect("session");
     runtime.block_on(session.register_table("p", &table.display().to_string())).expect("register");

@@ -80,6 +80,7 @@ async fn open_session(predictions: &Path) -> anyhow::Result<Database> {
         backend: BackendOptions::default(),
         batch_size: 16,
         long_documents: runtime::long_documents::LongDocuments::default(),
+        min_confidence: None,
     })
     .expect("session");
     session.register_table("predictions", &predictions.display().to_string()).await?;

@@ -121,6 +121,11 @@ pub struct RunArgs {
     /// Also write the sentence embedding fed to the classifier.
     #[arg(long)]
     embedding: bool,
+    /// Abstain below this probability: a row whose most probable class is less likely than P
+    /// gets a null `prediction` and `abstained` = true, and keeps its probabilities and
+    /// explanations. Pick P from `pipeline eval`'s accuracy at each coverage.
+    #[arg(long, value_name = "P", value_parser = flags::probability)]
+    min_confidence: Option<f32>,
     /// Worker threads (default: all cores; at most 1024).
     #[arg(long, value_parser = thread_count)]
     threads: Option<usize>,
@@ -212,6 +217,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         long_documents: args.long_documents.mode()?,
         attention: args.attention,
         embedding: args.embedding,
+        min_confidence: args.min_confidence,
         metrics_json: args.metrics_json,
         panic_after_first_window: args.panic_after_first_window,
         null_model: args.null_model,

@@ -47,6 +47,9 @@ pub struct SqlArgs {
     /// Documents per inference batch in classify().
     #[arg(long, default_value_t = 64, value_parser = flags::at_least_one)]
     batch_size: usize,
+    /// classify() abstains below this probability: `prediction` null, `abstained` true.
+    #[arg(long, value_name = "P", value_parser = flags::probability)]
+    min_confidence: Option<f32>,
     /// Memory the query's sorts, joins and aggregations may hold (e.g. 4G); past it they spill
     /// to disk or the query stops with exit code 1. Default: 60% of the container's memory
     /// limit, or of the machine's memory.
@@ -115,6 +118,7 @@ fn run_here(mut args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
         backend: args.backend.options(),
         batch_size: args.batch_size,
         long_documents: args.long_documents.mode()?,
+        min_confidence: args.min_confidence,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

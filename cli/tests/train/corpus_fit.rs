@@ -150,3 +150,83 @@ fn a_label_column_mostly_empty_is_refused() {
     assert!(err.contains("6 of 10 rows have a null text, or a null") && err.contains("--label-column"), "{err}");
     assert_nothing_written(dir.path(), &["sparse.parquet"]);
 }
+
+/// A model trained on the imbalanced corpus, run with `--min-confidence`: rows below it have
+/// no prediction and `abstained` true, with their probabilities kept; tract and ONNX Runtime
+/// give the same calibrated probabilities; the report and `classify()` in SQL abstain alike.
+#[test]
+fn below_min_confidence_a_run_abstains_on_every_backend() {
+    use arrow::array::{Array, AsArray};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = dir.path().join("model");
+    let output = train_ngram(&model, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let library = test_support::onnxruntime_library().expect("install ONNX Runtime for tests");
+    let run = |backend: &str, out: &Path| {
+        let output = pipeline()
+            .args(["run", "--min-confidence", "0.9", "--backend", backend])
+            .args(if backend == "ort" { vec!["--ort-library".as_ref(), library.as_os_str()] } else { vec![] })
+            .arg("--input")
+            .arg(fixture("topics-test.parquet"))
+            .arg("--model")
+            .arg(&model)
+            .arg("--output")
+            .arg(out)
+            .output()
+            .expect("run pipeline");
+        assert!(output.status.success(), "{}", stderr(&output));
+        let file = std::fs::File::open(out).expect("output");
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).expect("parquet");
+        let schema = reader.schema().clone();
+        let batches: Vec<RecordBatch> = reader.build().expect("reader").collect::<Result<_, _>>().expect("batches");
+        let summary = String::from_utf8_lossy(&output.stdout).into_owned();
+        (arrow::compute::concat_batches(&schema, &batches).expect("one batch"), summary)
+    };
+    let ((tract, summary), (ort, _)) =
+        (run("tract", &dir.path().join("tract.parquet")), run("ort", &dir.path().join("ort.parquet")));
+    let probabilities = |batch: &RecordBatch| -> Vec<f32> {
+        let lists = batch.column_by_name("probabilities").expect("probabilities").as_list::<i32>();
+        lists.values().as_primitive::<arrow::datatypes::Float32Type>().values().to_vec()
+    };
+    let (a, b) = (probabilities(&tract), probabilities(&ort));
+    assert_eq!(a.len(), b.len());
+    let diff = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+    assert!(diff <= 1e-5, "calibrated probabilities differ by {diff} between tract and ONNX Runtime");
+
+    let abstained = tract.column_by_name("abstained").expect("an abstained column").as_boolean().clone();
+    let prediction = tract.column_by_name("prediction").expect("prediction");
+    let confidence = tract.column_by_name("confidence").expect("confidence");
+    let confidence = confidence.as_primitive::<arrow::datatypes::Float32Type>();
+    let count = (0..abstained.len()).filter(|&row| abstained.value(row)).count();
+    assert!(count > 0 && count < abstained.len(), "{count} of {} rows abstained", abstained.len());
+    for row in 0..abstained.len() {
+        assert_eq!(abstained.value(row), confidence.value(row) < 0.9, "row {row}");
+        assert_eq!(prediction.is_null(row), abstained.value(row), "row {row}");
+    }
+    assert!(summary.contains(&format!("of which {count} abstained")), "{summary}");
+    assert_eq!(ort.column_by_name("abstained").map(|c| c.as_boolean().clone()), Some(abstained));
+
+    let report = dir.path().join("report.html");
+    let output = pipeline()
+        .args(["report", "--input"])
+        .arg(dir.path().join("tract.parquet"))
+        .arg("--output")
+        .arg(&report)
+        .output()
+        .expect("run report");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let page = std::fs::read_to_string(&report).expect("report");
+    let row = page.split("id=\"abstained-rows\"").nth(1).expect("an abstained row in the report");
+    assert!(row.contains(&format!(">{count}<")), "{count} abstained: {row:.300}");
+
+    let query = format!(
+        "SELECT count(*) AS n FROM '{}' WHERE classify(text, '{}').abstained",
+        fixture("topics-test.parquet").display(),
+        model.display()
+    );
+    let output =
+        pipeline().args(["sql", "--min-confidence", "0.9", "--format", "json", &query]).output().expect("run sql");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let rows = String::from_utf8_lossy(&output.stdout);
+    assert!(rows.contains(&format!("\"n\":{count}")), "{count} abstained: {rows}");
+}

@@ -37,6 +37,9 @@ pub struct RunFingerprint {
     #[serde(default = "full")]
     pub attention: String,
     pub embedding: bool,
+    /// `--min-confidence`; runs before it, and runs without it, abstained nowhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_confidence: Option<String>,
     /// Which class the `contribution` pushes point at, as the metadata key
     /// `pipeline.contribution_towards` says; runs before it pointed them at each prediction.
     #[serde(default = "towards_prediction")]
@@ -121,6 +124,8 @@ impl Run {
         option("--long-documents", earlier.long_documents.clone(), now.long_documents.clone());
         option("--attention", earlier.attention.clone(), now.attention.clone());
         option("--embedding", earlier.embedding.to_string(), now.embedding.to_string());
+        let threshold = |p: &Option<String>| p.clone().unwrap_or_else(|| "not set".to_owned());
+        option("--min-confidence", threshold(&earlier.min_confidence), threshold(&now.min_confidence));
         option(
             "the class `contribution` pushes towards (pipeline.contribution_towards)",
             earlier.contribution_towards.clone(),

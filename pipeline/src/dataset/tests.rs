@@ -20,6 +20,7 @@ fn run_of(inputs: Vec<InputIdentity>) -> Run {
         long_documents: "truncate".into(),
         attention: "full".into(),
         embedding: false,
+        min_confidence: None,
         contribution_towards: "label:pos".into(),
         rows_per_part: 2500,
         parts: 4,

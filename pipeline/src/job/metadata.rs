@@ -8,10 +8,12 @@ use anyhow::Context;
 use sha2::{Digest, Sha256};
 
 use runtime::classifier::Classifier;
+use runtime::output::PushesTowards;
 use runtime::output::encoding::Explanation;
 use runtime::output::keys;
-use runtime::output::{AttentionEncoding, PushesTowards};
 use runtime::package::ModelPackage;
+
+use super::spec::RunSpec;
 
 /// The sha256 of the package's graph, as the metadata and a dataset's fingerprint record it.
 pub fn model_sha256(package: &ModelPackage) -> anyhow::Result<String> {
@@ -25,8 +27,9 @@ pub fn table_metadata(
     package: &ModelPackage,
     model_sha256: &str,
     classifier: &Classifier,
-    attention: AttentionEncoding,
+    spec: &RunSpec,
 ) -> anyhow::Result<HashMap<String, String>> {
+    let attention = spec.attention;
     let entries = [
         (keys::MODEL_VARIANT, package.manifest.variant.clone()),
         (keys::MODEL_SHA256, model_sha256.to_owned()),
@@ -39,6 +42,9 @@ pub fn table_metadata(
     ];
     let mut metadata: HashMap<String, String> =
         entries.into_iter().map(|(key, value)| (key.to_owned(), value)).collect();
+    if let Some(threshold) = spec.min_confidence {
+        metadata.insert(keys::MIN_CONFIDENCE.to_owned(), threshold.to_string());
+    }
     if classifier.optional_columns(false).contribution && attention.keeps(Explanation::Contribution) {
         let towards = PushesTowards::of_labels(&package.manifest.labels);
         metadata.insert(keys::CONTRIBUTION_TOWARDS.to_owned(), towards.metadata_value());

@@ -89,7 +89,8 @@ fn run_stages(
     outputs_checked.store(true, std::sync::atomic::Ordering::SeqCst);
     let files = input.files;
     let classifier = open_classifier(package, spec)?;
-    let table = OutputTable::for_model(classifier.optional_columns(spec.embedding), spec.attention);
+    let table = OutputTable::for_model(classifier.optional_columns(spec.embedding), spec.attention)
+        .abstaining_below(spec.min_confidence);
     let mut plan = Plan::make(&files, spec, &table, &classifier, package, model_sha256, dataset)?;
     let (output, dataset_dir) = plan.open_output(spec)?;
 
@@ -116,6 +117,7 @@ fn run_stages(
         text_column: &spec.text_column,
         batch_limit: BatchLimit { documents: spec.batch_size, tokens: spec.max_batch_tokens },
         chunk_rows: spec.chunk_rows,
+        min_confidence: spec.min_confidence,
         cancel: spec.cancel.as_deref(),
     };
     let (written, stage_seconds) = run_line(&line, writer)?;

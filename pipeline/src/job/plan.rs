@@ -79,7 +79,7 @@ impl Plan {
         if !read_columns.contains(&spec.text_column) {
             read_columns.push(spec.text_column.clone());
         }
-        let mut metadata = table_metadata(package, model_sha256, classifier, spec.attention)?;
+        let mut metadata = table_metadata(package, model_sha256, classifier, spec)?;
         // A single file is one unit per input; a dataset splits them into parts.
         let layouts: Vec<FileLayout> =
             streams.iter().map(|s| if dataset { s.row_groups.clone() } else { None }).collect();
@@ -98,6 +98,7 @@ impl Plan {
                     long_documents: classifier.long_documents().to_string(),
                     attention: spec.attention.to_string(),
                     embedding: spec.embedding,
+                    min_confidence: spec.min_confidence.map(|p| p.to_string()),
                     contribution_towards: metadata
                         .get(keys::CONTRIBUTION_TOWARDS)
                         .cloned()

@@ -99,6 +99,8 @@ pub struct RunSpec {
     /// Which explanation columns the output keeps, and how.
     pub attention: AttentionEncoding,
     pub embedding: bool,
+    /// Below this confidence a row abstains: a null `prediction` and `abstained` true.
+    pub min_confidence: Option<f32>,
     /// Also write the run summary as JSON here.
     pub metrics_json: Option<PathBuf>,
     /// Test hook: panic after the first chunk is written, to exercise the internal-error
@@ -140,6 +142,7 @@ impl RunSpec {
             long_documents: LongDocuments::default(),
             attention: AttentionEncoding::default(),
             embedding: false,
+            min_confidence: None,
             metrics_json: None,
             panic_after_first_window: false,
             kill_before_commit: false,
@@ -168,6 +171,13 @@ impl RunSpec {
         ];
         for (flag, count) in counts {
             anyhow::ensure!(count != Some(0), "{flag} must be at least 1");
+        }
+        if let Some(p) = self.min_confidence {
+            anyhow::ensure!(
+                (0.0..=1.0).contains(&p),
+                "--min-confidence {p}: give a probability between 0 and 1 (rows whose top probability is below it get \
+                 no prediction)"
+            );
         }
         anyhow::ensure!(
             self.output != "-",

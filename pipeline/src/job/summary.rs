@@ -112,6 +112,7 @@ impl JobSummary {
         tracing::info!(
             rows = self.rows,
             predicted = self.counts.predicted,
+            abstained = self.counts.abstained,
             null_texts = self.counts.null_texts,
             empty_texts = self.counts.empty_texts,
             windowed = self.counts.windowed,
@@ -136,9 +137,13 @@ impl std::fmt::Display for JobSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} rows ({} predicted, {} null, {} empty, {} in windows, {} truncated) in {:.1} s: {:.0} docs/s, {:.0} tokens/s [{}] -> {}",
+            "{} rows ({} predicted{}, {} null, {} empty, {} in windows, {} truncated) in {:.1} s: {:.0} docs/s, {:.0} tokens/s [{}] -> {}",
             self.rows,
             self.counts.predicted,
+            match self.counts.abstained {
+                0 => String::new(),
+                abstained => format!(" of which {abstained} abstained"),
+            },
             self.counts.null_texts,
             self.counts.empty_texts,
             self.counts.windowed,

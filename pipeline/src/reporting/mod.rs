@@ -174,6 +174,7 @@ fn lineage_run(spec: &RunSpec, files: Option<&[InputFile]>, model_sha256: Option
             &spec.long_documents.to_string(),
             &spec.attention.to_string(),
             &spec.embedding.to_string(),
+            &format!("{:?}", spec.min_confidence),
             &spec.rows_per_part.to_string(),
         ],
     });

@@ -11,7 +11,7 @@ pub fn run(line: &Line<'_>, chunks: Receiver<Tokenized>, out: &SyncSender<Inferr
     let mut busy = Duration::ZERO;
     while let Some(Tokenized { chunk, encoded }) = next(&chunks) {
         line.check_cancelled()?;
-        let counts = encoded.counts;
+        let mut counts = encoded.counts;
         let predictions = timed(&mut busy, || {
             line.classifier.infer(encoded, line.batch_limit).map_err(|error| {
                 match error.downcast::<NonFiniteOutput>() {
@@ -24,6 +24,7 @@ pub fn run(line: &Line<'_>, chunks: Receiver<Tokenized>, out: &SyncSender<Inferr
                 }
             })
         })?;
+        counts.abstained = predictions.iter().flatten().filter(|doc| doc.abstains(line.min_confidence)).count();
         if !pass_on(out, Inferred { chunk, predictions, counts }) {
             break;
         }

@@ -95,6 +95,8 @@ pub struct Line<'a> {
     pub batch_limit: BatchLimit,
     /// Rows per chunk (record batch).
     pub chunk_rows: usize,
+    /// `--min-confidence`, to count the rows that abstain.
+    pub min_confidence: Option<f32>,
     /// Set to stop the run: the read and infer stages stop with [`crate::job::Interrupted`]
     /// at their next chunk, so a run stops within one chunk's inference, not after the chunks
     /// already read.

@@ -52,6 +52,8 @@ pub enum Requires {
     Sentences,
     /// `--embedding`.
     Embedding,
+    /// `--min-confidence` ([`OutputTable::abstaining_below`]).
+    Abstention,
 }
 
 /// What a model produces beyond its probabilities: which optional columns it can fill.
@@ -78,16 +80,20 @@ impl OptionalColumns {
             Requires::Explanation(part) => self.attention && encoding.keeps(part),
             Requires::Sentences => self.sentences,
             Requires::Embedding => self.embedding_dim.is_some(),
+            // Not the model's to decide: the run's threshold adds it.
+            Requires::Abstention => false,
         }
     }
 }
 
 /// What the types and values of a table's columns depend on, besides the column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct Settings {
     encoding: AttentionEncoding,
     /// The width of `embedding`, when it is one of the columns.
     embedding_dim: usize,
+    /// Below this confidence a row abstains: no `prediction`, `abstained` true.
+    min_confidence: Option<f32>,
 }
 
 fn list(item: DataType) -> DataType {
@@ -98,14 +104,22 @@ pub static PREDICTION: Column = Column {
     name: "prediction",
     requires: Requires::Always,
     data_type: |_| DataType::Utf8,
-    fill: |rows| Ok(Arc::new(rows.each(|_, best| best.label).collect::<StringArray>())),
+    fill: |rows| {
+        Ok(Arc::new(
+            rows.each(|_, best| (!best.abstained).then_some(best.label)).map(Option::flatten).collect::<StringArray>(),
+        ))
+    },
 };
 
 pub static PREDICTION_INDEX: Column = Column {
     name: "prediction_index",
     requires: Requires::Always,
     data_type: |_| DataType::Int32,
-    fill: |rows| Ok(Arc::new(rows.each(|_, best| best.index).collect::<Int32Array>())),
+    fill: |rows| {
+        Ok(Arc::new(
+            rows.each(|_, best| (!best.abstained).then_some(best.index)).map(Option::flatten).collect::<Int32Array>(),
+        ))
+    },
 };
 
 pub static CONFIDENCE: Column = Column {
@@ -113,6 +127,14 @@ pub static CONFIDENCE: Column = Column {
     requires: Requires::Always,
     data_type: |_| DataType::Float32,
     fill: |rows| Ok(Arc::new(rows.each(|_, best| best.confidence).collect::<Float32Array>())),
+};
+
+/// Whether the row's confidence fell below `--min-confidence`, leaving `prediction` null.
+pub static ABSTAINED: Column = Column {
+    name: "abstained",
+    requires: Requires::Abstention,
+    data_type: |_| DataType::Boolean,
+    fill: |rows| Ok(Arc::new(rows.each(|_, best| best.abstained).collect::<BooleanArray>())),
 };
 
 pub static PROBABILITIES: Column = Column {
@@ -284,10 +306,11 @@ pub static EMBEDDING: Column = Column {
 };
 
 /// Every column an output table may have, in the order a table has them.
-pub static COLUMNS: [&Column; 14] = [
+pub static COLUMNS: [&Column; 15] = [
     &PREDICTION,
     &PREDICTION_INDEX,
     &CONFIDENCE,
+    &ABSTAINED,
     &PROBABILITIES,
     &TOKENS,
     &TRUNCATED,
@@ -322,14 +345,28 @@ impl OutputTable {
     /// Every column a model with these optional outputs fills under `encoding`, in order.
     pub fn for_model(model: OptionalColumns, encoding: AttentionEncoding) -> Self {
         let columns = COLUMNS.iter().copied().filter(|column| model.include(column.requires, encoding)).collect();
-        Self { columns, settings: Settings { encoding, embedding_dim: model.embedding_dim.unwrap_or(0) } }
+        let settings = Settings { encoding, embedding_dim: model.embedding_dim.unwrap_or(0), min_confidence: None };
+        Self { columns, settings }
+    }
+
+    /// The table of a run that abstains below `min_confidence` (`--min-confidence`): such a
+    /// row has a null `prediction` and `prediction_index` and `abstained` true, and keeps its
+    /// probabilities and explanations. `None` leaves the table as it is.
+    pub fn abstaining_below(self, min_confidence: Option<f32>) -> Self {
+        let Some(threshold) = min_confidence else { return self };
+        let columns =
+            COLUMNS.iter().copied().filter(|column| self.columns.contains(column) || *column == &ABSTAINED).collect();
+        Self { columns, settings: Settings { min_confidence: Some(threshold), ..self.settings } }
     }
 
     /// Just these columns, with weights as floats (`embedding`, whose width only a model
     /// knows, is left out).
     pub fn of(columns: &[&'static Column]) -> Self {
         let columns = columns.iter().copied().filter(|column| column.requires != Requires::Embedding).collect();
-        Self { columns, settings: Settings { encoding: AttentionEncoding::Full, embedding_dim: 0 } }
+        Self {
+            columns,
+            settings: Settings { encoding: AttentionEncoding::Full, embedding_dim: 0, min_confidence: None },
+        }
     }
 
     pub fn fields(&self) -> Vec<FieldRef> {
@@ -348,7 +385,9 @@ impl OutputTable {
     ) -> anyhow::Result<Vec<ArrayRef>> {
         let docs = rows
             .iter()
-            .map(|row| row.as_ref().map(|doc| Ok((doc, Best::of(doc, labels)?))).transpose())
+            .map(|row| {
+                row.as_ref().map(|doc| Ok((doc, Best::of(doc, labels, self.settings.min_confidence)?))).transpose()
+            })
             .collect::<anyhow::Result<_>>()?;
         let rows = Rows { docs, vocabulary, settings: &self.settings };
         self.columns.iter().map(|column| (column.fill)(&rows)).collect()
@@ -360,10 +399,12 @@ struct Best<'a> {
     index: i32,
     label: &'a str,
     confidence: f32,
+    /// Its confidence is below the run's threshold (or not a number): no prediction.
+    abstained: bool,
 }
 
 impl<'a> Best<'a> {
-    fn of(doc: &DocumentPrediction, labels: &'a [String]) -> anyhow::Result<Self> {
+    fn of(doc: &DocumentPrediction, labels: &'a [String], min_confidence: Option<f32>) -> anyhow::Result<Self> {
         let best = doc.predicted_index();
         let (Some(label), Some(&confidence)) = (labels.get(best), doc.probabilities.get(best)) else {
             bail!(
@@ -373,7 +414,7 @@ impl<'a> Best<'a> {
                 labels.join(", ")
             );
         };
-        Ok(Self { index: i32::try_from(best)?, label, confidence })
+        Ok(Self { index: i32::try_from(best)?, label, confidence, abstained: doc.abstains(min_confidence) })
     }
 }
 
@@ -599,6 +640,43 @@ mod tests {
         assert_eq!(tokens, ["good", "film", "[UNK]"]);
         let error = table.build(&[Some(doc(vec![2, 9]))], &labels, &vocabulary).expect_err("9 is not an id");
         assert!(error.to_string().contains("token id 9"), "{error}");
+    }
+
+    /// Below the threshold a row abstains: no prediction, `abstained` true, and its
+    /// probabilities and pushes kept; at or above it, nothing changes.
+    #[test]
+    fn rows_below_the_threshold_abstain_and_keep_their_explanations() {
+        use arrow::array::{Array, AsArray};
+        use arrow::datatypes::Int32Type;
+        let doc = |probabilities: Vec<f32>| DocumentPrediction {
+            probabilities,
+            token_ids: vec![0, 1],
+            attention: None,
+            contribution: Some(vec![vec![0.1, -0.2], vec![-0.1, 0.2]]),
+            embedding: None,
+            sentences: None,
+            truncated: false,
+        };
+        let optional = OptionalColumns { attention: false, contribution: true, sentences: false, embedding_dim: None };
+        let plain = OutputTable::for_model(optional, AttentionEncoding::Full);
+        assert!(plain.fields().iter().all(|f| f.name() != "abstained"), "no threshold, no column");
+        let table = plain.abstaining_below(Some(0.8));
+        let names: Vec<String> = table.fields().iter().map(|f| f.name().clone()).collect();
+        assert_eq!(&names[..5], ["prediction", "prediction_index", "confidence", "abstained", "probabilities"]);
+        let labels = ["neg".to_owned(), "pos".to_owned()];
+        let vocabulary = Vocabulary::from_tokens(["a", "b"]);
+        let rows = [Some(doc(vec![0.3, 0.7])), Some(doc(vec![0.2, 0.8])), None];
+        let arrays = table.build(&rows, &labels, &vocabulary).expect("rows fit");
+        let column = |name: &str| &arrays[names.iter().position(|n| n == name).expect("a column")];
+        let prediction = column("prediction").as_string::<i32>();
+        assert!(prediction.is_null(0) && prediction.value(1) == "pos" && prediction.is_null(2));
+        let index = column("prediction_index").as_primitive::<Int32Type>();
+        assert!(index.is_null(0) && index.value(1) == 1);
+        let abstained = column("abstained").as_boolean();
+        assert!(abstained.value(0) && !abstained.value(1) && abstained.is_null(2));
+        for kept in ["confidence", "probabilities", "contribution", "tokens"] {
+            assert!(column(kept).is_valid(0), "an abstaining row keeps `{kept}`");
+        }
     }
 
     #[test]

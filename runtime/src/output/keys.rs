@@ -18,6 +18,9 @@ pub const VERSION: &str = "pipeline.version";
 pub const BACKEND: &str = "pipeline.backend";
 /// The `--attention` encoding, as [`super::AttentionEncoding`] spells it.
 pub const ATTENTION_ENCODING: &str = "pipeline.attention";
+/// `--min-confidence`: below it a row abstains (no `prediction`, `abstained` true). Absent
+/// when the run did not abstain.
+pub const MIN_CONFIDENCE: &str = "pipeline.min_confidence";
 /// Which class the `contribution` pushes are towards ([`super::PushesTowards`]): `label:NAME`
 /// (two classes: the second) or `prediction` (each row's).
 pub const CONTRIBUTION_TOWARDS: &str = "pipeline.contribution_towards";

@@ -39,6 +39,13 @@ impl DocumentPrediction {
         best
     }
 
+    /// Whether the document abstains under `min_confidence` (`--min-confidence`): its most
+    /// probable class is less likely than that, or its probabilities are not numbers.
+    pub fn abstains(&self, min_confidence: Option<f32>) -> bool {
+        let confidence = self.probabilities.get(self.predicted_index()).copied().unwrap_or(f32::NAN);
+        min_confidence.is_some_and(|threshold| confidence.is_nan() || confidence < threshold)
+    }
+
     /// Heads summed per token and renormalised to sum to one (Lin et al. §2.3).
     pub fn attention_summary(&self) -> Option<Vec<f32>> {
         let heads = self.attention.as_ref()?;

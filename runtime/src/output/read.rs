@@ -17,8 +17,8 @@ use batch_io::source::column_list;
 
 use super::anchor::PushesTowards;
 use super::columns::{
-    ATTENTION, ATTENTION_ENTROPY, ATTENTION_SUMMARY, CONFIDENCE, CONTRIBUTION, CONTRIBUTION_SCALE, PREDICTION,
-    SENTENCE_ATTENTION, SENTENCE_LENGTHS, TOKENS, TRUNCATED,
+    ABSTAINED, ATTENTION, ATTENTION_ENTROPY, ATTENTION_SUMMARY, CONFIDENCE, CONTRIBUTION, CONTRIBUTION_SCALE,
+    PREDICTION, SENTENCE_ATTENTION, SENTENCE_LENGTHS, TOKENS, TRUNCATED,
 };
 use super::encoding::{AttentionEncoding, Values};
 use super::keys::ATTENTION_ENCODING;
@@ -37,6 +37,8 @@ pub struct Layout {
     pub sentences: bool,
     /// The `truncated` column (outputs of versions before it have none).
     pub truncated: bool,
+    /// The `abstained` column (runs with `--min-confidence`).
+    pub abstained: bool,
     /// `attention_entropy`, each hop's exact entropy (written with `--attention compact`).
     pub entropy: bool,
     /// `contribution`, each token's signed push towards [`Self::pushes_towards`].
@@ -85,6 +87,7 @@ impl Layout {
             summary: tokens && has(ATTENTION_SUMMARY.name),
             sentences: tokens && has(SENTENCE_LENGTHS.name) && has(SENTENCE_ATTENTION.name),
             truncated: has(TRUNCATED.name),
+            abstained: has(ABSTAINED.name),
             // Only beside compact (integer) attention, which it was written for.
             entropy: tokens && has(ATTENTION_ENTROPY.name) && compact_attention(schema),
             contribution,
@@ -116,6 +119,7 @@ impl Layout {
             (SENTENCE_LENGTHS.name, self.sentences),
             (SENTENCE_ATTENTION.name, self.sentences),
             (TRUNCATED.name, self.truncated),
+            (ABSTAINED.name, self.abstained),
             (ATTENTION_ENTROPY.name, self.entropy),
             (CONTRIBUTION.name, self.contribution),
             (CONTRIBUTION_SCALE.name, self.contribution_scale),
@@ -137,6 +141,7 @@ pub struct Batch {
     pub sentence_lengths: Option<ListArray>,
     pub sentence_attention: Option<ListArray>,
     pub truncated: Option<BooleanArray>,
+    pub abstained: Option<BooleanArray>,
     pub entropy: Option<ListArray>,
     /// Relative to the row's strongest push under `--attention compact` (signed bytes).
     pub contribution: Option<ListArray>,
@@ -202,6 +207,10 @@ impl Batch {
             truncated: layout
                 .truncated
                 .then(|| anyhow::Ok(column(TRUNCATED.name, &DataType::Boolean)?.as_boolean().clone()))
+                .transpose()?,
+            abstained: layout
+                .abstained
+                .then(|| anyhow::Ok(column(ABSTAINED.name, &DataType::Boolean)?.as_boolean().clone()))
                 .transpose()?,
             entropy: layout.entropy.then(|| list(ATTENTION_ENTROPY.name, DataType::Float32)).transpose()?,
             contribution: layout.contribution.then(|| list(CONTRIBUTION.name, DataType::Float32)).transpose()?,
@@ -286,6 +295,7 @@ const COLUMN_KINDS: &[(&str, usize, Kind)] = &[
     (SENTENCE_LENGTHS.name, 1, Kind::Integer),
     (SENTENCE_ATTENTION.name, 1, Kind::Float),
     (TRUNCATED.name, 0, Kind::Boolean),
+    (ABSTAINED.name, 0, Kind::Boolean),
     (ATTENTION_ENTROPY.name, 1, Kind::Float),
     (CONTRIBUTION.name, 1, Kind::Number),
 ];

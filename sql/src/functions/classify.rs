@@ -1,5 +1,5 @@
 //! `classify(text[, model])`: runs a model package on raw text inside a query and returns
-//! `{prediction, confidence, probabilities}`; `classify_explain(text[, model])` adds the
+//! `{prediction, confidence, probabilities}` (and `abstained` under `--min-confidence`); `classify_explain(text[, model])` adds the
 //! `tokens`, whether the text was `truncated`, `attention_summary` and `contribution` (null
 //! for a model without one), ready for `attention_html`, `contribution_html` or `top_tokens`. Each incoming Arrow array is classified as one
 //! batch through the same [`Classifier`] as `pipeline run` (length-sorted, all cores).
@@ -59,8 +59,9 @@ impl Explained {
         }
     }
 
-    /// The columns of the output table the function returns, as a struct.
-    fn result_table(self) -> OutputTable {
+    /// The columns of the output table the function returns, as a struct (with `abstained`
+    /// under `--min-confidence`: [`Classify::result_table`]).
+    fn columns(self) -> OutputTable {
         use runtime::output::columns::*;
         match self {
             Explained::No => OutputTable::of(&[&PREDICTION, &CONFIDENCE, &PROBABILITIES]),
@@ -74,10 +75,6 @@ impl Explained {
                 &CONTRIBUTION,
             ]),
         }
-    }
-
-    fn result_fields(self) -> Fields {
-        Fields::from(self.result_table().fields())
     }
 }
 
@@ -94,6 +91,8 @@ pub struct ClassifyOptions {
     pub batch_size: usize,
     /// What happens to documents past a model's token limit.
     pub long_documents: LongDocuments,
+    /// Below this confidence a row abstains: a null `prediction` and `abstained` true.
+    pub min_confidence: Option<f32>,
 }
 
 impl ClassifyOptions {
@@ -105,6 +104,7 @@ impl ClassifyOptions {
             backend: BackendOptions::default(),
             batch_size: 1,
             long_documents: LongDocuments::default(),
+            min_confidence: None,
         }
     }
 }
@@ -124,6 +124,14 @@ impl Classify {
         let signature = Signature::user_defined(Volatility::Immutable);
         let documentation = explained.parameters().documentation();
         Self { explained, signature, options, loaded, read, documentation }
+    }
+
+    fn result_table(&self) -> OutputTable {
+        self.explained.columns().abstaining_below(self.options.min_confidence)
+    }
+
+    fn result_fields(&self) -> Fields {
+        Fields::from(self.result_table().fields())
     }
 
     /// The package named by the call (or the default), loaded on first use.
@@ -228,7 +236,7 @@ impl ScalarUDFImpl for Classify {
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Struct(self.explained.result_fields()))
+        Ok(DataType::Struct(self.result_fields()))
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
@@ -238,7 +246,7 @@ impl ScalarUDFImpl for Classify {
         };
         // Loading here makes a missing or broken package a planning error.
         self.classifier(model.as_deref())?;
-        Ok(Arc::new(Field::new(self.name(), DataType::Struct(self.explained.result_fields()), true)))
+        Ok(Arc::new(Field::new(self.name(), DataType::Struct(self.result_fields()), true)))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
@@ -258,11 +266,10 @@ impl ScalarUDFImpl for Classify {
             .map_err(|e| DataFusionError::Execution(format!("{name}: {e:#}")))?;
 
         let columns = self
-            .explained
             .result_table()
             .build(&predictions, classifier.labels(), classifier.vocabulary())
             .map_err(|e| DataFusionError::Execution(format!("{name}: {e:#}")))?;
-        let fields = self.explained.result_fields();
+        let fields = self.result_fields();
         let valid = NullBuffer::from(predictions.iter().map(Option::is_some).collect::<Vec<bool>>());
         Ok(ColumnarValue::Array(Arc::new(StructArray::try_new(fields, columns, Some(valid))?)))
     }
