@@ -34,7 +34,11 @@ fn redact_word(word: &str) -> String {
     let after_scheme = word.find("://").map_or(0, |at| at + 3);
     let (scheme, rest) = word.split_at(after_scheme);
     let (locator, query) = rest.split_at(rest.find(['?', '#']).unwrap_or(rest.len()));
-    format!("{scheme}{}{}", hide_user(locator, after_scheme > 0), hide_query(query))
+    // A query is hidden where the word could be a location or the query holds `key=value`:
+    // `spam?yes`, a label quoted in a message, stays as it is.
+    let location = after_scheme > 0 || locator.contains(['/', '.', ':', '@']);
+    let query = if location || query.contains('=') { hide_query(query) } else { query.to_owned() };
+    format!("{scheme}{}{query}", hide_user(locator, after_scheme > 0))
 }
 
 /// `user:password@host/path` as `***@host/path`, also behind a stray `http:/`; a bare
@@ -78,6 +82,9 @@ mod tests {
             ("--metrics-push user:hunter2@127.0.0.1:9 is not a URL", "***@127.0.0.1:9 is"),
             ("cannot reach http:/user:hunter2@127.0.0.1:9/metrics/job", "http:/***@127.0.0.1:9/metrics/job"),
             ("--metrics-push 127.0.0.1:9/?token=abc", "127.0.0.1:9/?***"),
+            // A word that is no location keeps its question mark: a label, a question.
+            ("label `spam?yes` is not one of the model's", "`spam?yes` is"),
+            ("--metrics-push localhost?token=abc", "localhost?***"),
             ("--openlineage-url http://h/#token=abc", "http://h/#***"),
             ("(http://u:pw@h/x)", "(http://***@h/x)"),
         ];

@@ -12,7 +12,7 @@ use runtime::package::ModelPackage;
 use serde::Serialize;
 
 use crate::calibration::{ECE_BINS, expected_calibration_error};
-use crate::data::corpus::{Columns, LabelledCorpus};
+use crate::data::corpus::{Columns, LabelledCorpus, some_labels};
 use crate::metrics::{ClassMetrics, Confusion};
 
 #[derive(Debug, Clone, Serialize)]
@@ -75,11 +75,22 @@ pub fn evaluate(
     let corpus = LabelledCorpus::read(data, columns)?;
     let unknown: Vec<String> = corpus.classes().into_iter().filter(|c| !labels.contains(c)).collect();
     if !unknown.is_empty() {
+        let as_number = |label: &str| label.trim().parse::<f64>().ok();
+        // 1.0 against 1: the same classes, written by a column of another type.
+        let renumbered =
+            unknown.iter().all(|u| as_number(u).is_some_and(|n| labels.iter().any(|l| as_number(l) == Some(n))));
+        let hint = if renumbered {
+            "; they are the model's numbers written another way (a float column against integers, say): cast the \
+             label column to the type the model was trained on"
+        } else {
+            ""
+        };
         bail!(
-            "{} has label(s) the model does not know: {}; the model's labels are: {}",
+            "{} has {} label(s) the model does not know: {}; the model's labels are: {}{hint}",
             data.display(),
-            unknown.join(", "),
-            labels.join(", ")
+            unknown.len(),
+            some_labels(unknown.iter().map(String::as_str)),
+            some_labels(labels.iter().map(String::as_str))
         );
     }
     // The classifier `pipeline run` uses: same tokenization, layout and batching.

@@ -303,6 +303,7 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
             classes.len()
         );
     }
+    crate::data::corpus::refuse_classes_differing_in_white_space(&request.train, &classes)?;
     let index: BTreeMap<&str, usize> = classes.iter().enumerate().map(|(i, c)| (c.as_str(), i)).collect();
     let class_of = |label: &str| index.get(label).copied();
     let labels: Vec<usize> = corpus.labels.iter().map(|l| class_of(l).unwrap_or_default()).collect();
@@ -396,13 +397,12 @@ fn refuse_single_document_classes(request: &TrainRequest, classes: &[String], la
     }
     let single: Vec<&str> = classes.iter().zip(&counts).filter(|&(_, &n)| n == 1).map(|(c, _)| c.as_str()).collect();
     if !single.is_empty() {
-        let shown = single.iter().take(10).map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ");
-        let more = if single.len() > 10 { format!(" and {} more", single.len() - 10) } else { String::new() };
         bail!(
-            "{}: {} class(es) have a single document ({shown}{more}): such a class cannot be both learned and \
+            "{}: {} class(es) have a single document ({}): such a class cannot be both learned and \
              validated. Add documents to it, merge or drop it, or give a --valid file",
             request.train.display(),
-            single.len()
+            single.len(),
+            crate::data::corpus::some_labels(single)
         );
     }
     Ok(())

@@ -108,11 +108,17 @@ impl Confusion {
     /// The matrix is left out past [`NAMED_CLASSES`] classes: nobody reads it that wide.
     pub fn table(&self) -> String {
         // Capped: a longer label overflows its column (a format width past 65,535 panics).
-        let width = self.labels.iter().map(String::len).max().unwrap_or(4).clamp(8, 64);
+        let width = self.labels.iter().map(|l| shown(l).chars().count()).max().unwrap_or(4).clamp(8, 64);
         let mut out = format!("{:>width$} {:>9} {:>9} {:>9} {:>9}\n", "class", "precision", "recall", "F1", "support");
         for c in self.per_class() {
-            out +=
-                &format!("{:>width$} {:>9.4} {:>9.4} {:>9.4} {:>9}\n", c.label, c.precision, c.recall, c.f1, c.support);
+            out += &format!(
+                "{:>width$} {:>9.4} {:>9.4} {:>9.4} {:>9}\n",
+                shown(&c.label),
+                c.precision,
+                c.recall,
+                c.f1,
+                c.support
+            );
         }
         if self.labels.len() > NAMED_CLASSES {
             out += &format!(
@@ -124,11 +130,11 @@ impl Confusion {
         out += "confusion matrix (rows: true label, columns: predicted):\n";
         out += &format!("{:>width$}", "");
         for label in &self.labels {
-            out += &format!(" {label:>width$}");
+            out += &format!(" {:>width$}", shown(label));
         }
         out += "\n";
         for (label, row) in self.labels.iter().zip(&self.counts) {
-            out += &format!("{label:>width$}");
+            out += &format!("{:>width$}", shown(label));
             for count in row {
                 out += &format!(" {count:>width$}");
             }
@@ -136,6 +142,11 @@ impl Confusion {
         }
         out
     }
+}
+
+/// A label as a table cell: tabs and line breaks escaped, so that a row stays one line.
+fn shown(label: &str) -> String {
+    label.escape_debug().to_string()
 }
 
 /// How many classes a warning names, and the widest confusion matrix printed.

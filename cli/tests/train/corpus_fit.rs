@@ -151,6 +151,19 @@ fn a_label_column_mostly_empty_is_refused() {
     assert_nothing_written(dir.path(), &["sparse.parquet"]);
 }
 
+#[test]
+fn labels_differing_only_in_white_space_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let corpus = dir.path().join("spaced.parquet");
+    let labels: Vec<Option<&str>> = (0..12).map(|i| [Some("pos"), Some("neg"), Some("pos ")][i % 3]).collect();
+    write_parquet(&corpus, vec![("text", strings(&reviews(12))), ("label", strings(&labels))]);
+    let output = train(&corpus, &dir.path().join("model"), &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("labels `pos`, `pos ` differ only in white space") && err.contains("trim"), "{err}");
+    assert_nothing_written(dir.path(), &["spaced.parquet"]);
+}
+
 /// A model trained on the imbalanced corpus, run with `--min-confidence`: rows below it have
 /// no prediction and `abstained` true, with their probabilities kept; tract and ONNX Runtime
 /// give the same calibrated probabilities; the report and `classify()` in SQL abstain alike.

@@ -134,3 +134,62 @@ fn file_sha256(path: &Path) -> anyhow::Result<String> {
     }
     Ok(format!("{:x}", hasher.finalize()))
 }
+
+/// Labels as a message names them: the first ten, each quoted with its control characters
+/// escaped and cut at 40 characters, then how many more. A message about a column of ids
+/// stays one readable line rather than 65 KB.
+pub fn some_labels<'a>(labels: impl IntoIterator<Item = &'a str>) -> String {
+    const SHOWN: usize = 10;
+    let labels: Vec<&str> = labels.into_iter().collect();
+    let quoted = labels.iter().take(SHOWN).map(|label| {
+        let cut: String = label.chars().take(40).collect();
+        let ellipsis = if cut.len() < label.len() { "…" } else { "" };
+        format!("`{}{ellipsis}`", cut.escape_debug())
+    });
+    let mut text = quoted.collect::<Vec<_>>().join(", ");
+    if labels.len() > SHOWN {
+        text += &format!(" and {} more", labels.len() - SHOWN);
+    }
+    text
+}
+
+/// Refuses classes that differ only in surrounding white space (`sports` and `sports `): a
+/// user means one class, and the model would learn two that split its documents.
+pub fn refuse_classes_differing_in_white_space(path: &Path, classes: &[String]) -> anyhow::Result<()> {
+    let mut by_trimmed: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    for class in classes {
+        by_trimmed.entry(class.trim()).or_default().push(class);
+    }
+    if let Some(same) = by_trimmed.values().find(|spellings| spellings.len() > 1) {
+        bail!(
+            "{}: labels {} differ only in white space around them, and would train as separate classes; trim the \
+             label column first",
+            path.display(),
+            some_labels(same.iter().copied())
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_named_briefly_and_escaped() {
+        let many: Vec<String> = (0..25).map(|i| format!("id{i}")).collect();
+        let text = some_labels(many.iter().map(String::as_str));
+        assert!(text.starts_with("`id0`, `id1`") && text.ends_with("`id9` and 15 more"), "{text}");
+        let long = "x".repeat(100);
+        assert_eq!(some_labels(["a\tb", long.as_str()]), format!("`a\\tb`, `{}…`", "x".repeat(40)));
+    }
+
+    #[test]
+    fn classes_differing_in_white_space_are_refused() {
+        let path = Path::new("train.parquet");
+        let classes = ["sports".to_owned(), "sports ".to_owned(), "world".to_owned()];
+        let error = refuse_classes_differing_in_white_space(path, &classes).expect_err("two spellings");
+        assert!(error.to_string().contains("`sports`, `sports `"), "{error}");
+        assert!(refuse_classes_differing_in_white_space(path, &classes[1..]).is_ok());
+    }
+}
