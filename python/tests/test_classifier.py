@@ -266,7 +266,7 @@ def test_output_tables_carry_this_run_s_metadata_not_the_input_s(classifier, exp
     out = classifier.classify(pq.read_table(REVIEWS))
     metadata = {k.decode(): v.decode() for k, v in out.schema.metadata.items()}
     wanted = {k.decode(): v.decode() for k, v in expected.schema.metadata.items()}
-    for key in ["model.variant", "model.sha256", "model.labels", "pipeline.attention", "pipeline.long_documents"]:
+    for key in ["model.variant", "model.sha256", "model.labels", "model.card", "pipeline.attention", "pipeline.long_documents"]:
         assert metadata[key] == wanted[key], key
     stale = pa.table({"text": ["A fine film."]}).replace_schema_metadata(
         {"model.sha256": "0" * 64, "model.labels": '["x","y"]', "pandas": "{}"}

@@ -216,6 +216,7 @@ fn run_info(
         long_documents: metadata.get(keys::LONG_DOCUMENTS).cloned(),
         attention: metadata.get(keys::ATTENTION_ENCODING).cloned(),
         label_column: layout.label.clone(),
+        model_card: metadata.get(keys::MODEL_CARD).and_then(|card| serde_json::from_str(card).ok()),
     }
 }
 

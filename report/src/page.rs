@@ -26,6 +26,8 @@ pub struct RunInfo {
     /// `pipeline.attention`: how attention and contributions were written.
     pub attention: Option<String>,
     pub label_column: Option<String>,
+    /// `model.card`: outputs written before it have none.
+    pub model_card: Option<runtime::package::ModelCard>,
 }
 
 const CSS: &str = r#"
@@ -116,6 +118,26 @@ pub fn render(run: &RunInfo, tally: &Tally) -> anyhow::Result<String> {
     Ok(page.into_string())
 }
 
+/// Where the model was trained and how it did on validation, from the output's `model.card`.
+fn model_card(card: &runtime::package::ModelCard) -> Markup {
+    let figure = |value: Option<f64>| value.map_or_else(|| "–".to_owned(), |v| format!("{v:.4}"));
+    html! {
+        tr id="model-trained-on" {
+            th { "model trained on" }
+            td { code { (card.trained_on) } " (" (card.train_rows) " documents, " (card.classes) " classes; pipeline " (card.trained_with) ")" }
+        }
+        tr id="model-validation" {
+            th { "model on validation" }
+            td {
+                (card.validation_rows) " documents: accuracy " (figure(card.validation_accuracy))
+                ", macro-F1 " (figure(card.validation_macro_f1))
+                @if let Some(ece) = card.validation_ece { ", calibration error " (format!("{ece:.4}")) }
+                @if let Some(t) = card.temperature { " (temperature " (format!("{t:.3}")) ")" }
+            }
+        }
+    }
+}
+
 fn summary(run: &RunInfo, tally: &Tally) -> Markup {
     html! {
         h2 { "Run" }
@@ -158,6 +180,7 @@ fn summary(run: &RunInfo, tally: &Tally) -> Markup {
             }
             tr { th { "model" } td { (run.variant.as_deref().unwrap_or("unknown (no model.variant metadata)")) } }
             @if let Some(sha) = &run.model_sha256 { tr { th { "model sha256" } td { code { (sha) } } } }
+            @if let Some(card) = &run.model_card { (model_card(card)) }
             @if !run.labels.is_empty() { tr { th { "labels" } td { (run.labels.join(", ")) } } }
             @if let Some(backend) = &run.backend { tr { th { "backend" } td { (backend) } } }
             tr {

@@ -90,6 +90,44 @@ pub struct Manifest {
     pub package_version: String,
 }
 
+/// What an output's metadata says of the model that wrote it (`model.card`): where it was
+/// trained, on how much, and how well it did on validation, so that a table read a year later
+/// still says which model's predictions it holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelCard {
+    pub trained_on: String,
+    pub corpus_sha256: String,
+    pub train_rows: usize,
+    pub validation_rows: usize,
+    pub classes: usize,
+    pub validation_accuracy: Option<f64>,
+    pub validation_macro_f1: Option<f64>,
+    /// Expected calibration error on validation, after calibration.
+    pub validation_ece: Option<f64>,
+    pub temperature: Option<f64>,
+    /// The version of the software that trained it.
+    pub trained_with: String,
+}
+
+impl ModelCard {
+    pub fn of(manifest: &Manifest) -> Self {
+        let metric = |name: &str| manifest.metrics.get(name).copied();
+        let training = &manifest.training;
+        Self {
+            trained_on: training.corpus.path.clone(),
+            corpus_sha256: training.corpus.sha256.clone(),
+            train_rows: training.train_rows,
+            validation_rows: training.validation_rows,
+            classes: manifest.labels.len(),
+            validation_accuracy: metric("validation_accuracy"),
+            validation_macro_f1: metric("validation_macro_f1"),
+            validation_ece: metric("validation_ece"),
+            temperature: metric("temperature"),
+            trained_with: manifest.package_version.clone(),
+        }
+    }
+}
+
 /// A model package found on disk and checked for completeness.
 #[derive(Debug, Clone)]
 pub struct ModelPackage {

@@ -231,6 +231,9 @@ fn below_min_confidence_a_run_abstains_on_every_backend() {
     let page = std::fs::read_to_string(&report).expect("report");
     let row = page.split("id=\"abstained-rows\"").nth(1).expect("an abstained row in the report");
     assert!(row.contains(&format!(">{count}<")), "{count} abstained: {row:.300}");
+    // The Run section names the model from the output's `model.card`.
+    let trained_on = page.split("id=\"model-trained-on\"").nth(1).expect("the model card in the report");
+    assert!(trained_on.contains("topics-train.parquet") && trained_on.contains("8 classes"), "{trained_on:.300}");
 
     let query = format!(
         "SELECT count(*) AS n FROM '{}' WHERE classify(text, '{}').abstained",

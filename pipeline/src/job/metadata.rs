@@ -11,7 +11,7 @@ use runtime::classifier::Classifier;
 use runtime::output::PushesTowards;
 use runtime::output::encoding::Explanation;
 use runtime::output::keys;
-use runtime::package::ModelPackage;
+use runtime::package::{ModelCard, ModelPackage};
 
 use super::spec::RunSpec;
 
@@ -34,6 +34,7 @@ pub fn table_metadata(
         (keys::MODEL_VARIANT, package.manifest.variant.clone()),
         (keys::MODEL_SHA256, model_sha256.to_owned()),
         (keys::MODEL_LABELS, serde_json::to_string(&package.manifest.labels)?),
+        (keys::MODEL_CARD, serde_json::to_string(&ModelCard::of(&package.manifest))?),
         (keys::MAX_TOKENS, classifier.max_tokens().to_string()),
         (keys::LONG_DOCUMENTS, classifier.long_documents().to_string()),
         (keys::VERSION, env!("CARGO_PKG_VERSION").to_owned()),

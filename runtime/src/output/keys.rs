@@ -8,6 +8,8 @@ pub const MODEL_VARIANT: &str = "model.variant";
 pub const MODEL_SHA256: &str = "model.sha256";
 /// The model's labels, as a JSON list in probability order.
 pub const MODEL_LABELS: &str = "model.labels";
+/// The model's card ([`crate::package::ModelCard`]), as JSON.
+pub const MODEL_CARD: &str = "model.card";
 /// The token limit the run used.
 pub const MAX_TOKENS: &str = "pipeline.max_tokens";
 /// The `--long-documents` choice, as [`crate::long_documents::LongDocuments`] spells it.
