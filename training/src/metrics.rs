@@ -96,9 +96,10 @@ impl Confusion {
         }
         for class in never.into_iter().take(NAMED_CLASSES) {
             tracing::warn!(
-                "class `{}` was never predicted on {part} ({} document(s) of it): the model ignores it. Train on more \
-                 documents of it, with --class-weights auto or balanced, or for longer (--epochs, --patience)",
-                class.label,
+                "class `{}` was never predicted on {part} ({} document(s) of it): the model ignores it. Give it more \
+                 documents, weigh classes equally (--class-weights balanced, which auto picks on imbalanced corpora), or \
+                 train for longer (--epochs, --patience)",
+                shown(&class.label),
                 class.support
             );
         }

@@ -136,7 +136,12 @@ impl TrainingFlags {
         let steps_per_epoch = documents.div_ceil(batch_size);
         let epochs = self.epochs.unwrap_or_else(|| {
             let epochs = PLANNED_STEPS.div_ceil(steps_per_epoch).clamp(*EPOCHS.start(), *EPOCHS.end());
-            reasons.push(format!("{epochs} epochs at most: {steps_per_epoch} steps each, {PLANNED_STEPS} planned"));
+            let limit = match PLANNED_STEPS.div_ceil(steps_per_epoch) {
+                wanted if wanted < *EPOCHS.start() => format!("at least {} epochs", EPOCHS.start()),
+                wanted if wanted > *EPOCHS.end() => format!("at most {} epochs", EPOCHS.end()),
+                _ => format!("{PLANNED_STEPS} steps planned"),
+            };
+            reasons.push(format!("{epochs} epochs at most: {steps_per_epoch} steps each, {limit}"));
             epochs
         });
         let patience = self.patience.unwrap_or_else(|| {

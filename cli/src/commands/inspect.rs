@@ -36,7 +36,9 @@ pub fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
     line(format!("inputs:      input_ids, attention_mask {layout}, max {} tokens", m.max_tokens));
     line(format!("outputs:     {}", backend.output_names().join(", ")));
     line(format!("attention:   {}", m.attention_heads.map_or("none".to_owned(), |h| format!("{h} heads"))));
-    line(format!("embedding:   {} dims", m.embedding_dim));
+    // The fast tier's document vector is its class scores: as wide as the labels, by design.
+    let what = if m.variant == "ngram" { " (the class scores)" } else { "" };
+    line(format!("embedding:   {} dims{what}", m.embedding_dim));
     for (name, value) in &m.metrics {
         line(format!("metric:      {name} = {value:.4}"));
     }
