@@ -56,6 +56,10 @@ pub struct TrainingSummary {
     pub best_epoch: usize,
     pub seconds: f64,
     pub seed: u64,
+    /// Models trained and averaged (the fast tier's members); `epochs_run` and `best_epoch`
+    /// are the first one's.
+    #[serde(default = "one")]
+    pub members: usize,
     /// Training documents per class, in the order of `labels` (empty in packages written
     /// before it was recorded).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -88,6 +92,10 @@ pub struct Manifest {
     pub metrics: BTreeMap<String, f64>,
     /// Version of the software that wrote the package.
     pub package_version: String,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// What an output's metadata says of the model that wrote it (`model.card`): where it was

@@ -223,12 +223,16 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             };
             let m = &report.manifest;
             batch_io::command_line::print_report(&format!(
-                "wrote {} ({} parameters, best epoch {} of {})\nvalidation: {} documents, accuracy {:.4}, macro-F1 \
+                "wrote {} ({} parameters, best epoch {} of {}{})\nvalidation: {} documents, accuracy {:.4}, macro-F1 \
                  {:.4}\n{calibration}\n{}",
                 report.package.display(),
                 m.parameter_count,
                 m.training.best_epoch,
                 m.training.epochs_run,
+                match m.training.members {
+                    1 => String::new(),
+                    members => format!(", first of {members} members"),
+                },
                 report.validation.total(),
                 report.validation.accuracy(),
                 report.validation.macro_f1(),

@@ -494,9 +494,10 @@ fn finish<C: ModelConfig>(
             corpus: data.corpus.fingerprint.clone(),
             train_rows: data.train.len(),
             validation_rows: data.valid.len(),
-            epochs_run: epochs().count(),
-            // Of the first member, for a variant of several.
+            // Of the first member, for a variant of several: epochs a user can count.
+            epochs_run: fitted.runs.first().map_or(0, |run| run.history.len()),
             best_epoch: fitted.runs.first().map_or(0, |run| run.best.epoch),
+            members: fitted.runs.len(),
             seconds: started.elapsed().as_secs_f64(),
             seed: request.training.seed,
             class_counts: data

@@ -59,9 +59,16 @@ pub fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
 fn model_card(m: &runtime::package::Manifest) -> Vec<String> {
     let t = &m.training;
     let mut lines = vec![format!(
-        "training:    {} training and {} validation documents; {} epoch(s) run, best {}; {:.0} s; seed {}; \
+        "training:    {} training and {} validation documents; {} epoch(s) run, best {}{}; {:.0} s; seed {}; \
          written by version {}",
-        t.train_rows, t.validation_rows, t.epochs_run, t.best_epoch, t.seconds, t.seed, m.package_version
+        t.train_rows,
+        t.validation_rows,
+        t.epochs_run,
+        t.best_epoch,
+        if t.members > 1 { format!(" (the first of {} members)", t.members) } else { String::new() },
+        t.seconds,
+        t.seed,
+        m.package_version
     )];
     if t.class_counts.len() == m.labels.len() {
         let counts: Vec<String> = m.labels.iter().zip(&t.class_counts).map(|(l, n)| format!("{l} {n}")).collect();
