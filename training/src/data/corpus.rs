@@ -85,8 +85,11 @@ impl LabelledCorpus {
         }
         if texts.is_empty() {
             bail!(
-                "{} has no usable rows (rows with a null text, or a null or empty label: {skipped_null})",
-                path.display()
+                "{} has no usable rows (rows with a null text, or a null, NaN or empty label: {skipped_null}); check \
+                 --text-column and --label-column (now `{}` and `{}`)",
+                path.display(),
+                columns.text,
+                columns.label
             );
         }
         // Half the rows unlabelled is more often the wrong column than a corpus to learn from.
