@@ -23,7 +23,8 @@ tag="${1:-registry.example.com/attention-classifier/pipeline:0.1.0}"
 base="localhost/attention-classifier/debian:bookworm-slim"
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 export CONTAINERS_CONF="$repo/scripts/container/containers.conf"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/attention-classifier/target}"
+# The README's build (target/) unless told otherwise: a second target directory is a second cold build.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 
 die() {
     echo "build-image: error: $*" >&2

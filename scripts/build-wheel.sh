@@ -14,7 +14,8 @@ MATURIN="maturin==1.16.0"
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/attention-classifier/target}"
+# The README's build (target/) unless told otherwise: a second target directory is a second cold build.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 tools="$repo/target/maturin"
 
 if ! "$tools/bin/maturin" --version 2>/dev/null | grep -q "${MATURIN#maturin==}"; then

@@ -13,7 +13,8 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/attention-classifier/target}"
+# The README's build (target/) unless told otherwise: a second target directory is a second cold build.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
