@@ -84,6 +84,7 @@ pub struct Manifest {
     pub attention_heads: Option<usize>,
     /// Width of the `embedding` output.
     pub embedding_dim: usize,
+    /// Float values in the graph's weights (packages before it: the parameters trained).
     pub parameter_count: u64,
     /// The variant's hyper-parameters, as given to `pipeline train`.
     pub hyper_parameters: BTreeMap<String, serde_json::Value>,

@@ -475,7 +475,7 @@ fn finish<C: ModelConfig>(
     hyper_parameters.insert("training".to_owned(), serde_json::to_value(&schedule.config)?);
     hyper_parameters.insert("min_count".to_owned(), request.vocabulary.min_count.into());
     hyper_parameters.insert("max_vocab".to_owned(), request.vocabulary.max_vocab.into());
-    let manifest = Manifest {
+    let mut manifest = Manifest {
         format_version: FORMAT_VERSION,
         variant: request.variant.name().to_owned(),
         labels: data.classes.clone(),
@@ -512,6 +512,8 @@ fn finish<C: ModelConfig>(
     };
     let mut graph = GraphBuilder::new(request.variant.name());
     model.emit(&mut graph);
+    // What a user can check against the file's size, not what training updated.
+    manifest.parameter_count = graph.float_values();
     let graph = graph.into_model(&[
         ("variant", manifest.variant.clone()),
         ("labels", serde_json::to_string(&manifest.labels)?),

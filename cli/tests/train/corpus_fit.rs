@@ -73,6 +73,10 @@ fn the_defaults_fit_a_small_imbalanced_corpus_and_predict_every_class() {
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("manifest.json")).expect("manifest")).expect("JSON");
     assert!(manifest["metrics"]["validation_macro_f1"].is_number(), "{manifest}");
+    // The parameters counted are the graph's weights: four bytes each, most of the file.
+    let graph_bytes = std::fs::metadata(out.join("model.onnx")).expect("graph").len();
+    let weight_bytes = manifest["parameter_count"].as_u64().expect("parameter_count") * 4;
+    assert!(weight_bytes <= graph_bytes && weight_bytes * 10 >= graph_bytes * 9, "{weight_bytes} of {graph_bytes}");
     assert!(manifest["metrics"]["validation_f1_grain"].is_number(), "{manifest}");
 
     // Calibrated: the temperature is in the package and the calibration error fell on

@@ -100,6 +100,14 @@ impl GraphBuilder {
         self.graph.output.push(value_info(name, elem, dims));
     }
 
+    /// How many float32 values the graph's initializers hold: its weights as exported (the
+    /// fast tier folds its table into class scores and averages its members, so these are
+    /// far fewer than the parameters it trained).
+    pub fn float_values(&self) -> u64 {
+        let floats = self.graph.initializer.iter().filter(|tensor| tensor.data_type == FLOAT);
+        floats.map(|tensor| tensor.raw_data.len() as u64 / 4).sum()
+    }
+
     /// A float32 weight or constant, stored as an initializer.
     pub fn weight(&mut self, hint: &str, dims: &[usize], data: &[f32]) -> Value {
         assert_eq!(dims.iter().product::<usize>(), data.len(), "weight {hint}: shape does not match data");
