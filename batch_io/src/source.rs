@@ -157,6 +157,45 @@ pub fn label_values(array: &ArrayRef) -> anyhow::Result<Vec<Option<String>>> {
     Ok(missing.iter().enumerate().map(|(i, missing)| (!missing).then(|| strings.value(i).to_owned())).collect())
 }
 
+/// Whether a label column holds a list of labels per row (a multi-label corpus).
+pub fn is_label_list_type(data_type: &DataType) -> bool {
+    matches!(data_type, DataType::List(_) | DataType::LargeList(_) | DataType::ListView(_) | DataType::LargeListView(_))
+}
+
+/// The labels of each row of a list column (`list<string>`, or of integers): `None` for a
+/// null list; null or blank items are left out. Items are read as [`label_values`] reads a
+/// single label.
+pub fn label_sets(array: &ArrayRef) -> anyhow::Result<Vec<Option<Vec<String>>>> {
+    let lists = match array.data_type() {
+        DataType::List(_) => arrow::compute::cast(array, &DataType::LargeList(list_item(array)))?,
+        DataType::LargeList(_) => array.clone(),
+        other => anyhow::bail!("it is of type {other}, not a list of labels per row"),
+    };
+    let lists = lists.as_list::<i64>();
+    let items = label_values(lists.values())?;
+    let offsets = lists.value_offsets();
+    (0..lists.len())
+        .map(|row| {
+            if lists.is_null(row) {
+                return Ok(None);
+            }
+            let bound = |i: usize| offsets.get(i).and_then(|&offset| usize::try_from(offset).ok());
+            let labels = bound(row)
+                .zip(bound(row + 1))
+                .and_then(|(start, end)| items.get(start..end))
+                .context("a list's offsets lie outside its values")?;
+            Ok(Some(labels.iter().flatten().filter(|l| !l.trim().is_empty()).cloned().collect()))
+        })
+        .collect()
+}
+
+fn list_item(array: &ArrayRef) -> arrow::datatypes::FieldRef {
+    match array.data_type() {
+        DataType::List(field) | DataType::LargeList(field) => field.clone(),
+        _ => Arc::new(arrow::datatypes::Field::new_list_field(DataType::Utf8, true)),
+    }
+}
+
 /// The extensions `pipeline run` reads from a directory.
 pub const DATA_EXTENSIONS: &[&str] = &["parquet", "arrow", "ipc", "feather"];
 

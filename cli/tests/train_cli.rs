@@ -598,3 +598,6 @@ mod refusals;
 
 #[path = "train/corpus_fit.rs"]
 mod corpus_fit;
+
+#[path = "train/multi_label.rs"]
+mod multi_label;

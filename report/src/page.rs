@@ -153,6 +153,15 @@ fn summary(run: &RunInfo, tally: &Tally) -> Markup {
                 }
                 None => tr { th { "no prediction (null or empty text)" } td.num { (tally.no_prediction) } },
             }
+            @if let Some((per_label, several)) = &tally.predicted_labels {
+                tr id="predicted-labels" {
+                    th { "predicted labels (multi-label; rows given each)" }
+                    td {
+                        @for (label, rows) in per_label { (label) ": " (rows) "; " }
+                        (several) " rows given more than one"
+                    }
+                }
+            }
             @if let Some(truncated) = tally.truncated {
                 tr id="truncated-rows" {
                     th {

@@ -172,6 +172,9 @@ pub struct Tally {
     /// Rows below the run's `--min-confidence`: classified, but no prediction written
     /// (`None` when the output has no `abstained` column).
     pub abstained: Option<u64>,
+    /// A multi-label model's rows given each label (`None` when the output has no
+    /// `predicted_labels` column), and the rows given more than one.
+    pub predicted_labels: Option<(BTreeMap<String, u64>, u64)>,
     /// Rows whose tokens reached the model's token limit (so the text was probably cut), for
     /// outputs without a `truncated` column.
     pub at_token_limit: u64,
@@ -230,6 +233,7 @@ impl Tally {
             rows: 0,
             no_prediction: 0,
             abstained: None,
+            predicted_labels: None,
             at_token_limit: 0,
             over_token_limit: 0,
             truncated: None,
@@ -330,6 +334,13 @@ impl Tally {
             // Only among rows without a prediction: the page counts them apart from those.
             let abstained = column.is_valid(row) && column.value(row) && batch.prediction.is_null(row);
             *self.abstained.get_or_insert(0) += u64::from(abstained);
+        }
+        if let Some(labels) = batch.predicted_labels.as_ref().and_then(|l| strings_at(l, row)) {
+            let (per_label, several) = self.predicted_labels.get_or_insert_default();
+            *several += u64::from(labels.len() > 1);
+            for label in labels.iter().flatten() {
+                *per_label.entry(label.to_owned()).or_default() += 1;
+            }
         }
         if batch.prediction.is_null(row) {
             self.no_prediction += 1;

@@ -159,6 +159,7 @@ impl Classifier {
             contribution: self.has_contribution,
             sentences: self.sentence_words.is_some(),
             embedding_dim: with_embedding.then_some(self.package.manifest.embedding_dim),
+            label_thresholds: self.package.manifest.label_thresholds.as_deref().map(Into::into),
         }
     }
 

@@ -14,6 +14,10 @@ pub const TOKENIZER_FILE: &str = "tokenizer.json";
 pub const MANIFEST_FILE: &str = "manifest.json";
 /// Bumped when the manifest or graph contract changes incompatibly.
 pub const FORMAT_VERSION: u32 = 1;
+/// The version of a multi-label package (independent sigmoid `probs`, per-label thresholds):
+/// a build that reads only [`FORMAT_VERSION`] refuses it rather than read its probabilities
+/// as one distribution over the classes.
+pub const MULTI_LABEL_FORMAT_VERSION: u32 = 2;
 
 /// The names of the graph's inputs and outputs (ARCHITECTURE.md, "The model package"), as
 /// `pipeline train` writes them and the runtime looks them up.
@@ -93,6 +97,53 @@ pub struct Manifest {
     pub metrics: BTreeMap<String, f64>,
     /// Version of the software that wrote the package.
     pub package_version: String,
+    /// Multi-label models: each label's probability is its own (a sigmoid, not a share of a
+    /// softmax), and a document has every label whose probability reaches its threshold
+    /// here, tuned on validation; `None` for a model of one class per document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_thresholds: Option<Vec<f32>>,
+}
+
+impl Manifest {
+    /// The format version a package of this kind is written with.
+    pub fn format_version_for(label_thresholds: Option<&[f32]>) -> u32 {
+        if label_thresholds.is_some() { MULTI_LABEL_FORMAT_VERSION } else { FORMAT_VERSION }
+    }
+
+    /// Refuses thresholds that do not give one probability in [0, 1] per label, and a
+    /// version that does not match the kind of model.
+    fn check_kind(&self, path: &Path) -> anyhow::Result<()> {
+        let expected = Self::format_version_for(self.label_thresholds.as_deref());
+        if ![FORMAT_VERSION, MULTI_LABEL_FORMAT_VERSION].contains(&self.format_version) {
+            bail!(
+                "{} has format version {}, this build reads versions {FORMAT_VERSION} and \
+                 {MULTI_LABEL_FORMAT_VERSION}; re-export the model",
+                path.display(),
+                self.format_version
+            );
+        }
+        if self.format_version != expected {
+            bail!(
+                "{} has format version {} but {} `label_thresholds`: version {MULTI_LABEL_FORMAT_VERSION} is a \
+                 multi-label model with them, {FORMAT_VERSION} one without; the manifest was edited or is corrupt",
+                path.display(),
+                self.format_version,
+                if self.label_thresholds.is_some() { "has" } else { "no" }
+            );
+        }
+        if let Some(thresholds) = &self.label_thresholds
+            && (thresholds.len() != self.labels.len() || !thresholds.iter().all(|t| (0.0..=1.0).contains(t)))
+        {
+            bail!(
+                "{}: `label_thresholds` must hold one probability between 0 and 1 per label ({} labels, {} \
+                 thresholds); the manifest was edited or is corrupt",
+                path.display(),
+                self.labels.len(),
+                thresholds.len()
+            );
+        }
+        Ok(())
+    }
 }
 
 fn one() -> usize {
@@ -163,13 +214,7 @@ impl ModelPackage {
             .with_context(|| format!("cannot read {}", manifest_path.display()))?;
         let manifest: Manifest = serde_json::from_str(&text)
             .with_context(|| format!("{} is not a valid model manifest", manifest_path.display()))?;
-        if manifest.format_version != FORMAT_VERSION {
-            bail!(
-                "{} has format version {}, this build reads version {FORMAT_VERSION}; re-export the model",
-                manifest_path.display(),
-                manifest.format_version
-            );
-        }
+        manifest.check_kind(&manifest_path)?;
         if manifest.labels.len() < 2 {
             bail!(
                 "{} lists {} label(s); a classifier needs at least two",

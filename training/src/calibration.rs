@@ -3,10 +3,12 @@
 //! It is folded into the model's last layer before export ([`Network::divide_logits`]), so
 //! the graph itself gives the calibrated probabilities on every backend, and the tokens'
 //! contributions, which are in logit units, stay exact for them. T never changes a prediction.
+//! A multi-label model's T divides each label's own logit, fitted on every (document, label)
+//! decision; its calibration error is that of those decisions.
 
 use serde::Serialize;
 
-use crate::fit::{Example, padded};
+use crate::fit::{Example, Task, padded};
 use crate::layers::TokenBatch;
 use crate::models::Network;
 
@@ -30,20 +32,13 @@ pub fn calibrate<M: Network>(
     examples: &[Example],
     batch_size: usize,
     fit: bool,
+    task: Task,
 ) -> anyhow::Result<(M, Calibration)> {
     let (logits, labels) = validation_logits(&model, examples, batch_size)?;
-    let temperature = if fit { fit_temperature(&logits, &labels) } else { 1.0 };
+    let temperature = if fit { fit_temperature(&logits, &labels, task) } else { 1.0 };
     let score = |t: f64| {
-        let (confidences, correct): (Vec<f64>, Vec<bool>) = logits
-            .iter()
-            .zip(&labels)
-            .map(|(row, &label)| {
-                let probs = softmax(row, t);
-                let best = argmax(&probs);
-                (probs.get(best).copied().unwrap_or(0.0), best == label)
-            })
-            .unzip();
-        (expected_calibration_error(&confidences, &correct), negative_log_likelihood(&logits, &labels, t))
+        let (confidences, correct) = decisions(&logits, &labels, t, task);
+        (expected_calibration_error(&confidences, &correct), negative_log_likelihood(&logits, &labels, t, task))
     };
     let (ece_before, nll_before) = score(1.0);
     let (mut temperature, (mut ece_after, mut nll_after)) = (temperature, score(temperature));
@@ -67,12 +62,42 @@ pub fn calibrate<M: Network>(
     Ok((model, calibration))
 }
 
-/// Each validation document's logits (inference mode) and its class.
+/// Each decision's confidence and whether it was right: a document's most probable class,
+/// or each (document, label) pair of a multi-label model, decided at one half.
+fn decisions(logits: &[Vec<f64>], labels: &[Vec<usize>], temperature: f64, task: Task) -> (Vec<f64>, Vec<bool>) {
+    let rows = logits.iter().zip(labels);
+    match task {
+        Task::OneClass => rows
+            .map(|(row, truth)| {
+                let probs = softmax(row, temperature);
+                let best = argmax(&probs);
+                (probs.get(best).copied().unwrap_or(0.0), truth.first() == Some(&best))
+            })
+            .unzip(),
+        Task::MultiLabel => rows
+            .flat_map(|(row, truth)| {
+                row.iter().enumerate().map(move |(label, &logit)| {
+                    let p = sigmoid(logit / temperature);
+                    (p.max(1.0 - p), (p >= 0.5) == truth.contains(&label))
+                })
+            })
+            .unzip(),
+    }
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// A document's classes: one, or a multi-label document's labels.
+type LabelSet = Vec<usize>;
+
+/// Each validation document's logits (inference mode) and its classes.
 fn validation_logits<M: Network>(
     model: &M,
     examples: &[Example],
     batch_size: usize,
-) -> anyhow::Result<(Vec<Vec<f64>>, Vec<usize>)> {
+) -> anyhow::Result<(Vec<Vec<f64>>, Vec<LabelSet>)> {
     let device = model.devices().into_iter().next().ok_or_else(|| anyhow::anyhow!("model has no device"))?;
     let (mut logits, mut labels) = (Vec::with_capacity(examples.len()), Vec::with_capacity(examples.len()));
     let indices: Vec<usize> = (0..examples.len()).collect();
@@ -82,7 +107,7 @@ fn validation_logits<M: Network>(
         let [rows, classes] = output.dims();
         let values = output.into_data().convert::<f64>().try_to_vec::<f64>().map_err(|e| anyhow::anyhow!("{e:?}"))?;
         logits.extend(values.chunks(classes.max(1)).take(rows).map(<[f64]>::to_vec));
-        labels.extend(chunk.iter().map(|&i| examples[i].label));
+        labels.extend(chunk.iter().map(|&i| examples[i].labels.clone()));
     }
     Ok((logits, labels))
 }
@@ -98,24 +123,36 @@ fn argmax(values: &[f64]) -> usize {
     values.iter().enumerate().fold((0, f64::NEG_INFINITY), |best, (i, &v)| if v > best.1 { (i, v) } else { best }).0
 }
 
-/// Mean negative log-likelihood of the labels at `temperature`.
-fn negative_log_likelihood(logits: &[Vec<f64>], labels: &[usize], temperature: f64) -> f64 {
-    let total: f64 = logits
-        .iter()
-        .zip(labels)
-        .map(|(row, &label)| {
-            let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let log_sum = row.iter().map(|l| ((l - max) / temperature).exp()).sum::<f64>().ln();
-            log_sum - (row.get(label).copied().unwrap_or(max) - max) / temperature
-        })
-        .sum();
-    total / logits.len().max(1) as f64
+/// Mean negative log-likelihood of the labels at `temperature`: of each document's class, or
+/// of each (document, label) decision of a multi-label model.
+fn negative_log_likelihood(logits: &[Vec<f64>], labels: &[Vec<usize>], temperature: f64, task: Task) -> f64 {
+    let rows = logits.iter().zip(labels);
+    let (total, count): (f64, usize) = match task {
+        Task::OneClass => rows
+            .map(|(row, truth)| {
+                let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let log_sum = row.iter().map(|l| ((l - max) / temperature).exp()).sum::<f64>().ln();
+                let label = truth.first().copied().unwrap_or_default();
+                (log_sum - (row.get(label).copied().unwrap_or(max) - max) / temperature, 1)
+            })
+            .fold((0.0, 0), |(t, n), (v, k)| (t + v, n + k)),
+        Task::MultiLabel => rows
+            .flat_map(|(row, truth)| {
+                row.iter().enumerate().map(move |(label, &logit)| {
+                    // −log σ(±x) = softplus(∓x), written to stay finite for large |x|.
+                    let x = (if truth.contains(&label) { logit } else { -logit }) / temperature;
+                    ((-x).max(0.0) + (-x.abs()).exp().ln_1p(), 1)
+                })
+            })
+            .fold((0.0, 0), |(t, n), (v, k)| (t + v, n + k)),
+    };
+    total / count.max(1) as f64
 }
 
 /// The temperature minimising the validation NLL. The NLL is convex in 1/T, so a
 /// golden-section search over 1/T in [0.02, 20] finds it (T between 0.05 and 50).
-pub fn fit_temperature(logits: &[Vec<f64>], labels: &[usize]) -> f64 {
-    let nll = |inverse: f64| negative_log_likelihood(logits, labels, 1.0 / inverse);
+pub fn fit_temperature(logits: &[Vec<f64>], labels: &[Vec<usize>], task: Task) -> f64 {
+    let nll = |inverse: f64| negative_log_likelihood(logits, labels, 1.0 / inverse, task);
     let ratio = (5f64.sqrt() - 1.0) / 2.0;
     let (mut low, mut high) = (0.02f64, 20.0f64);
     for _ in 0..100 {
@@ -160,10 +197,20 @@ mod tests {
         // Logits 5 apart but right only 3 times in 4: the fitted T spreads the probability.
         let logits: Vec<Vec<f64>> =
             (0..400).map(|i| if i % 2 == 0 { vec![5.0, 0.0] } else { vec![0.0, 5.0] }).collect();
-        let labels: Vec<usize> = (0..400).map(|i| if i % 4 == 3 { 1 - (i % 2) } else { i % 2 }).collect();
-        let t = fit_temperature(&logits, &labels);
+        let labels: Vec<Vec<usize>> = (0..400).map(|i| vec![if i % 4 == 3 { 1 - (i % 2) } else { i % 2 }]).collect();
+        let t = fit_temperature(&logits, &labels, Task::OneClass);
         // The NLL is lowest where softmax(5 / T) = 0.75: T = 5 / ln 3.
         assert!((t - 5.0 / 3f64.ln()).abs() < 1e-3, "{t}");
+    }
+
+    #[test]
+    fn an_overconfident_multi_label_model_is_cooled() {
+        // Each label's logit is ±4 and right 4 times in 5: σ(4 / T) = 0.8 at T = 4 / ln 4.
+        let logits: Vec<Vec<f64>> = (0..500).map(|i| vec![if i % 2 == 0 { 4.0 } else { -4.0 }; 2]).collect();
+        let labels: Vec<Vec<usize>> =
+            (0..500).map(|i| if (i % 2 == 0) == (i % 5 != 4) { vec![0, 1] } else { vec![] }).collect();
+        let t = fit_temperature(&logits, &labels, Task::MultiLabel);
+        assert!((t - 4.0 / 4f64.ln()).abs() < 1e-3, "{t}");
     }
 
     #[test]

@@ -69,7 +69,8 @@ pub struct ColumnArgs {
     /// Column holding the document text.
     #[arg(long, default_value = "text")]
     text_column: String,
-    /// Column holding the class label (any type castable to a string).
+    /// Column holding the class label (any type castable to a string), or a list of labels
+    /// per document (`list<string>`: a multi-label corpus).
     #[arg(long, default_value = "label")]
     label_column: String,
 }
@@ -104,6 +105,10 @@ pub struct TrainArgs {
     max_tokens: Option<usize>,
     #[command(flatten)]
     columns: ColumnArgs,
+    /// Train a multi-label model (a sigmoid per label, a threshold per label tuned on
+    /// validation). A label column of lists selects it anyway; the flag refuses any other.
+    #[arg(long)]
+    multi_label: bool,
     #[command(flatten)]
     vocabulary: VocabularyConfig,
     #[command(flatten)]
@@ -182,6 +187,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 train: args.train,
                 valid: args.valid,
                 columns: args.columns.columns(),
+                multi_label: args.multi_label,
                 out: args.out,
                 force: args.force,
                 valid_fraction: args.valid_fraction,
@@ -244,15 +250,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                     "training": report.training,
                     "chosen": report.reasons,
                     "epochs": report.history,
-                    "validation": {
-                        "rows": report.validation.total(),
-                        "accuracy": report.validation.accuracy(),
-                        "macro_f1": report.validation.macro_f1(),
-                        "per_class": report.validation.per_class(),
-                        "never_predicted": report.validation.never_predicted().into_iter().map(|c| c.label).collect::<Vec<_>>(),
-                        "labels": report.validation.labels,
-                        "confusion": report.validation.counts,
-                    },
+                    "validation": report.validation.json(),
                     "calibration": report.calibration,
                 });
                 std::io::Write::write_all(&mut file, serde_json::to_string_pretty(&summary)?.as_bytes())

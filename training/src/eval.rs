@@ -13,7 +13,8 @@ use serde::Serialize;
 
 use crate::calibration::{ECE_BINS, expected_calibration_error};
 use crate::data::corpus::{Columns, LabelledCorpus, some_labels};
-use crate::metrics::{ClassMetrics, Confusion};
+use crate::label_sets::LabelSets;
+use crate::metrics::{ClassMetrics, Confusion, Scores};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Evaluation {
@@ -21,13 +22,18 @@ pub struct Evaluation {
     pub rows: usize,
     /// Rows skipped: null text/label, or no tokens at all.
     pub skipped: usize,
+    /// Documents given their class, or for a multi-label model exactly their set of labels.
     pub accuracy: f64,
     pub macro_f1: f64,
-    /// `confusion[true][predicted]`.
+    /// Multi-label models: F1 over every (document, label) decision.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub micro_f1: Option<f64>,
+    /// `confusion[true][predicted]`; empty for a multi-label model.
     pub confusion: Vec<Vec<usize>>,
     /// Precision, recall and F1 of each class, in the order of `labels`.
     pub per_class: Vec<ClassMetrics>,
-    /// Expected calibration error of the top probability (15 equal-width bins).
+    /// Expected calibration error of the top probability, or of each (document, label)
+    /// decision of a multi-label model (15 equal-width bins).
     pub ece: f64,
     /// Accuracy on the most confident documents: what a `--min-confidence` keeping that share
     /// of them would give.
@@ -35,6 +41,8 @@ pub struct Evaluation {
     pub backend: String,
     pub seconds: f64,
     pub docs_per_second: f64,
+    #[serde(skip)]
+    scores: Scores,
 }
 
 /// Accuracy on the `share` of documents the model is most confident of, and the confidence of
@@ -72,7 +80,21 @@ pub fn evaluate(
 ) -> anyhow::Result<Evaluation> {
     let package = ModelPackage::open(package_dir)?;
     let labels = package.manifest.labels.clone();
+    let package_thresholds = package.manifest.label_thresholds.clone();
     let corpus = LabelledCorpus::read(data, columns)?;
+    if corpus.multi_label != package_thresholds.is_some() {
+        let (model, column) = if corpus.multi_label {
+            ("gives one class per document", "lists of labels")
+        } else {
+            ("is multi-label", "one label per row")
+        };
+        bail!(
+            "{}: the model {model}, but column `{}` holds {column}; evaluate it on a corpus labelled as it was \
+             trained",
+            data.display(),
+            columns.label
+        );
+    }
     let unknown: Vec<String> = corpus.classes().into_iter().filter(|c| !labels.contains(c)).collect();
     if !unknown.is_empty() {
         let as_number = |label: &str| label.trim().parse::<f64>().ok();
@@ -106,33 +128,65 @@ pub fn evaluate(
             skipped
         );
     }
-    let mut confusion = Confusion::new(labels.clone());
-    let mut scored = Vec::with_capacity(predictions.len());
-    for (prediction, label) in predictions.iter().zip(&corpus.labels) {
-        if let (Some(prediction), Some(truth)) = (prediction, labels.iter().position(|l| l == label)) {
-            let predicted = prediction.predicted_index();
-            confusion.add(truth, predicted);
-            let confidence = prediction.probabilities.get(predicted).copied().unwrap_or(0.0);
-            scored.push((f64::from(confidence), predicted == truth));
-        }
+    let thresholds = package_thresholds.as_deref();
+    let mut scores = match thresholds {
+        None => Scores::Classes(Confusion::new(labels.clone())),
+        Some(thresholds) => Scores::LabelSets(LabelSets::of(labels.clone(), &[], [], thresholds)),
+    };
+    let (mut scored, mut confidences, mut correct) = (Vec::new(), Vec::new(), Vec::new());
+    for (prediction, truth) in predictions.iter().zip(&corpus.labels) {
+        let Some(prediction) = prediction else { continue };
+        let truth: Vec<usize> = truth.iter().filter_map(|t| labels.iter().position(|l| l == t)).collect();
+        let predicted = prediction.predicted_index();
+        let confidence = f64::from(prediction.probabilities.get(predicted).copied().unwrap_or(0.0));
+        let right = match &mut scores {
+            Scores::Classes(confusion) => {
+                let truth = truth.first().copied().unwrap_or_default();
+                confusion.add(truth, predicted);
+                confidences.push(confidence);
+                correct.push(predicted == truth);
+                predicted == truth
+            }
+            Scores::LabelSets(sets) => {
+                let given = prediction.labels(&sets.thresholds);
+                sets.add(&truth, &given);
+                for (label, &p) in prediction.probabilities.iter().enumerate() {
+                    let p = f64::from(p);
+                    confidences.push(p.max(1.0 - p));
+                    correct.push((p >= 0.5) == truth.contains(&label));
+                }
+                let mut truth = truth;
+                truth.sort_unstable();
+                truth.dedup();
+                given == truth
+            }
+        };
+        scored.push((confidence, right));
     }
-    let (confidences, correct): (Vec<f64>, Vec<bool>) = scored.iter().copied().unzip();
-    confusion.warn_never_predicted(&data.display().to_string());
+    scores.warn_never_predicted(&data.display().to_string());
     let rows = counts.predicted;
     let seconds = started.elapsed().as_secs_f64();
     Ok(Evaluation {
-        macro_f1: confusion.macro_f1(),
-        accuracy: confusion.accuracy(),
-        per_class: confusion.per_class(),
+        macro_f1: scores.macro_f1(),
+        accuracy: scores.accuracy(),
+        micro_f1: match &scores {
+            Scores::LabelSets(sets) => Some(sets.micro_f1()),
+            Scores::Classes(_) => None,
+        },
+        per_class: scores.per_class(),
         ece: expected_calibration_error(&confidences, &correct),
         coverage: coverage(scored),
         labels,
         rows,
         skipped,
-        confusion: confusion.counts,
+        confusion: match &scores {
+            Scores::Classes(confusion) => confusion.counts.clone(),
+            Scores::LabelSets(_) => Vec::new(),
+        },
         backend: classifier.backend().describe(),
         seconds,
         docs_per_second: rows as f64 / seconds,
+        scores,
     })
 }
 
@@ -158,7 +212,13 @@ impl std::fmt::Display for Evaluation {
             "rows: {} (skipped {})  backend: {}  {:.0} docs/s",
             self.rows, self.skipped, self.backend, self.docs_per_second
         )?;
-        writeln!(f, "accuracy: {:.4}", self.accuracy)?;
+        match self.micro_f1 {
+            None => writeln!(f, "accuracy: {:.4}", self.accuracy)?,
+            Some(micro_f1) => {
+                writeln!(f, "exact label sets: {:.4}", self.accuracy)?;
+                writeln!(f, "micro-F1: {micro_f1:.4}")?;
+            }
+        }
         writeln!(f, "macro-F1: {:.4}", self.macro_f1)?;
         writeln!(f, "expected calibration error ({ECE_BINS} bins): {:.4}", self.ece)?;
         for c in &self.coverage {
@@ -170,8 +230,7 @@ impl std::fmt::Display for Evaluation {
                 c.min_confidence
             )?;
         }
-        let confusion = Confusion { labels: self.labels.clone(), counts: self.confusion.clone() };
-        write!(f, "{}", confusion.table())?;
+        write!(f, "{}", self.scores.table())?;
         Ok(())
     }
 }

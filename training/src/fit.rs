@@ -6,27 +6,56 @@ use std::time::Instant;
 
 use batch_io::progress::{Progress, Unit};
 use burn::grad_clipping::GradientClippingConfig;
-use burn::nn::loss::CrossEntropyLossConfig;
+use burn::nn::loss::{BinaryCrossEntropyLoss, BinaryCrossEntropyLossConfig, CrossEntropyLoss, CrossEntropyLossConfig};
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::prelude::*;
-use burn::tensor::activation::softmax;
+use burn::tensor::activation::{sigmoid, softmax};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use runtime::inference::ModelInputs;
 
 use crate::data::vocabulary::PAD_ID;
+use crate::label_sets::LabelSets;
 use crate::layers::TokenBatch;
-use crate::metrics::Confusion;
+use crate::metrics::{Confusion, Scores};
 use crate::models::Network;
 
-/// One tokenized document and its class index.
+/// One tokenized document and its class indices: one, or for a multi-label corpus one or more.
 #[derive(Debug, Clone)]
 pub struct Example {
     pub ids: Vec<i64>,
-    pub label: usize,
+    pub labels: Vec<usize>,
     /// For hierarchical models: tokens per sentence (they sum to `ids.len()`).
     pub sentence_lengths: Option<Vec<usize>>,
+}
+
+impl Example {
+    /// The document's (first) class: its class when it has one, and the one a stratified split
+    /// keeps it with when it has several.
+    pub fn label(&self) -> usize {
+        self.labels.first().copied().unwrap_or_default()
+    }
+}
+
+/// What a model's outputs mean.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Task {
+    /// One class per document: a softmax over the classes.
+    #[default]
+    OneClass,
+    /// Any number of labels per document: each label's own sigmoid.
+    MultiLabel,
+}
+
+impl Task {
+    pub fn probabilities(self, logits: Tensor<2>) -> Tensor<2> {
+        match self {
+            Self::OneClass => softmax(logits, 1),
+            Self::MultiLabel => sigmoid(logits),
+        }
+    }
 }
 
 /// How a model is trained (`TrainingFlags` resolved for one variant).
@@ -43,6 +72,7 @@ pub struct TrainConfig {
     pub class_weights: Option<Vec<f32>>,
     /// Fit a temperature on validation after training ([`crate::calibration`]).
     pub calibrate: bool,
+    pub task: Task,
 }
 
 impl TrainConfig {
@@ -115,8 +145,57 @@ pub fn padded(examples: &[Example], indices: &[usize]) -> ModelInputs {
 }
 
 fn targets(examples: &[Example], indices: &[usize], device: &Device) -> Tensor<1, Int> {
-    let labels: Vec<i64> = indices.iter().map(|&i| examples[i].label as i64).collect();
+    let labels: Vec<i64> = indices.iter().map(|&i| examples[i].label() as i64).collect();
     Tensor::from_data(TensorData::new(labels, [indices.len()]), device)
+}
+
+/// `[batch, classes]`: 1 where the document has the label.
+fn label_targets(examples: &[Example], indices: &[usize], classes: usize, device: &Device) -> Tensor<2, Int> {
+    let mut hot = vec![0i64; indices.len() * classes];
+    for (row, &i) in indices.iter().enumerate() {
+        for &label in &examples[i].labels {
+            if let Some(cell) = hot.get_mut(row * classes + label) {
+                *cell = 1;
+            }
+        }
+    }
+    Tensor::from_data(TensorData::new(hot, [indices.len(), classes]), device)
+}
+
+/// The loss of the task: cross-entropy over the classes, or each label's binary cross-entropy.
+enum Objective {
+    OneClass(CrossEntropyLoss),
+    MultiLabel(BinaryCrossEntropyLoss),
+}
+
+impl Objective {
+    fn new(config: &TrainConfig, device: &Device) -> Self {
+        match config.task {
+            Task::OneClass => {
+                Self::OneClass(CrossEntropyLossConfig::new().with_weights(config.class_weights.clone()).init(device))
+            }
+            Task::MultiLabel => Self::MultiLabel(BinaryCrossEntropyLossConfig::new().with_logits(true).init(device)),
+        }
+    }
+
+    /// The batch's loss, and how many of its documents the model got right (their class, or
+    /// exactly their set of labels at probability one half).
+    fn forward(&self, logits: Tensor<2>, examples: &[Example], indices: &[usize]) -> (Tensor<1>, usize) {
+        let device = logits.device();
+        match self {
+            Self::OneClass(loss) => {
+                let expected = targets(examples, indices, &device);
+                (loss.forward(logits.clone(), expected.clone()), count_correct(logits, expected))
+            }
+            Self::MultiLabel(loss) => {
+                let [_, classes] = logits.dims();
+                let expected = label_targets(examples, indices, classes, &device);
+                let predicted = logits.clone().greater_elem(0.0).int();
+                let exact = predicted.equal(expected.clone()).int().min_dim(1).sum().into_scalar::<i64>();
+                (loss.forward(logits, expected), usize::try_from(exact).unwrap_or(0))
+            }
+        }
+    }
 }
 
 /// Trains `model` (created on an autodiff device) to tell `labels` apart and returns the best
@@ -135,7 +214,7 @@ pub fn train<M: Network>(
     let mut rng = StdRng::seed_from_u64(config.seed);
     let mut optimizer =
         AdamConfig::new().with_grad_clipping(Some(GradientClippingConfig::Norm(config.clip_norm))).init();
-    let loss_fn = CrossEntropyLossConfig::new().with_weights(config.class_weights.clone()).init(&device);
+    let objective = Objective::new(config, &device);
 
     let mut history = Vec::new();
     let mut best: Option<(usize, f64, M)> = None;
@@ -146,10 +225,9 @@ pub fn train<M: Network>(
         let (mut loss_sum, mut penalty_sum, mut correct) = (0.0, 0.0, 0usize);
         for indices in &batches {
             let batch = TokenBatch::new(&padded(train_set, indices), &device);
-            let expected = targets(train_set, indices, &device);
             let output = model.forward(&batch);
-            correct += count_correct(output.logits.clone(), expected.clone());
-            let mut loss = loss_fn.forward(output.logits, expected);
+            let (mut loss, right) = objective.forward(output.logits, train_set, indices);
+            correct += right;
             if let Some(regularizer) = output.regularizer {
                 penalty_sum += scalar(regularizer.clone()) * indices.len() as f64;
                 loss = loss + regularizer;
@@ -162,7 +240,7 @@ pub fn train<M: Network>(
         progress.finish();
         let seconds = started.elapsed().as_secs_f64();
         let evaluated = model.valid();
-        let validation = confusion(&evaluated, validation_set, labels.to_vec(), config.batch_size)?;
+        let validation = score(&evaluated, validation_set, labels.to_vec(), config, None)?;
         let validation_macro_f1 = validation.macro_f1();
         let n = train_set.len() as f64;
         let stats = EpochStats {
@@ -207,28 +285,59 @@ fn count_correct(logits: Tensor<2>, expected: Tensor<1, Int>) -> usize {
     predicted.equal(expected).int().sum().into_scalar::<i64>() as usize
 }
 
-/// The confusion matrix of a model in inference mode (dropout off) on `examples`, whose
-/// classes are `labels`.
-pub fn confusion<M: Network>(
+/// How a model in inference mode (dropout off) does on `examples`, whose classes are `labels`:
+/// its confusion matrix, or for a multi-label model its label sets under `thresholds` (one
+/// half for every label when `None`).
+pub fn score<M: Network>(
     model: &M,
     examples: &[Example],
     labels: Vec<String>,
-    batch_size: usize,
-) -> anyhow::Result<Confusion> {
+    config: &TrainConfig,
+    thresholds: Option<&[f32]>,
+) -> anyhow::Result<Scores> {
+    let probabilities = probabilities(model, examples, config)?;
+    let truths = examples.iter().map(|e| e.labels.as_slice());
+    Ok(match config.task {
+        Task::OneClass => {
+            let mut confusion = Confusion::new(labels);
+            for (probs, example) in probabilities.iter().zip(examples) {
+                confusion.add(example.label(), argmax(probs));
+            }
+            Scores::Classes(confusion)
+        }
+        Task::MultiLabel => {
+            let half = vec![0.5; labels.len()];
+            Scores::LabelSets(LabelSets::of(labels, &probabilities, truths, thresholds.unwrap_or(&half)))
+        }
+    })
+}
+
+/// Each example's probabilities, in the order of `examples`.
+pub fn probabilities<M: Network>(
+    model: &M,
+    examples: &[Example],
+    config: &TrainConfig,
+) -> anyhow::Result<Vec<Vec<f32>>> {
     let device = model.devices().into_iter().next().ok_or_else(|| anyhow::anyhow!("model has no device"))?;
     let mut order: Vec<usize> = (0..examples.len()).collect();
     order.sort_by_key(|&i| examples[i].ids.len());
-    let mut confusion = Confusion::new(labels);
-    for indices in order.chunks(batch_size.max(1)) {
+    let mut probabilities = vec![Vec::new(); examples.len()];
+    for indices in order.chunks(config.batch_size.max(1)) {
         let batch = TokenBatch::new(&padded(examples, indices), &device);
-        let predicted = model.forward(&batch).logits.argmax(1).flatten::<1>(0, 1);
-        let predicted =
-            predicted.into_data().convert::<i64>().try_to_vec::<i64>().map_err(|e| anyhow::anyhow!("{e:?}"))?;
-        for (&i, class) in indices.iter().zip(predicted) {
-            confusion.add(examples[i].label, usize::try_from(class).unwrap_or(usize::MAX));
+        let probs = config.task.probabilities(model.forward(&batch).logits);
+        let [_, classes] = probs.dims();
+        let values = probs.into_data().convert::<f32>().try_to_vec::<f32>().map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        for (&i, row) in indices.iter().zip(values.chunks(classes.max(1))) {
+            if let Some(slot) = probabilities.get_mut(i) {
+                *slot = row.to_vec();
+            }
         }
     }
-    Ok(confusion)
+    Ok(probabilities)
+}
+
+fn argmax(values: &[f32]) -> usize {
+    values.iter().enumerate().fold((0, f32::NEG_INFINITY), |best, (i, &v)| if v > best.1 { (i, v) } else { best }).0
 }
 
 /// The burn model's outputs for a padded batch, row-major, for parity checks.
@@ -240,13 +349,13 @@ pub struct BurnOutputs {
     pub contribution: Option<Vec<f32>>,
 }
 
-pub fn forward_probs<M: Network>(model: &M, inputs: &ModelInputs) -> BurnOutputs {
+pub fn forward_probs<M: Network>(model: &M, inputs: &ModelInputs, task: Task) -> BurnOutputs {
     let device = model.devices().into_iter().next().unwrap_or_default();
     let batch = TokenBatch::new(inputs, &device);
     let output = model.forward(&batch);
     let to_vec = |data: TensorData| data.convert::<f32>().try_to_vec::<f32>().unwrap_or_default();
     BurnOutputs {
-        probs: to_vec(softmax(output.logits, 1).into_data()),
+        probs: to_vec(task.probabilities(output.logits).into_data()),
         attention: output.attention.map(|a| to_vec(a.into_data())),
         sentence_attention: output.sentence_attention.map(|a| to_vec(a.into_data())),
         contribution: model.contribution(&batch).map(|c| to_vec(c.into_data())),

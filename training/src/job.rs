@@ -10,7 +10,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use runtime::inference::{InferenceBackend, ModelInputs, TractBackend};
 use runtime::long_documents::MAX_DOCUMENT_TOKENS;
-use runtime::package::{FORMAT_VERSION, GRAPH_FILE, InputLayout, Manifest, TrainingSummary};
+use runtime::package::{GRAPH_FILE, InputLayout, Manifest, TrainingSummary};
 use runtime::text::{TextEncoder, VOCABULARY_DIGEST_KEY, Vocabulary, sentence_lengths};
 use tokenizers::Tokenizer;
 
@@ -19,9 +19,10 @@ use crate::data::corpus::{Columns, LabelledCorpus};
 use crate::data::split::stratified_split;
 use crate::data::vocabulary::{PAD_ID, VocabularyConfig, build_tokenizer};
 use crate::data::word_vectors::WordVectors;
-use crate::fit::{EpochStats, Example, TrainConfig, confusion, forward_probs, padded, train};
+use crate::fit::{EpochStats, Example, Task, TrainConfig, forward_probs, padded, probabilities, score, train};
+use crate::label_sets::tune_thresholds;
 use crate::layers::embedding::InitialWords;
-use crate::metrics::Confusion;
+use crate::metrics::Scores;
 use crate::models::{ModelConfig, ModelFlags, Network, Variant, VariantVisitor};
 use crate::onnx::GraphBuilder;
 use crate::package_writer::{PackageFiles, check_destination, refuse_input_inside_destination, write_package};
@@ -40,6 +41,8 @@ pub struct TrainRequest {
     pub train: PathBuf,
     pub valid: Option<PathBuf>,
     pub columns: Columns,
+    /// `--multi-label`: the label column must hold lists (it selects multi-label anyway).
+    pub multi_label: bool,
     pub out: PathBuf,
     pub force: bool,
     pub valid_fraction: f64,
@@ -58,7 +61,7 @@ pub struct TrainReport {
     pub package: PathBuf,
     pub manifest: Manifest,
     /// The packaged model on the validation documents.
-    pub validation: Confusion,
+    pub validation: Scores,
     pub calibration: Calibration,
     /// The training configuration used, and why each value left to the rule was chosen.
     pub training: TrainConfig,
@@ -70,9 +73,12 @@ pub struct TrainReport {
 /// Labelled, tokenized examples ready for training.
 struct PreparedData {
     classes: Vec<String>,
+    task: Task,
     tokenizer: Tokenizer,
     train: Vec<Example>,
     valid: Vec<Example>,
+    /// Of the training part.
+    counts: ClassCounts,
     corpus: LabelledCorpus,
 }
 
@@ -191,10 +197,7 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
             "frozen": request.freeze_word_vectors,
         }));
     }
-    let counts = ClassCounts(
-        data.classes.iter().enumerate().map(|(c, _)| data.train.iter().filter(|e| e.label == c).count()).collect(),
-    );
-    let schedule = request.training.resolve(&C::DEFAULTS, &counts);
+    let schedule = request.training.resolve(&C::DEFAULTS, &data.counts, data.task);
     for reason in &schedule.reasons {
         tracing::info!("chose {reason}");
     }
@@ -208,8 +211,10 @@ struct Fitted<M> {
     /// In inference mode, calibrated.
     model: M,
     runs: Vec<TrainedRun>,
-    validation: Confusion,
+    validation: Scores,
     calibration: Calibration,
+    /// A multi-label model's per-label thresholds, tuned on validation.
+    thresholds: Option<Vec<f32>>,
 }
 
 struct TrainedRun {
@@ -241,16 +246,8 @@ fn fit<C: ModelConfig>(
         models.push(trained.model);
     }
     let model = C::join(models)?;
-    let validation = confusion(&model.valid(), &data.valid, data.classes.clone(), training.batch_size)?;
-    if members > 1 {
-        tracing::info!(
-            "the {members} members joined: valid acc {:.4}  valid macro-F1 {:.4}",
-            validation.accuracy(),
-            validation.macro_f1()
-        );
-    }
-    validation.warn_never_predicted("validation");
-    let (model, calibration) = calibrate(model.valid(), &data.valid, training.batch_size, training.calibrate)?;
+    let (model, calibration) =
+        calibrate(model.valid(), &data.valid, training.batch_size, training.calibrate, data.task)?;
     if training.calibrate {
         tracing::info!(
             "calibrated: temperature {:.3}; validation ECE ({} bins) {:.4} before, {:.4} after",
@@ -262,7 +259,30 @@ fn fit<C: ModelConfig>(
     } else {
         tracing::info!("not calibrated (--no-calibration); validation ECE {:.4}", calibration.ece_before);
     }
-    Ok(Fitted { model, runs, validation, calibration })
+    // Tuned on the calibrated probabilities, which the graph gives.
+    let thresholds = match data.task {
+        Task::OneClass => None,
+        Task::MultiLabel => {
+            let probabilities = probabilities(&model, &data.valid, training)?;
+            let truths: Vec<&[usize]> = data.valid.iter().map(|e| e.labels.as_slice()).collect();
+            let thresholds = tune_thresholds(&probabilities, &truths, data.classes.len());
+            tracing::info!(
+                "label thresholds tuned on validation for each label's F1: {}",
+                thresholds.iter().map(|t| format!("{t:.2}")).collect::<Vec<_>>().join(" ")
+            );
+            Some(thresholds)
+        }
+    };
+    let validation = score(&model, &data.valid, data.classes.clone(), training, thresholds.as_deref())?;
+    if members > 1 {
+        tracing::info!(
+            "the {members} members joined: valid acc {:.4}  valid macro-F1 {:.4}",
+            validation.accuracy(),
+            validation.macro_f1()
+        );
+    }
+    validation.warn_never_predicted("validation");
+    Ok(Fitted { model, runs, validation, calibration, thresholds })
 }
 
 /// Reads `--word-vectors` and checks their width against `--embedding-dim`.
@@ -304,9 +324,11 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
         );
     }
     crate::data::corpus::refuse_classes_differing_in_white_space(&request.train, &classes)?;
+    let task = task_of(request, &corpus)?;
     let index: BTreeMap<&str, usize> = classes.iter().enumerate().map(|(i, c)| (c.as_str(), i)).collect();
     let class_of = |label: &str| index.get(label).copied();
-    let labels: Vec<usize> = corpus.labels.iter().map(|l| class_of(l).unwrap_or_default()).collect();
+    let labels: Vec<Vec<usize>> =
+        corpus.labels.iter().map(|set| set.iter().filter_map(|l| class_of(l)).collect()).collect();
     if request.valid.is_none() {
         refuse_single_document_classes(request, &classes, &labels)?;
     }
@@ -323,24 +345,46 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
                     request.train.display()
                 );
             }
+            if valid.multi_label != corpus.multi_label {
+                let kind = |multi: bool| if multi { "lists of labels" } else { "one label per row" };
+                bail!(
+                    "--valid {} holds {} in column `{}`, but --train {} holds {}; give both files the same kind of \
+                     label column",
+                    path.display(),
+                    kind(valid.multi_label),
+                    request.columns.label,
+                    request.train.display(),
+                    kind(corpus.multi_label)
+                );
+            }
             let mut valid_labels = Vec::with_capacity(valid.len());
-            for label in &valid.labels {
-                match class_of(label) {
-                    Some(class) => valid_labels.push(class),
-                    None => bail!(
-                        "{} has label `{label}`, which the training set {} does not have (its labels: {})",
-                        path.display(),
-                        request.train.display(),
-                        classes.join(", ")
-                    ),
+            for set in &valid.labels {
+                let mut indices = Vec::with_capacity(set.len());
+                for label in set {
+                    match class_of(label) {
+                        Some(class) => indices.push(class),
+                        None => bail!(
+                            "{} has label `{}`, which the training set {} does not have (its labels: {})",
+                            path.display(),
+                            label.escape_debug(),
+                            request.train.display(),
+                            crate::data::corpus::some_labels(classes.iter().map(String::as_str))
+                        ),
+                    }
                 }
+                valid_labels.push(indices);
             }
             (corpus.texts.clone(), labels, valid.texts, valid_labels)
         }
         None => {
-            let (train_idx, valid_idx) = stratified_split(&labels, request.valid_fraction, &mut rng);
-            let pick = |idx: &[usize]| -> (Vec<String>, Vec<usize>) {
-                (idx.iter().map(|&i| corpus.texts[i].clone()).collect(), idx.iter().map(|&i| labels[i]).collect())
+            // Stratified on each document's first label: every class keeps a share in both.
+            let first: Vec<usize> = labels.iter().map(|set| set.first().copied().unwrap_or_default()).collect();
+            let (train_idx, valid_idx) = stratified_split(&first, request.valid_fraction, &mut rng);
+            let pick = |idx: &[usize]| -> (Vec<String>, Vec<Vec<usize>>) {
+                (
+                    idx.iter().map(|&i| corpus.texts[i].clone()).collect(),
+                    idx.iter().map(|&i| labels[i].clone()).collect(),
+                )
             };
             let (tt, tl) = pick(&train_idx);
             let (vt, vl) = pick(&valid_idx);
@@ -359,7 +403,7 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
             corpus.len()
         );
     }
-    let valid_classes: std::collections::BTreeSet<usize> = valid_labels.iter().copied().collect();
+    let valid_classes: std::collections::BTreeSet<usize> = valid_labels.iter().flatten().copied().collect();
     if let (1, Some(only), Some(path)) = (valid_classes.len(), valid_classes.first(), &request.valid)
         && classes.len() > 1
     {
@@ -384,13 +428,39 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
         );
     }
     let valid = encode(&encoder, &valid_texts, &valid_labels, sentence_words, "validation")?;
-    Ok(PreparedData { classes, tokenizer, train, valid, corpus })
+    let counts = ClassCounts::of(&train, classes.len());
+    Ok(PreparedData { classes, task, tokenizer, train, valid, counts, corpus })
+}
+
+/// One class per document, or a multi-label model: from the label column's type, which
+/// `--multi-label` must agree with.
+fn task_of(request: &TrainRequest, corpus: &LabelledCorpus) -> anyhow::Result<Task> {
+    if request.multi_label && !corpus.multi_label {
+        bail!(
+            "--multi-label: column `{}` of {} holds one label per row; a multi-label corpus holds a list of labels \
+             per row (list<string>). Give such a column with --label-column, or leave --multi-label out",
+            request.columns.label,
+            request.train.display()
+        );
+    }
+    if corpus.multi_label {
+        tracing::info!(
+            "column `{}` holds lists of labels: training a multi-label model (a sigmoid per label)",
+            request.columns.label
+        );
+        return Ok(Task::MultiLabel);
+    }
+    Ok(Task::OneClass)
 }
 
 /// Without `--valid`, a class of one document cannot be both learned and validated.
-fn refuse_single_document_classes(request: &TrainRequest, classes: &[String], labels: &[usize]) -> anyhow::Result<()> {
+fn refuse_single_document_classes(
+    request: &TrainRequest,
+    classes: &[String],
+    labels: &[Vec<usize>],
+) -> anyhow::Result<()> {
     let mut counts = vec![0usize; classes.len()];
-    for &label in labels {
+    for &label in labels.iter().flatten() {
         if let Some(count) = counts.get_mut(label) {
             *count += 1;
         }
@@ -411,14 +481,14 @@ fn refuse_single_document_classes(request: &TrainRequest, classes: &[String], la
 fn encode(
     encoder: &TextEncoder,
     texts: &[String],
-    labels: &[usize],
+    labels: &[Vec<usize>],
     sentence_words: Option<usize>,
     part: &str,
 ) -> anyhow::Result<Vec<Example>> {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let encoded = encoder.encode_batch(&refs)?;
     let (mut examples, mut empty, mut truncated) = (Vec::with_capacity(texts.len()), 0, 0);
-    for (encoding, &label) in encoded.into_iter().zip(labels) {
+    for (encoding, labels) in encoded.into_iter().zip(labels) {
         truncated += usize::from(encoding.truncated);
         if encoding.ids.is_empty() {
             empty += 1;
@@ -426,7 +496,7 @@ fn encode(
             let sentence_lengths = sentence_words
                 .map(|max_words| anyhow::Ok(sentence_lengths(&encoder.vocabulary().tokens(&encoding.ids)?, max_words)))
                 .transpose()?;
-            examples.push(Example { ids: encoding.ids, label, sentence_lengths });
+            examples.push(Example { ids: encoding.ids, labels: labels.clone(), sentence_lengths });
         }
     }
     if empty > 0 {
@@ -453,6 +523,9 @@ fn finish<C: ModelConfig>(
     let mut metrics = BTreeMap::new();
     metrics.insert("validation_accuracy".to_owned(), fitted.validation.accuracy());
     metrics.insert("validation_macro_f1".to_owned(), fitted.validation.macro_f1());
+    if let Scores::LabelSets(sets) = &fitted.validation {
+        metrics.insert("validation_micro_f1".to_owned(), sets.micro_f1());
+    }
     for class in fitted.validation.per_class() {
         metrics.insert(format!("validation_f1_{}", class.label), class.f1);
     }
@@ -476,7 +549,7 @@ fn finish<C: ModelConfig>(
     hyper_parameters.insert("min_count".to_owned(), request.vocabulary.min_count.into());
     hyper_parameters.insert("max_vocab".to_owned(), request.vocabulary.max_vocab.into());
     let mut manifest = Manifest {
-        format_version: FORMAT_VERSION,
+        format_version: Manifest::format_version_for(fitted.thresholds.as_deref()),
         variant: request.variant.name().to_owned(),
         labels: data.classes.clone(),
         input_layout: match config.sentence_words() {
@@ -500,17 +573,13 @@ fn finish<C: ModelConfig>(
             members: fitted.runs.len(),
             seconds: started.elapsed().as_secs_f64(),
             seed: request.training.seed,
-            class_counts: data
-                .classes
-                .iter()
-                .enumerate()
-                .map(|(c, _)| data.train.iter().filter(|e| e.label == c).count())
-                .collect(),
+            class_counts: data.counts.per_class.clone(),
         },
         metrics,
         package_version: env!("CARGO_PKG_VERSION").to_owned(),
+        label_thresholds: fitted.thresholds,
     };
-    let mut graph = GraphBuilder::new(request.variant.name());
+    let mut graph = GraphBuilder::new(request.variant.name()).multi_label(data.task == Task::MultiLabel);
     model.emit(&mut graph);
     // What a user can check against the file's size, not what training updated.
     manifest.parameter_count = graph.float_values();
@@ -525,7 +594,7 @@ fn finish<C: ModelConfig>(
         &request.out,
         request.force,
         PackageFiles { graph: &graph, tokenizer: &data.tokenizer, manifest: &manifest },
-        |dir| verify_graph(&model, &dir.join(GRAPH_FILE), &sample),
+        |dir| verify_graph(&model, &dir.join(GRAPH_FILE), &sample, data.task),
     )?;
     let report = TrainReport {
         package,
@@ -540,8 +609,8 @@ fn finish<C: ModelConfig>(
 }
 
 /// Runs the written graph with tract on a padded batch and compares it with burn.
-pub fn verify_graph<M: Network>(model: &M, graph: &Path, inputs: &ModelInputs) -> anyhow::Result<()> {
-    let expected = forward_probs(model, inputs).probs;
+pub fn verify_graph<M: Network>(model: &M, graph: &Path, inputs: &ModelInputs, task: Task) -> anyhow::Result<()> {
+    let expected = forward_probs(model, inputs, task).probs;
     let outputs = TractBackend::open(graph)?.run(inputs)?;
     let actual = &outputs.get("probs").context("graph has no `probs` output")?.data;
     // NaN on both sides would pass the comparison below (f32::max ignores NaN).

@@ -19,6 +19,7 @@ pub mod data;
 pub mod eval;
 pub mod fit;
 pub mod job;
+pub mod label_sets;
 pub mod layers;
 pub mod metrics;
 pub mod models;

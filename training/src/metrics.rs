@@ -1,8 +1,90 @@
 //! Classification metrics that show failure on any corpus, not only on a balanced one: the
 //! confusion matrix, per-class precision, recall and F1, macro-F1, and the classes a model
-//! never predicts. `pipeline train` (on validation) and `pipeline eval` share them.
+//! never predicts. `pipeline train` (on validation) and `pipeline eval` share them; a
+//! multi-label model's figures are [`crate::label_sets`].
 
 use serde::Serialize;
+
+use crate::label_sets::LabelSets;
+
+/// How a model did on labelled documents: one class each, or sets of labels.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scores {
+    Classes(Confusion),
+    LabelSets(LabelSets),
+}
+
+impl Scores {
+    /// Documents scored.
+    pub fn total(&self) -> usize {
+        match self {
+            Self::Classes(confusion) => confusion.total(),
+            Self::LabelSets(sets) => sets.documents,
+        }
+    }
+
+    /// Documents given their class, or exactly their set of labels.
+    pub fn accuracy(&self) -> f64 {
+        match self {
+            Self::Classes(confusion) => confusion.accuracy(),
+            Self::LabelSets(sets) => sets.subset_accuracy(),
+        }
+    }
+
+    pub fn macro_f1(&self) -> f64 {
+        match self {
+            Self::Classes(confusion) => confusion.macro_f1(),
+            Self::LabelSets(sets) => sets.macro_f1(),
+        }
+    }
+
+    pub fn per_class(&self) -> Vec<ClassMetrics> {
+        match self {
+            Self::Classes(confusion) => confusion.per_class(),
+            Self::LabelSets(sets) => sets.per_label(),
+        }
+    }
+
+    /// Classes (or labels) with documents that the model never predicted.
+    pub fn never_predicted(&self) -> Vec<ClassMetrics> {
+        never_predicted(self.per_class())
+    }
+
+    pub fn warn_never_predicted(&self, part: &str) {
+        warn_never_predicted(self.per_class(), part);
+    }
+
+    /// The per-class table, then the confusion matrix or the multi-label figures.
+    pub fn table(&self) -> String {
+        match self {
+            Self::Classes(confusion) => confusion.table(),
+            Self::LabelSets(sets) => sets.table(),
+        }
+    }
+
+    /// What `--metrics-json` holds of them.
+    pub fn json(&self) -> serde_json::Value {
+        let mut json = serde_json::json!({
+            "rows": self.total(),
+            "accuracy": self.accuracy(),
+            "macro_f1": self.macro_f1(),
+            "per_class": self.per_class(),
+            "never_predicted": self.never_predicted().into_iter().map(|c| c.label).collect::<Vec<_>>(),
+        });
+        match self {
+            Self::Classes(confusion) => {
+                json["labels"] = serde_json::json!(confusion.labels);
+                json["confusion"] = serde_json::json!(confusion.counts);
+            }
+            Self::LabelSets(sets) => {
+                json["labels"] = serde_json::json!(sets.labels);
+                json["micro_f1"] = serde_json::json!(sets.micro_f1());
+                json["thresholds"] = serde_json::json!(sets.thresholds);
+            }
+        }
+        json
+    }
+}
 
 /// `counts[true][predicted]` over `labels`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -77,50 +159,11 @@ impl Confusion {
         seen.iter().sum::<f64>() / seen.len().max(1) as f64
     }
 
-    /// Classes with documents that the model never predicted: a model that looks accurate on an
-    /// imbalanced corpus can still ignore its small classes.
-    pub fn never_predicted(&self) -> Vec<ClassMetrics> {
-        self.per_class().into_iter().filter(|c| c.predicted == 0 && c.support > 0).collect()
-    }
-
-    /// Logs a warning per class with documents that the model never predicted on `part`; past
-    /// [`NAMED_CLASSES`] of them, one line counts the rest.
-    pub fn warn_never_predicted(&self, part: &str) {
-        let never = self.never_predicted();
-        if never.len() > NAMED_CLASSES {
-            tracing::warn!(
-                "{} classes were never predicted on {part}; the first {NAMED_CLASSES} follow, and --metrics-json \
-                 lists all",
-                never.len()
-            );
-        }
-        for class in never.into_iter().take(NAMED_CLASSES) {
-            tracing::warn!(
-                "class `{}` was never predicted on {part} ({} document(s) of it): the model ignores it. Give it more \
-                 documents, weigh classes equally (--class-weights balanced, which auto picks on imbalanced corpora), or \
-                 train for longer (--epochs, --patience)",
-                shown(&class.label),
-                class.support
-            );
-        }
-    }
-
     /// The per-class table and the confusion matrix, as `pipeline train` and `eval` print them.
     /// The matrix is left out past [`NAMED_CLASSES`] classes: nobody reads it that wide.
     pub fn table(&self) -> String {
-        // Capped: a longer label overflows its column (a format width past 65,535 panics).
-        let width = self.labels.iter().map(|l| shown(l).chars().count()).max().unwrap_or(4).clamp(8, 64);
-        let mut out = format!("{:>width$} {:>9} {:>9} {:>9} {:>9}\n", "class", "precision", "recall", "F1", "support");
-        for c in self.per_class() {
-            out += &format!(
-                "{:>width$} {:>9.4} {:>9.4} {:>9.4} {:>9}\n",
-                shown(&c.label),
-                c.precision,
-                c.recall,
-                c.f1,
-                c.support
-            );
-        }
+        let width = label_width(&self.labels);
+        let mut out = per_class_table(&self.per_class(), width);
         if self.labels.len() > NAMED_CLASSES {
             out += &format!(
                 "confusion matrix left out: {} classes are too many to read; --metrics-json holds it\n",
@@ -143,6 +186,56 @@ impl Confusion {
         }
         out
     }
+}
+
+/// Classes with documents that the model never predicted: a model that looks accurate on an
+/// imbalanced corpus can still ignore its small classes.
+pub fn never_predicted(classes: Vec<ClassMetrics>) -> Vec<ClassMetrics> {
+    classes.into_iter().filter(|c| c.predicted == 0 && c.support > 0).collect()
+}
+
+/// Logs a warning per class with documents that the model never predicted on `part`; past
+/// [`NAMED_CLASSES`] of them, one line counts the rest.
+pub fn warn_never_predicted(classes: Vec<ClassMetrics>, part: &str) {
+    let never = never_predicted(classes);
+    if never.len() > NAMED_CLASSES {
+        tracing::warn!(
+            "{} classes were never predicted on {part}; the first {NAMED_CLASSES} follow, and --metrics-json lists all",
+            never.len()
+        );
+    }
+    for class in never.into_iter().take(NAMED_CLASSES) {
+        tracing::warn!(
+            "class `{}` was never predicted on {part} ({} document(s) of it): the model ignores it. Give it more \
+             documents, weigh classes equally (--class-weights balanced, which auto picks on imbalanced corpora), or \
+             train for longer (--epochs, --patience)",
+            shown(&class.label),
+            class.support
+        );
+    }
+}
+
+/// The per-class rows of a table (precision, recall, F1, support), `width` characters to a
+/// label.
+pub fn per_class_table(classes: &[ClassMetrics], width: usize) -> String {
+    let mut out = format!("{:>width$} {:>9} {:>9} {:>9} {:>9}\n", "class", "precision", "recall", "F1", "support");
+    for c in classes {
+        out += &format!(
+            "{:>width$} {:>9.4} {:>9.4} {:>9.4} {:>9}\n",
+            shown(&c.label),
+            c.precision,
+            c.recall,
+            c.f1,
+            c.support
+        );
+    }
+    out
+}
+
+/// How wide a table's label column is: its longest label, capped (a format width past 65,535
+/// panics, and a longer label overflows its column anyway).
+pub fn label_width(labels: &[String]) -> usize {
+    labels.iter().map(|l| shown(l).chars().count()).max().unwrap_or(4).clamp(8, 64)
 }
 
 /// A label as a table cell: tabs and line breaks escaped, so that a row stays one line.
@@ -184,7 +277,7 @@ mod tests {
             confusion.add(0, 0);
         }
         confusion.add(1, 0);
-        let never: Vec<String> = confusion.never_predicted().into_iter().map(|c| c.label).collect();
+        let never: Vec<String> = never_predicted(confusion.per_class()).into_iter().map(|c| c.label).collect();
         // `absent` has no documents: not predicting it is no failure, nor part of macro-F1.
         assert_eq!(never, ["small"]);
         let big_f1 = 2.0 * 9.0 / (10.0 + 9.0);

@@ -10,13 +10,15 @@
 //! - **epochs**: as many as make [`PLANNED_STEPS`] steps, within [`EPOCHS`];
 //! - **patience**: a fifth of the epochs, at least 2;
 //! - **class weights**: balanced (a document weighs N ÷ (classes × its class's documents)) when
-//!   the largest class has more than [`IMBALANCE_RATIO`] times the documents of the smallest.
+//!   the largest class has more than [`IMBALANCE_RATIO`] times the documents of the smallest;
+//!   none for a multi-label model, whose labels each have their own loss and, after training,
+//!   their own threshold.
 
 use std::ops::RangeInclusive;
 
 use serde::Serialize;
 
-use crate::fit::TrainConfig;
+use crate::fit::{Example, Task, TrainConfig};
 use crate::models::VariantDefaults;
 
 pub const MIN_STEPS_PER_EPOCH: usize = 20;
@@ -71,25 +73,44 @@ pub struct TrainingFlags {
 }
 
 /// What the corpus looks like to the rule: documents per class in the training part.
-#[derive(Debug, Clone)]
-pub struct ClassCounts(pub Vec<usize>);
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassCounts {
+    /// Documents of each class (with each label, for a multi-label corpus).
+    pub per_class: Vec<usize>,
+    pub documents: usize,
+}
 
 impl ClassCounts {
-    pub fn documents(&self) -> usize {
-        self.0.iter().sum()
+    /// The counts of a corpus of one class per document.
+    pub fn new(per_class: Vec<usize>) -> Self {
+        Self { documents: per_class.iter().sum(), per_class }
+    }
+
+    /// Counts `examples` of `classes` classes, in one pass.
+    pub fn of(examples: &[Example], classes: usize) -> Self {
+        let mut per_class = vec![0; classes];
+        for label in examples.iter().flat_map(|e| &e.labels) {
+            if let Some(count) = per_class.get_mut(*label) {
+                *count += 1;
+            }
+        }
+        Self { per_class, documents: examples.len() }
     }
 
     /// Largest over smallest class (∞ when a class has no training document).
     pub fn imbalance(&self) -> f64 {
-        let largest = self.0.iter().copied().max().unwrap_or(0);
-        let smallest = self.0.iter().copied().min().unwrap_or(0);
+        let largest = self.per_class.iter().copied().max().unwrap_or(0);
+        let smallest = self.per_class.iter().copied().min().unwrap_or(0);
         largest as f64 / smallest as f64
     }
 
     /// Balanced weights `N / (classes × n_c)`; a class without documents gets weight 1.
     fn balanced(&self) -> Vec<f32> {
-        let (n, classes) = (self.documents() as f64, self.0.len() as f64);
-        self.0.iter().map(|&count| if count == 0 { 1.0 } else { (n / (classes * count as f64)) as f32 }).collect()
+        let (n, classes) = (self.documents as f64, self.per_class.len() as f64);
+        self.per_class
+            .iter()
+            .map(|&count| if count == 0 { 1.0 } else { (n / (classes * count as f64)) as f32 })
+            .collect()
     }
 }
 
@@ -115,8 +136,8 @@ impl TrainingFlags {
     }
 
     /// The flags, with those left out chosen for a training part of `counts` (module doc).
-    pub fn resolve(&self, defaults: &VariantDefaults, counts: &ClassCounts) -> Schedule {
-        let documents = counts.documents().max(1);
+    pub fn resolve(&self, defaults: &VariantDefaults, counts: &ClassCounts, task: Task) -> Schedule {
+        let documents = counts.documents.max(1);
         let mut reasons = Vec::new();
         let batch_size = self.batch_size.unwrap_or_else(|| {
             let mut batch = defaults.batch_size;
@@ -151,6 +172,16 @@ impl TrainingFlags {
         });
         let imbalance = counts.imbalance();
         let balanced = match self.class_weights {
+            _ if task == Task::MultiLabel => {
+                if self.class_weights == ClassWeighting::Balanced {
+                    reasons.push(
+                        "no class weights (--class-weights balanced weighs one class per document): each label of a \
+                         multi-label model has its own loss and its own threshold"
+                            .to_owned(),
+                    );
+                }
+                false
+            }
             ClassWeighting::Balanced => true,
             ClassWeighting::None => false,
             ClassWeighting::Auto => {
@@ -173,6 +204,7 @@ impl TrainingFlags {
             seed: self.seed,
             class_weights: balanced.then(|| counts.balanced()),
             calibrate: self.calibrate,
+            task,
         };
         Schedule { config, reasons }
     }
@@ -198,7 +230,7 @@ mod tests {
 
     #[test]
     fn a_large_corpus_keeps_the_variant_batch_and_few_epochs() {
-        let schedule = flags(&[]).resolve(&NETWORK_DEFAULTS, &ClassCounts(vec![250_000, 250_000]));
+        let schedule = flags(&[]).resolve(&NETWORK_DEFAULTS, &ClassCounts::new(vec![250_000, 250_000]), Task::OneClass);
         let config = schedule.config;
         assert_eq!((config.batch_size, config.epochs, config.patience), (64, 3, 2));
         assert_eq!(config.learning_rate, NETWORK_DEFAULTS.learning_rate);
@@ -208,33 +240,37 @@ mod tests {
     #[test]
     fn a_small_corpus_gets_smaller_batches_and_more_epochs() {
         // R8's training part: 8 classes, 69:1.
-        let counts = ClassCounts(vec![1436, 228, 2556, 37, 171, 185, 97, 226]);
-        let config = flags(&[]).resolve(&NGRAM, &counts).config;
+        let counts = ClassCounts::new(vec![1436, 228, 2556, 37, 171, 185, 97, 226]);
+        let config = flags(&[]).resolve(&NGRAM, &counts, Task::OneClass).config;
         assert_eq!(config.batch_size, 128);
         assert_eq!(config.learning_rate, NGRAM.learning_rate);
         assert_eq!((config.epochs, config.patience), (30, 6));
         let weights = config.class_weights.expect("imbalanced: weighted");
         // The smallest class weighs most; each class's total weight is the same.
-        let totals: Vec<f32> = weights.iter().zip(&counts.0).map(|(w, &n)| w * n as f32).collect();
+        let totals: Vec<f32> = weights.iter().zip(&counts.per_class).map(|(w, &n)| w * n as f32).collect();
         assert!(totals.iter().all(|t| (t - totals[0]).abs() < 1e-2), "{totals:?}");
     }
 
     #[test]
     fn given_flags_win() {
-        let counts = ClassCounts(vec![900, 10]);
+        let counts = ClassCounts::new(vec![900, 10]);
         let schedule = flags(&["--batch-size", "256", "--learning-rate", "0.1", "--epochs", "4", "--patience", "9"])
-            .resolve(&NGRAM, &counts);
+            .resolve(&NGRAM, &counts, Task::OneClass);
         let config = schedule.config;
         assert_eq!((config.batch_size, config.learning_rate, config.epochs, config.patience), (256, 0.1, 4, 9));
-        let off = flags(&["--class-weights", "none"]).resolve(&NGRAM, &counts);
+        let off = flags(&["--class-weights", "none"]).resolve(&NGRAM, &counts, Task::OneClass);
         assert_eq!(off.config.class_weights, None);
-        let on = flags(&["--class-weights", "balanced"]).resolve(&NGRAM, &ClassCounts(vec![10, 10]));
+        let on =
+            flags(&["--class-weights", "balanced"]).resolve(&NGRAM, &ClassCounts::new(vec![10, 10]), Task::OneClass);
         assert_eq!(on.config.class_weights, Some(vec![1.0, 1.0]));
+        let multi = flags(&["--class-weights", "balanced"]).resolve(&NGRAM, &counts, Task::MultiLabel);
+        assert_eq!(multi.config.class_weights, None);
+        assert!(multi.reasons.iter().any(|r| r.contains("no class weights")), "{:?}", multi.reasons);
     }
 
     #[test]
     fn every_chosen_value_says_why() {
-        let schedule = flags(&[]).resolve(&NGRAM, &ClassCounts(vec![900, 10]));
+        let schedule = flags(&[]).resolve(&NGRAM, &ClassCounts::new(vec![900, 10]), Task::OneClass);
         let reasons = schedule.reasons.join("\n");
         for word in ["batch size", "epochs", "patience", "balanced class weights"] {
             assert!(reasons.contains(word), "{word}: {reasons}");

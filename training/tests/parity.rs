@@ -69,6 +69,7 @@ fn train_tiny<C: ModelConfig>(variant: Variant, config: &C) -> Trained<C::Model>
         train: repo_root().join("fixtures/imdb-train-600.parquet"),
         valid: None,
         columns: Columns { text: "text".into(), label: "label".into() },
+        multi_label: false,
         out: dir.path().join(variant.name()),
         force: false,
         valid_fraction: 0.2,
@@ -161,7 +162,7 @@ fn ort_backend(graph: &Path) -> OrtBackend {
     OrtBackend::open(graph, &options).expect("ONNX Runtime opens the graph")
 }
 fn check_against_burn<M: Network>(trained: &Trained<M>, outputs: &ModelOutputs, inputs: &ModelInputs, runtime: &str) {
-    let burn = forward_probs(&trained.model, inputs);
+    let burn = forward_probs(&trained.model, inputs, training::fit::Task::OneClass);
     let (probs, attention) = (burn.probs, burn.attention);
     let probs_diff = max_abs_diff(&probs, &outputs["probs"].data);
     println!("{runtime}: max |Δprobs| = {probs_diff:.2e}");

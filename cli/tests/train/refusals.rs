@@ -5,8 +5,7 @@
 
 use super::*;
 
-use arrow::array::{Float64Array, ListArray};
-use arrow::datatypes::Int32Type;
+use arrow::array::Float64Array;
 
 /// A corpus of `n` rows with string labels.
 fn corpus(dir: &Path, name: &str, n: usize) -> PathBuf {
@@ -63,15 +62,19 @@ fn nan_labels_are_missing_labels_not_a_class() {
     assert_eq!(package.manifest.labels, ["0.0", "1.0"], "no class called NaN");
 }
 
+/// A column of structs holds no label per row, nor a list of them (a list trains multi-label).
 #[test]
-fn a_label_column_of_lists_is_refused_naming_it() {
+fn a_label_column_of_structs_is_refused_naming_it() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("lists.parquet");
-    let lists: ArrayRef =
-        Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>((0..40).map(|i| Some(vec![Some(i % 2), Some(1)]))));
-    write_parquet(&path, vec![("text", strings(&reviews(40))), ("label", lists)]);
+    let path = dir.path().join("structs.parquet");
+    let inner: ArrayRef = Arc::new(arrow::array::Int32Array::from_iter_values((0..40).map(|i| i % 2)));
+    let structs: ArrayRef = Arc::new(arrow::array::StructArray::from(vec![(
+        Arc::new(arrow::datatypes::Field::new("class", arrow::datatypes::DataType::Int32, false)),
+        inner,
+    )]));
+    write_parquet(&path, vec![("text", strings(&reviews(40))), ("label", structs)]);
     refused(&train(&path, &dir.path().join("model"), &[]), &["label column `label`", "not one label per row"]);
-    assert_nothing_written(dir.path(), &["lists.parquet"]);
+    assert_nothing_written(dir.path(), &["structs.parquet"]);
 }
 
 #[test]

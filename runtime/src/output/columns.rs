@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use arrow::array::{
     ArrayBuilder, ArrayRef, BooleanArray, FixedSizeListBuilder, Float32Array, Float32Builder, Int8Builder, Int32Array,
     Int32Builder, ListBuilder, StringArray, StringBuilder, UInt8Builder,
@@ -54,10 +54,15 @@ pub enum Requires {
     Embedding,
     /// `--min-confidence` ([`OutputTable::abstaining_below`]).
     Abstention,
+    /// A multi-label model.
+    MultiLabel,
+    /// A multi-label model that explains its scores per token, and an encoding that keeps
+    /// this part of the explanation: pushes towards each predicted label.
+    LabelPushes(Explanation),
 }
 
 /// What a model produces beyond its probabilities: which optional columns it can fill.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OptionalColumns {
     /// `attention` and what derives from it (`attention_summary`, `attention_entropy`).
     pub attention: bool,
@@ -67,11 +72,13 @@ pub struct OptionalColumns {
     pub sentences: bool,
     /// `embedding`, of this width.
     pub embedding_dim: Option<usize>,
+    /// A multi-label model's per-label thresholds: `predicted_labels`.
+    pub label_thresholds: Option<Arc<[f32]>>,
 }
 
 impl OptionalColumns {
     /// Whether a table of this model under `encoding` has a column that `requires` this.
-    fn include(self, requires: Requires, encoding: AttentionEncoding) -> bool {
+    fn include(&self, requires: Requires, encoding: AttentionEncoding) -> bool {
         match requires {
             Requires::Always => true,
             Requires::Explanation(part @ (Explanation::Contribution | Explanation::ContributionScale)) => {
@@ -80,6 +87,8 @@ impl OptionalColumns {
             Requires::Explanation(part) => self.attention && encoding.keeps(part),
             Requires::Sentences => self.sentences,
             Requires::Embedding => self.embedding_dim.is_some(),
+            Requires::MultiLabel => self.label_thresholds.is_some(),
+            Requires::LabelPushes(part) => self.label_thresholds.is_some() && self.contribution && encoding.keeps(part),
             // Not the model's to decide: the run's threshold adds it.
             Requires::Abstention => false,
         }
@@ -87,13 +96,15 @@ impl OptionalColumns {
 }
 
 /// What the types and values of a table's columns depend on, besides the column.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 struct Settings {
     encoding: AttentionEncoding,
     /// The width of `embedding`, when it is one of the columns.
     embedding_dim: usize,
     /// Below this confidence a row abstains: no `prediction`, `abstained` true.
     min_confidence: Option<f32>,
+    /// A multi-label model's per-label thresholds.
+    label_thresholds: Option<Arc<[f32]>>,
 }
 
 fn list(item: DataType) -> DataType {
@@ -119,6 +130,37 @@ pub static PREDICTION_INDEX: Column = Column {
         Ok(Arc::new(
             rows.each(|_, best| (!best.abstained).then_some(best.index)).map(Option::flatten).collect::<Int32Array>(),
         ))
+    },
+};
+
+/// A multi-label model's labels for the row: each whose probability reaches its threshold
+/// (or else the most probable), in label order; null where the row abstains. In `classify()`,
+/// whose type cannot depend on the model, a model of one class per document gives its
+/// prediction.
+pub static PREDICTED_LABELS: Column = Column {
+    name: "predicted_labels",
+    requires: Requires::MultiLabel,
+    data_type: |_| list(DataType::Utf8),
+    fill: |rows| {
+        let thresholds = rows.settings.label_thresholds.as_deref();
+        let mut builder = ListBuilder::new(StringBuilder::new());
+        for row in &rows.docs {
+            match row {
+                Some((doc, best)) if !best.abstained => {
+                    let labels = match thresholds {
+                        Some(thresholds) => doc.labels(thresholds),
+                        None => vec![usize::try_from(best.index)?],
+                    };
+                    for label in labels {
+                        let name = rows.labels.get(label).context("a predicted label outside the model's labels")?;
+                        builder.values().append_value(name);
+                    }
+                    builder.append(true);
+                }
+                _ => builder.append_null(),
+            }
+        }
+        Ok(Arc::new(builder.finish()))
     },
 };
 
@@ -248,6 +290,33 @@ pub static CONTRIBUTION_SCALE: Column = Column {
     },
 };
 
+/// A multi-label model's pushes towards each of the row's `predicted_labels`, in their order:
+/// one list per label, each token's signed contribution to that label's own logit (floats, or
+/// bytes relative to that label's strongest push); null where the row abstains.
+pub static LABEL_CONTRIBUTIONS: Column = Column {
+    name: "label_contributions",
+    requires: Requires::LabelPushes(Explanation::Contribution),
+    data_type: |settings| list(list(settings.encoding.push_type())),
+    fill: |rows| match rows.settings.encoding.values() {
+        Values::Floats { .. } => rows.label_lists(ListBuilder::new(Float32Builder::new()), |lists, pushes| {
+            lists.values().append_slice(pushes);
+            lists.append(true);
+        }),
+        Values::Bytes => rows.label_lists(ListBuilder::new(Int8Builder::new()), |lists, pushes| {
+            lists.values().append_slice(&quantise_signed(pushes));
+            lists.append(true);
+        }),
+    },
+};
+
+/// Beside compact `label_contributions`: each predicted label's logit units per byte step.
+pub static LABEL_CONTRIBUTION_SCALES: Column = Column {
+    name: "label_contribution_scales",
+    requires: Requires::LabelPushes(Explanation::ContributionScale),
+    data_type: |_| list(DataType::Float32),
+    fill: |rows| rows.label_lists(Float32Builder::new(), |scales, pushes| scales.append_option(signed_scale(pushes))),
+};
+
 pub static SENTENCE_LENGTHS: Column = Column {
     name: "sentence_lengths",
     requires: Requires::Sentences,
@@ -306,9 +375,10 @@ pub static EMBEDDING: Column = Column {
 };
 
 /// Every column an output table may have, in the order a table has them.
-pub static COLUMNS: [&Column; 15] = [
+pub static COLUMNS: [&Column; 18] = [
     &PREDICTION,
     &PREDICTION_INDEX,
+    &PREDICTED_LABELS,
     &CONFIDENCE,
     &ABSTAINED,
     &PROBABILITIES,
@@ -319,6 +389,8 @@ pub static COLUMNS: [&Column; 15] = [
     &ATTENTION_SUMMARY,
     &CONTRIBUTION,
     &CONTRIBUTION_SCALE,
+    &LABEL_CONTRIBUTIONS,
+    &LABEL_CONTRIBUTION_SCALES,
     &SENTENCE_LENGTHS,
     &SENTENCE_ATTENTION,
     &EMBEDDING,
@@ -345,7 +417,12 @@ impl OutputTable {
     /// Every column a model with these optional outputs fills under `encoding`, in order.
     pub fn for_model(model: OptionalColumns, encoding: AttentionEncoding) -> Self {
         let columns = COLUMNS.iter().copied().filter(|column| model.include(column.requires, encoding)).collect();
-        let settings = Settings { encoding, embedding_dim: model.embedding_dim.unwrap_or(0), min_confidence: None };
+        let settings = Settings {
+            encoding,
+            embedding_dim: model.embedding_dim.unwrap_or(0),
+            min_confidence: None,
+            label_thresholds: model.label_thresholds.clone(),
+        };
         Self { columns, settings }
     }
 
@@ -359,13 +436,25 @@ impl OutputTable {
         Self { columns, settings: Settings { min_confidence: Some(threshold), ..self.settings } }
     }
 
+    /// The table with the per-label thresholds of the model its rows come from (`None` for a
+    /// model of one class per document), for a selection ([`Self::of`]) made before the
+    /// model was known.
+    pub fn with_label_thresholds(self, label_thresholds: Option<Arc<[f32]>>) -> Self {
+        Self { settings: Settings { label_thresholds, ..self.settings }, ..self }
+    }
+
     /// Just these columns, with weights as floats (`embedding`, whose width only a model
     /// knows, is left out).
     pub fn of(columns: &[&'static Column]) -> Self {
         let columns = columns.iter().copied().filter(|column| column.requires != Requires::Embedding).collect();
         Self {
             columns,
-            settings: Settings { encoding: AttentionEncoding::Full, embedding_dim: 0, min_confidence: None },
+            settings: Settings {
+                encoding: AttentionEncoding::Full,
+                embedding_dim: 0,
+                min_confidence: None,
+                label_thresholds: None,
+            },
         }
     }
 
@@ -389,7 +478,7 @@ impl OutputTable {
                 row.as_ref().map(|doc| Ok((doc, Best::of(doc, labels, self.settings.min_confidence)?))).transpose()
             })
             .collect::<anyhow::Result<_>>()?;
-        let rows = Rows { docs, vocabulary, settings: &self.settings };
+        let rows = Rows { docs, labels, vocabulary, settings: &self.settings };
         self.columns.iter().map(|column| (column.fill)(&rows)).collect()
     }
 }
@@ -422,6 +511,7 @@ impl<'a> Best<'a> {
 struct Rows<'a> {
     /// `None` for a row without a prediction (null or empty text): null in every column.
     docs: Vec<Option<(&'a DocumentPrediction, Best<'a>)>>,
+    labels: &'a [String],
     vocabulary: &'a Vocabulary,
     settings: &'a Settings,
 }
@@ -450,6 +540,29 @@ impl Rows<'_> {
                     builder.append(valid);
                 }
                 None => builder.append_null(),
+            }
+        }
+        Ok(Arc::new(builder.finish()))
+    }
+}
+
+impl Rows<'_> {
+    /// One list per row with an entry per predicted label: `fill` appends what the label's
+    /// pushes give. Null where the row abstains or the model gave no contributions.
+    fn label_lists<B: ArrayBuilder>(&self, values: B, fill: impl Fn(&mut B, &[f32])) -> anyhow::Result<ArrayRef> {
+        let thresholds = self.settings.label_thresholds.as_deref().unwrap_or_default();
+        let mut builder = ListBuilder::new(values);
+        for row in &self.docs {
+            match row {
+                Some((doc, best)) if !best.abstained && doc.contribution.is_some() => {
+                    let contributions = doc.contribution.as_deref().unwrap_or_default();
+                    for label in doc.labels(thresholds) {
+                        let pushes = contributions.get(label).context("pushes towards a label the model lacks")?;
+                        fill(builder.values(), pushes);
+                    }
+                    builder.append(true);
+                }
+                _ => builder.append_null(),
             }
         }
         Ok(Arc::new(builder.finish()))
@@ -523,7 +636,8 @@ mod tests {
         for (attention, contribution, output) in column_choices(outputs) {
             for sentences in [false, true] {
                 for embedding_dim in [None, Some(2)] {
-                    let optional = OptionalColumns { attention, contribution, sentences, embedding_dim };
+                    let optional =
+                        OptionalColumns { attention, contribution, sentences, embedding_dim, label_thresholds: None };
                     let table = OutputTable::for_model(optional, output);
                     let arrays = table.build(&[Some(doc.clone()), None], &labels, &vocabulary).expect("rows fit");
                     let schema = Arc::new(arrow::datatypes::Schema::new(table.fields()));
@@ -579,8 +693,14 @@ mod tests {
             sentences: None,
             truncated: false,
         };
-        let optional = OptionalColumns { attention: true, contribution: true, sentences: false, embedding_dim: None };
-        let table = OutputTable::for_model(optional, AttentionEncoding::Compact);
+        let optional = OptionalColumns {
+            attention: true,
+            contribution: true,
+            sentences: false,
+            embedding_dim: None,
+            label_thresholds: None,
+        };
+        let table = OutputTable::for_model(optional.clone(), AttentionEncoding::Compact);
         let names: Vec<String> = table.fields().iter().map(|f| f.name().clone()).collect();
         assert_eq!(
             &names[6..],
@@ -657,7 +777,13 @@ mod tests {
             sentences: None,
             truncated: false,
         };
-        let optional = OptionalColumns { attention: false, contribution: true, sentences: false, embedding_dim: None };
+        let optional = OptionalColumns {
+            attention: false,
+            contribution: true,
+            sentences: false,
+            embedding_dim: None,
+            label_thresholds: None,
+        };
         let plain = OutputTable::for_model(optional, AttentionEncoding::Full);
         assert!(plain.fields().iter().all(|f| f.name() != "abstained"), "no threshold, no column");
         let table = plain.abstaining_below(Some(0.8));

@@ -46,6 +46,11 @@ impl DocumentPrediction {
         min_confidence.is_some_and(|threshold| confidence.is_nan() || confidence < threshold)
     }
 
+    /// A multi-label model's labels for the document ([`labels_reaching`]).
+    pub fn labels(&self, thresholds: &[f32]) -> Vec<usize> {
+        labels_reaching(&self.probabilities, thresholds)
+    }
+
     /// Heads summed per token and renormalised to sum to one (Lin et al. §2.3).
     pub fn attention_summary(&self) -> Option<Vec<f32>> {
         let heads = self.attention.as_ref()?;
@@ -70,6 +75,22 @@ impl DocumentPrediction {
     }
 }
 
+/// The labels whose probability reaches its threshold, in label order; when none does, the
+/// most probable one, since every document of a multi-label corpus has at least one label
+/// (training refuses empty lists).
+pub fn labels_reaching(probabilities: &[f32], thresholds: &[f32]) -> Vec<usize> {
+    let reaching: Vec<usize> =
+        probabilities.iter().zip(thresholds).enumerate().filter(|(_, (p, t))| p >= t).map(|(i, _)| i).collect();
+    if !reaching.is_empty() || probabilities.is_empty() {
+        return reaching;
+    }
+    let best = probabilities
+        .iter()
+        .enumerate()
+        .fold(0, |best, (i, p)| if probabilities.get(best).is_some_and(|b| p > b) { i } else { best });
+    vec![best]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +108,12 @@ mod tests {
         };
         assert_eq!(doc.attention_summary(), Some(vec![0.75, 0.25]));
         assert_eq!(doc.predicted_index(), 1);
+    }
+
+    #[test]
+    fn labels_are_those_reaching_their_threshold_or_else_the_most_probable() {
+        assert_eq!(labels_reaching(&[0.9, 0.2, 0.6], &[0.5, 0.1, 0.7]), [0, 1]);
+        assert_eq!(labels_reaching(&[0.3, 0.4, 0.2], &[0.5, 0.5, 0.5]), [1]);
+        assert!(labels_reaching(&[], &[]).is_empty());
     }
 }

@@ -18,7 +18,7 @@ use batch_io::source::column_list;
 use super::anchor::PushesTowards;
 use super::columns::{
     ABSTAINED, ATTENTION, ATTENTION_ENTROPY, ATTENTION_SUMMARY, CONFIDENCE, CONTRIBUTION, CONTRIBUTION_SCALE,
-    PREDICTION, SENTENCE_ATTENTION, SENTENCE_LENGTHS, TOKENS, TRUNCATED,
+    PREDICTED_LABELS, PREDICTION, SENTENCE_ATTENTION, SENTENCE_LENGTHS, TOKENS, TRUNCATED,
 };
 use super::encoding::{AttentionEncoding, Values};
 use super::keys::ATTENTION_ENCODING;
@@ -39,6 +39,8 @@ pub struct Layout {
     pub truncated: bool,
     /// The `abstained` column (runs with `--min-confidence`).
     pub abstained: bool,
+    /// The `predicted_labels` column (multi-label models).
+    pub predicted_labels: bool,
     /// `attention_entropy`, each hop's exact entropy (written with `--attention compact`).
     pub entropy: bool,
     /// `contribution`, each token's signed push towards [`Self::pushes_towards`].
@@ -57,6 +59,9 @@ impl Layout {
     /// if missing), or `None` for `label` when there is one.
     pub fn of(schema: &Schema, file: &str, label_column: Option<&str>) -> anyhow::Result<Self> {
         let has = |name: &str| schema.index_of(name).is_ok();
+        let is_list = |name: &str| {
+            schema.field_with_name(name).is_ok_and(|f| batch_io::source::is_label_list_type(f.data_type()))
+        };
         let missing: Vec<&str> = REQUIRED.iter().copied().filter(|c| !has(c)).collect();
         if !missing.is_empty() {
             bail!(
@@ -67,12 +72,17 @@ impl Layout {
         }
         refuse_wrong_types(schema, file)?;
         let label = match label_column {
+            Some(name) if is_list(name) => bail!(
+                "{file}: label column `{name}` holds lists of labels: the report scores one true label per row. \
+                 Score a multi-label model with `pipeline eval --label-column {name}`, and leave --label-column out \
+                 here for a report of its predictions"
+            ),
             Some(name) if has(name) => Some(name.to_owned()),
             Some(name) => bail!(
                 "{file} has no label column `{name}`; its columns are: {} (leave --label-column out for a report without accuracy)",
                 column_list(&Arc::new(schema.clone()))
             ),
-            None => has("label").then(|| "label".to_owned()),
+            None => (has("label") && !is_list("label")).then(|| "label".to_owned()),
         };
         let tokens = has(TOKENS.name);
         let contribution = tokens && has(CONTRIBUTION.name);
@@ -88,6 +98,7 @@ impl Layout {
             sentences: tokens && has(SENTENCE_LENGTHS.name) && has(SENTENCE_ATTENTION.name),
             truncated: has(TRUNCATED.name),
             abstained: has(ABSTAINED.name),
+            predicted_labels: has(PREDICTED_LABELS.name),
             // Only beside compact (integer) attention, which it was written for.
             entropy: tokens && has(ATTENTION_ENTROPY.name) && compact_attention(schema),
             contribution,
@@ -120,6 +131,7 @@ impl Layout {
             (SENTENCE_ATTENTION.name, self.sentences),
             (TRUNCATED.name, self.truncated),
             (ABSTAINED.name, self.abstained),
+            (PREDICTED_LABELS.name, self.predicted_labels),
             (ATTENTION_ENTROPY.name, self.entropy),
             (CONTRIBUTION.name, self.contribution),
             (CONTRIBUTION_SCALE.name, self.contribution_scale),
@@ -142,6 +154,8 @@ pub struct Batch {
     pub sentence_attention: Option<ListArray>,
     pub truncated: Option<BooleanArray>,
     pub abstained: Option<BooleanArray>,
+    /// A multi-label model's labels for each row.
+    pub predicted_labels: Option<ListArray>,
     pub entropy: Option<ListArray>,
     /// Relative to the row's strongest push under `--attention compact` (signed bytes).
     pub contribution: Option<ListArray>,
@@ -211,6 +225,10 @@ impl Batch {
             abstained: layout
                 .abstained
                 .then(|| anyhow::Ok(column(ABSTAINED.name, &DataType::Boolean)?.as_boolean().clone()))
+                .transpose()?,
+            predicted_labels: layout
+                .predicted_labels
+                .then(|| list(PREDICTED_LABELS.name, DataType::Utf8))
                 .transpose()?,
             entropy: layout.entropy.then(|| list(ATTENTION_ENTROPY.name, DataType::Float32)).transpose()?,
             contribution: layout.contribution.then(|| list(CONTRIBUTION.name, DataType::Float32)).transpose()?,

@@ -64,9 +64,10 @@ impl Explained {
     fn columns(self) -> OutputTable {
         use runtime::output::columns::*;
         match self {
-            Explained::No => OutputTable::of(&[&PREDICTION, &CONFIDENCE, &PROBABILITIES]),
+            Explained::No => OutputTable::of(&[&PREDICTION, &PREDICTED_LABELS, &CONFIDENCE, &PROBABILITIES]),
             Explained::Yes => OutputTable::of(&[
                 &PREDICTION,
+                &PREDICTED_LABELS,
                 &CONFIDENCE,
                 &PROBABILITIES,
                 &TOKENS,
@@ -267,6 +268,7 @@ impl ScalarUDFImpl for Classify {
 
         let columns = self
             .result_table()
+            .with_label_thresholds(classifier.package().manifest.label_thresholds.as_deref().map(Into::into))
             .build(&predictions, classifier.labels(), classifier.vocabulary())
             .map_err(|e| DataFusionError::Execution(format!("{name}: {e:#}")))?;
         let fields = self.result_fields();

@@ -5,7 +5,9 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use batch_io::source::{column, column_list, is_string_type, label_values, open_parquet, string_values};
+use batch_io::source::{
+    column, column_list, is_label_list_type, is_string_type, label_sets, label_values, open_parquet, string_values,
+};
 use runtime::package::CorpusFingerprint;
 use sha2::{Digest, Sha256};
 
@@ -20,7 +22,11 @@ pub struct Columns {
 #[derive(Debug, Clone)]
 pub struct LabelledCorpus {
     pub texts: Vec<String>,
-    pub labels: Vec<String>,
+    /// Each text's labels: one, or for a multi-label corpus one or more (distinct, in the
+    /// order the row gave them).
+    pub labels: Vec<Vec<String>>,
+    /// The label column holds lists: a document may have several labels.
+    pub multi_label: bool,
     /// Rows skipped because their text or label was null.
     pub skipped_null: usize,
     pub fingerprint: CorpusFingerprint,
@@ -58,24 +64,43 @@ impl LabelledCorpus {
     pub fn read(path: &Path, columns: &Columns) -> anyhow::Result<Self> {
         let source = open_parquet(path, &[&columns.text, &columns.label], 4096)?;
         check_text_column(path, &source.schema, &columns.text)?;
+        let multi_label = is_label_list_type(source.schema.field_with_name(&columns.label)?.data_type());
         let (mut texts, mut labels, mut skipped_null) = (Vec::new(), Vec::new(), 0);
+        let mut empty_lists = EmptyLists::default();
         for batch in source.batches {
             let batch = batch?;
             let text_column = column(&batch, &columns.text)?;
             let batch_texts = string_values(text_column).context("text column is not a string column")?;
-            let batch_labels = label_values(column(&batch, &columns.label)?).with_context(|| {
-                format!("{}: label column `{}` cannot be read as text", path.display(), columns.label)
-            })?;
+            let label_column = column(&batch, &columns.label)?;
+            let cannot_read =
+                || format!("{}: label column `{}` cannot be read as labels", path.display(), columns.label);
+            let batch_labels: Vec<Option<Vec<String>>> = if multi_label {
+                label_sets(label_column).with_context(cannot_read)?
+            } else {
+                label_values(label_column).with_context(cannot_read)?.into_iter().map(|l| l.map(|l| vec![l])).collect()
+            };
             for (text, label) in batch_texts.into_iter().zip(batch_labels) {
+                let row = texts.len() + skipped_null + empty_lists.count;
                 match (text, label) {
+                    (Some(_), Some(set)) if multi_label && set.is_empty() => empty_lists.add(row),
                     // An empty label would become a class without a name.
-                    (Some(text), Some(label)) if !label.trim().is_empty() => {
+                    (Some(text), Some(set)) if set.iter().all(|label| !label.trim().is_empty()) => {
                         texts.push(text.to_owned());
-                        labels.push(label);
+                        labels.push(distinct(set));
                     }
                     _ => skipped_null += 1,
                 }
             }
+        }
+        if let Some(first) = empty_lists.first {
+            bail!(
+                "{}: {} row(s) of the label column `{}` hold an empty list (the first is row {first}); a multi-label \
+                 corpus needs at least one label a document: drop those rows, or give them a label of their own \
+                 (such as `none`)",
+                path.display(),
+                empty_lists.count,
+                columns.label
+            );
         }
         if skipped_null > 0 {
             tracing::warn!(
@@ -107,12 +132,12 @@ impl LabelledCorpus {
             rows: texts.len() + skipped_null,
             sha256: file_sha256(path)?,
         };
-        Ok(Self { texts, labels, skipped_null, fingerprint })
+        Ok(Self { texts, labels, multi_label, skipped_null, fingerprint })
     }
 
     /// The distinct labels in a fixed (sorted) order: the order of the model's outputs.
     pub fn classes(&self) -> Vec<String> {
-        self.labels.iter().cloned().collect::<BTreeSet<_>>().into_iter().collect()
+        self.labels.iter().flatten().cloned().collect::<BTreeSet<_>>().into_iter().collect()
     }
 
     pub fn len(&self) -> usize {
@@ -122,6 +147,27 @@ impl LabelledCorpus {
     pub fn is_empty(&self) -> bool {
         self.texts.is_empty()
     }
+}
+
+/// Rows of a multi-label column holding an empty list (refused: nothing to learn from them).
+#[derive(Default)]
+struct EmptyLists {
+    count: usize,
+    /// The first such row, counted from 0 in the file.
+    first: Option<usize>,
+}
+
+impl EmptyLists {
+    fn add(&mut self, row: usize) {
+        self.count += 1;
+        self.first.get_or_insert(row);
+    }
+}
+
+/// A row's labels without repeats, in the order given.
+fn distinct(labels: Vec<String>) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    labels.into_iter().filter(|label| seen.insert(label.clone())).collect()
 }
 
 fn file_sha256(path: &Path) -> anyhow::Result<String> {

@@ -54,6 +54,13 @@ impl MlpHead {
         weight.clone() - weight.mean_dim(1)
     }
 
+    /// The output weights a graph explains: centred for a softmax; for a multi-label graph,
+    /// whose labels each have their own sigmoid, as they are, so that the contributions add
+    /// up to each label's own logit.
+    fn explained_output_weight(&self, independent_labels: bool) -> Tensor<2> {
+        if independent_labels { self.output.weight.val() } else { self.centred_output_weight() }
+    }
+
     /// Emits the head (dropout is the identity at inference); returns `probs`.
     pub fn emit(&self, g: &mut GraphBuilder, x: &Value) -> Value {
         g.scoped("head", |g| self.emit_layers(g, x).2)
@@ -70,9 +77,9 @@ impl MlpHead {
                 let axis2 = g.ints("axis2", &[1], &[2]);
                 let active = g.unsqueeze(&active, &axis2);
                 let [d_hidden, classes] = self.output.weight.dims();
-                let centred =
-                    g.weight("centred_output_weight", &[d_hidden, classes], &values(self.centred_output_weight()));
-                let slopes = g.mul(&active, &centred); // [B, h, C]
+                let explained = values(self.explained_output_weight(g.independent_labels()));
+                let explained = g.weight("centred_output_weight", &[d_hidden, classes], &explained);
+                let slopes = g.mul(&active, &explained); // [B, h, C]
                 // One [d_input, h] × [h, B · C] product, not B products with C columns each:
                 // on ONNX Runtime those took 7.7 % of the default graph's time, this 1.5 % (#34).
                 let slopes = g.transpose(&slopes, &[1, 0, 2]);
@@ -92,7 +99,7 @@ impl MlpHead {
         let (before_relu, input_weight) = emit_dense_keeping_weight(g, &self.hidden, x, "hidden");
         let hidden = g.relu(&before_relu);
         let logits = emit_dense(g, &self.output, &hidden, "output");
-        let probs = g.softmax(&logits, -1);
+        let probs = g.probabilities(&logits);
         (before_relu, input_weight, probs)
     }
 

@@ -131,7 +131,7 @@ impl Network for Cnn {
         let pooled: Vec<&Value> = pooled.iter().collect();
         let pooled = g.concat(&pooled, 1);
         let logits = emit_dense(g, &self.output, &pooled, "output");
-        let probs = g.softmax(&logits, -1);
+        let probs = g.probabilities(&logits);
         let classes = self.output.weight.dims()[1];
         g.output(&probs, "probs", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(classes)]);
         g.output(&pooled, "embedding", ElemType::Float, &[Dim::Named("batch"), Dim::Fixed(self.features())]);

@@ -180,7 +180,7 @@ impl Network for Han {
         let document = g.matmul(&sentence_attention, &sentence_states); // [B, 1, 2h]
         let document = g.squeeze(&document, &axis1);
         let logits = emit_dense(g, &self.output, &document, "output");
-        let probs = g.softmax(&logits, -1);
+        let probs = g.probabilities(&logits);
 
         let word_attention = g.squeeze(&word_attention, &axis1); // [N, W]
         let word_attention = emit_scatter_rows(g, &input_shape, &real, &word_attention); // [B, S, W]

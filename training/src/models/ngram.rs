@@ -286,7 +286,9 @@ impl Network for Ngram {
         let dims = [Dim::Named("batch"), Dim::Named("seq")];
         let ids = g.input("input_ids", ElemType::Int64, &dims);
         let mask = g.input("attention_mask", ElemType::Int64, &dims);
-        let scores = self.features.weight.val().matmul(self.centred_weight());
+        // A multi-label graph's sigmoids are not blind to a shift shared by the labels.
+        let read_out = if g.independent_labels() { self.output.weight.val() } else { self.centred_weight() };
+        let scores = self.features.weight.val().matmul(read_out);
         let (per_token, count) = g.scoped("features", |g| self.emit_token_vectors(g, &ids, &mask, scores));
         let axis1 = g.ints("axis1", &[1], &[1]);
         let summed = g.reduce_sum(&per_token, &axis1, false);
@@ -295,7 +297,7 @@ impl Network for Ngram {
             let bias = self.output.bias.as_ref().map(|b| values(b.val())).unwrap_or_else(|| vec![0.0; self.classes()]);
             let bias = g.weight("bias", &[self.classes()], &bias);
             let logits = g.add(&mean, &bias);
-            g.softmax(&logits, -1)
+            g.probabilities(&logits)
         });
         let contribution = g.scoped("contribution", |g| {
             let axis2 = g.ints("axis2", &[1], &[2]);
@@ -421,7 +423,7 @@ mod tests {
         model.output.bias = Some(burn::module::Param::from_tensor(bias.clone()));
         let examples: Vec<Example> = [vec![5i64, 9, 12, 5, 40], vec![7], vec![3, 3]]
             .into_iter()
-            .map(|ids| Example { ids, label: 0, sentence_lengths: None })
+            .map(|ids| Example { ids, labels: vec![0], sentence_lengths: None })
             .collect();
         let batch = TokenBatch::new(&padded(&examples, &[0, 1, 2]), &device);
         let logits = model.forward(&batch).logits;
@@ -453,7 +455,7 @@ mod tests {
                 model
             })
             .collect();
-        let examples = vec![Example { ids: vec![4, 7, 7, 19], label: 0, sentence_lengths: None }];
+        let examples = vec![Example { ids: vec![4, 7, 7, 19], labels: vec![0], sentence_lengths: None }];
         let batch = TokenBatch::new(&padded(&examples, &[0]), &device);
         let logits: Vec<Tensor<2>> = members.iter().map(|m| m.forward(&batch).logits).collect();
         let expected = (logits[0].clone() + logits[1].clone()) / 2.0;

@@ -147,7 +147,7 @@ impl Network for Transformer {
         let read_out = g.gather(&states, &first, 1); // [B, d]
         let read_out = self.final_norm.emit(g, &read_out, "final_norm");
         let logits = emit_dense(g, &self.output, &read_out, "output");
-        let probs = g.softmax(&logits, -1);
+        let probs = g.probabilities(&logits);
         let attention = last_attention.map(|a| emit_read_out_attention(g, &a));
         let heads = self.layers.first().map_or(0, EncoderLayer::heads);
         let classes = self.output.weight.dims()[1];

@@ -34,6 +34,8 @@ pub struct GraphBuilder {
     scope: Vec<String>,
     /// How often each full name was asked for, so that repeats get `_2`, `_3`, ….
     names: HashMap<String, usize>,
+    /// A multi-label graph: each label's probability is its own sigmoid.
+    independent_labels: bool,
 }
 
 /// Element type of a graph input or output.
@@ -64,7 +66,19 @@ impl GraphBuilder {
             graph: pb::GraphProto { name: name.to_owned(), ..Default::default() },
             scope: vec![name.to_owned()],
             names: HashMap::new(),
+            independent_labels: false,
         }
+    }
+
+    /// A multi-label graph: [`Self::probabilities`] emits a sigmoid per label, and heads
+    /// explain each label's own logit rather than its share of a softmax.
+    pub fn multi_label(mut self, multi_label: bool) -> Self {
+        self.independent_labels = multi_label;
+        self
+    }
+
+    pub fn independent_labels(&self) -> bool {
+        self.independent_labels
     }
 
     /// Runs `emit` with `layer` appended to the names of everything it adds.

@@ -58,6 +58,7 @@ impl GraphBuilder {
 
     unary! {
         tanh => "Tanh";
+        sigmoid => "Sigmoid";
         relu => "Relu";
         sqrt => "Sqrt";
         sin => "Sin";
@@ -71,6 +72,12 @@ impl GraphBuilder {
 
     pub fn softmax(&mut self, x: &Value, axis: i64) -> Value {
         self.node("Softmax", &[x], vec![("axis", Attr::Int(axis))])
+    }
+
+    /// The classes' probabilities from their `[batch, classes]` logits: a softmax over the
+    /// classes, or for a multi-label graph ([`Self::multi_label`]) each label's own sigmoid.
+    pub fn probabilities(&mut self, logits: &Value) -> Value {
+        if self.independent_labels() { self.sigmoid(logits) } else { self.softmax(logits, -1) }
     }
 
     pub fn transpose(&mut self, x: &Value, perm: &[i64]) -> Value {
