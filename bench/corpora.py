@@ -5,6 +5,12 @@ trains each runner on train, classifies test, and prints accuracy, macro-F1, exp
 calibration error (15 equal-width bins of the top probability) and training time. Ours are
 trained by `pipeline train --variant V` with no tuning flag and scored from `pipeline run`'s
 output (prediction and confidence), as a user would.
+
+A corpus whose `label` is a list of labels is multi-label: every runner gives each document
+the labels it puts at a probability of at least one half (or, when none, its most probable
+one; ours use their per-label thresholds, tuned on validation). Its table gives the share of
+documents given exactly their labels, micro-F1, macro-F1, the ECE over every (document, label)
+decision, and the test file's labels never predicted.
 Invoked by bench/corpora.sh, which sets up its tools.
 Usage: corpora.py WORK VARIANTS CORPUS_DIR...
 """
@@ -22,7 +28,134 @@ PIPELINE = os.environ.get("PIPELINE_BIN", "target/release/pipeline")
 
 def read(path):
     table = pq.read_table(path, columns=["text", "label"])
-    return [t or "" for t in table.column("text").to_pylist()], [str(x) for x in table.column("label").to_pylist()]
+    texts = [t or "" for t in table.column("text").to_pylist()]
+    if is_multi_label(table):
+        return texts, [[str(x) for x in labels] for labels in table.column("label").to_pylist()]
+    return texts, [str(x) for x in table.column("label").to_pylist()]
+
+
+def is_multi_label(table):
+    import pyarrow as pa
+    return pa.types.is_list(table.schema.field("label").type) or pa.types.is_large_list(table.schema.field("label").type)
+
+
+def given_labels(probabilities, labels, thresholds):
+    """The labels at or above their threshold, or else the most probable (as `pipeline run`)."""
+    chosen = [l for l, p, t in zip(labels, probabilities, thresholds) if p >= t]
+    return chosen or [labels[max(range(len(labels)), key=lambda i: probabilities[i])]]
+
+
+def multi_label_scores(truth, predicted, probabilities, labels):
+    """Exact sets, micro-F1, macro-F1 over the labels seen, ECE over (document, label)
+    decisions at one half, and labels of the test file never predicted."""
+    exact = sum(set(t) == set(p) for t, p in zip(truth, predicted)) / len(truth)
+    seen = set(l for t in truth for l in t) | set(l for p in predicted for l in p)
+    tp_all = pred_all = true_all = 0
+    f1s = []
+    for label in sorted(seen):
+        tp = sum(label in t and label in p for t, p in zip(truth, predicted))
+        n_pred = sum(label in p for p in predicted)
+        n_true = sum(label in t for t in truth)
+        tp_all, pred_all, true_all = tp_all + tp, pred_all + n_pred, true_all + n_true
+        f1s.append(2 * tp / (n_pred + n_true) if n_pred + n_true else 0.0)
+    bins = [[0, 0, 0.0] for _ in range(15)]
+    total = 0
+    for t, probs in zip(truth, probabilities):
+        for label, p in zip(labels, probs):
+            confidence, right = max(p, 1 - p), (p >= 0.5) == (label in t)
+            b = bins[min(int(confidence * 15), 14)]
+            b[0], b[1], b[2] = b[0] + 1, b[1] + right, b[2] + confidence
+            total += 1
+    ece = sum(n / total * abs(hits / n - conf / n) for n, hits, conf in bins if n)
+    never = sum(1 for label in set(l for t in truth for l in t) if not any(label in p for p in predicted))
+    return exact, 2 * tp_all / (pred_all + true_all), sum(f1s) / len(f1s), ece, never
+
+
+def tfidf_lr_multi(train, test):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MultiLabelBinarizer
+    binarizer = MultiLabelBinarizer()
+    targets = binarizer.fit_transform(train[1])
+    start = time.perf_counter()
+    # One logistic regression per label, on the same features as the one-class baseline.
+    model = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True),
+                          OneVsRestClassifier(LogisticRegression(C=16.0, max_iter=2000), n_jobs=2))
+    model.fit(train[0], targets)
+    seconds = time.perf_counter() - start
+    probs = model.predict_proba(test[0]).tolist()
+    labels = [str(l) for l in binarizer.classes_]
+    return [given_labels(p, labels, [0.5] * len(labels)) for p in probs], probs, labels, seconds
+
+
+def tuned_thresholds(probabilities, truth, labels):
+    """Each label's threshold of 0.05 … 0.95 with the best F1 (ties: nearest one half), as
+    `pipeline train` tunes ours; one half for a label without documents."""
+    thresholds = []
+    for i, label in enumerate(labels):
+        has = [label in t for t in truth]
+        support = sum(has)
+        best = (0.5, -1.0)
+        for step in range(1, 20):
+            t = step * 0.05
+            given = [p[i] >= t for p in probabilities]
+            tp = sum(g and h for g, h in zip(given, has))
+            f1 = 2 * tp / (sum(given) + support) if support else -1.0
+            if f1 > best[1] or (f1 == best[1] and abs(t - 0.5) < abs(best[0] - 0.5)):
+                best = (t, f1)
+        thresholds.append(best[0] if support else 0.5)
+    return thresholds
+
+
+def tfidf_lr_multi_tuned(train, test):
+    """As `tfidf_lr_multi`, with a threshold per label tuned on a tenth of train held out,
+    then refitted on all of train: what a careful user of scikit-learn would do."""
+    start = time.perf_counter()
+    order = list(range(len(train[0])))
+    random.Random(0).shuffle(order)
+    cut = len(order) // 10
+    held, kept = order[:cut], order[cut:]
+    part = ([train[0][i] for i in kept], [train[1][i] for i in kept])
+    _, probs, labels, _ = tfidf_lr_multi(part, ([train[0][i] for i in held], None))
+    thresholds = tuned_thresholds(probs, [train[1][i] for i in held], labels)
+    by_label = dict(zip(labels, thresholds))
+    _, probs, labels, _ = tfidf_lr_multi(train, test)
+    thresholds = [by_label.get(l, 0.5) for l in labels]
+    seconds = time.perf_counter() - start
+    return [given_labels(p, labels, thresholds) for p in probs], probs, labels, seconds
+
+
+def fasttext_multi(train, test, work):
+    import fasttext
+    rows = list(zip(*train))
+    random.Random(0).shuffle(rows)
+    lines = f"{work}/fasttext-train.txt"
+    with open(lines, "w") as f:
+        for text, labels in rows:
+            tags = " ".join(f"__label__{l.replace(' ', '_')}" for l in labels)
+            f.write(f"{tags} {text.lower().replace(chr(10), ' ')}\n")
+    start = time.perf_counter()
+    # One-vs-all loss: a sigmoid per label, as fastText advises for multi-label.
+    model = fasttext.train_supervised(lines, wordNgrams=2, lr=0.5, thread=2, verbose=0, loss="ova")
+    seconds = time.perf_counter() - start
+    labels = [l.removeprefix("__label__") for l in model.labels]
+    probs = []
+    for text in test[0]:
+        got, p = model.predict(text.lower().replace("\n", " "), k=-1, threshold=0.0)
+        by_label = {l.removeprefix("__label__"): min(float(x), 1.0) for l, x in zip(got, p)}
+        probs.append([by_label.get(l, 0.0) for l in labels])
+    return [given_labels(p, labels, [0.5] * len(labels)) for p in probs], probs, labels, seconds
+
+
+def ours_multi(variant, corpus, work):
+    _, _, seconds = ours(variant, corpus, work)
+    out = f"{work}/{variant}.parquet"
+    table = pq.read_table(out, columns=["predicted_labels", "probabilities"])
+    with open(f"{work}/{variant}/manifest.json") as f:
+        labels = json.load(f)["labels"]
+    return table.column("predicted_labels").to_pylist(), table.column("probabilities").to_pylist(), labels, seconds
 
 
 def scores(truth, predicted, confidence):
@@ -91,22 +224,44 @@ def ours(variant, corpus, work):
 
 def main():
     work, variants, corpora = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
-    print(f"{'corpus':<10} {'model':<9} {'accuracy':>8} {'macro-F1':>8} {'ECE':>6} {'never':>5} {'trained':>8}",
-          flush=True)
     for corpus in corpora:
         name = os.path.basename(os.path.normpath(corpus))
         out = f"{work}/{name}"
         os.makedirs(out, exist_ok=True)
         train, test = read(f"{corpus}/train.parquet"), read(f"{corpus}/test.parquet")
+        if test[1] and isinstance(test[1][0], list):
+            multi_label(name, train, test, corpus, out, variants)
+            continue
+        print(f"{'corpus':<10} {'model':<10} {'accuracy':>8} {'macro-F1':>8} {'ECE':>6} {'never':>5} {'trained':>8}",
+              flush=True)
         runners = [("tfidf-lr", lambda: tfidf_lr(train, test)), ("fasttext", lambda: fasttext_run(train, test, out))]
-        runners += [(v, lambda v=v: ours(v, corpus, out)) for v in variants]
+        runners += [(v, lambda v=v: ours(v, corpus, out)) for v in variants if v]
         for runner, run in runners:
             predicted, confidence, seconds = run()
             acc, f1, ece, never = scores(test[1], predicted, confidence)
-            print(f"{name:<10} {runner:<9} {acc:8.4f} {f1:8.4f} {ece:6.3f} {never:5d} {seconds:7.0f}s", flush=True)
+            print(f"{name:<10} {runner:<10} {acc:8.4f} {f1:8.4f} {ece:6.3f} {never:5d} {seconds:7.0f}s", flush=True)
             with open(f"{out}/results.jsonl", "a") as f:
                 f.write(json.dumps(dict(corpus=name, model=runner, accuracy=acc, macro_f1=f1, ece=ece,
                                         never_predicted=never, train_seconds=seconds)) + "\n")
+
+
+def multi_label(name, train, test, corpus, out, variants):
+    print(f"{'corpus':<10} {'model':<10} {'exact':>8} {'micro-F1':>8} {'macro-F1':>8} {'ECE':>6} {'never':>5} "
+          f"{'trained':>8}", flush=True)
+    runners = [
+        ("tfidf-lr", lambda: tfidf_lr_multi(train, test)),
+        ("tfidf-lr-t", lambda: tfidf_lr_multi_tuned(train, test)),
+        ("fasttext", lambda: fasttext_multi(train, test, out)),
+    ]
+    runners += [(v, lambda v=v: ours_multi(v, corpus, out)) for v in variants if v]
+    for runner, run in runners:
+        predicted, probabilities, labels, seconds = run()
+        exact, micro, macro, ece, never = multi_label_scores(test[1], predicted, probabilities, labels)
+        print(f"{name:<10} {runner:<10} {exact:8.4f} {micro:8.4f} {macro:8.4f} {ece:6.3f} {never:5d} {seconds:7.0f}s",
+              flush=True)
+        with open(f"{out}/results.jsonl", "a") as f:
+            f.write(json.dumps(dict(corpus=name, model=runner, exact_sets=exact, micro_f1=micro, macro_f1=macro,
+                                    ece=ece, never_predicted=never, train_seconds=seconds)) + "\n")
 
 
 if __name__ == "__main__":

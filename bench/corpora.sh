@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Each variant's defaults against TF-IDF + logistic regression and fastText, on IMDB and on the
-# public corpora of bench/corpora/ (R8: small, 8 classes, 69:1): accuracy, macro-F1, ECE, the
-# number of test classes never predicted, and training time on this machine.
+# public corpora of bench/corpora/ (R8: small, 8 classes, 69:1; Reuters-21578 ModApte, 90
+# topics, multi-label, from bench/corpora/reuters.py): accuracy (exact label sets), macro-F1
+# (and micro-F1), ECE, the number of test classes never predicted, and training time here.
 #   bench/corpora.sh [VARIANTS] [CORPUS_DIR...]
 # VARIANTS: comma-separated (default ngram,san). A corpus directory holds train.parquet and
-# test.parquet (text, label). Default: every corpus bench/corpora/prepare.py wrote under
+# test.parquet (text, label: a list of labels for a multi-label corpus). Default: every corpus
+# bench/corpora/prepare.py or reuters.py wrote under
 # target/corpora/, then IMDB.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -71,6 +71,24 @@ def test_min_confidence_abstains_as_pipeline_run_does(pipeline_command, tmp_path
     assert "min_confidence=" in str(raised.value), raised.value
 
 
+def test_a_multi_label_model_gives_the_labels_pipeline_run_gives(pipeline_command, tmp_path):
+    fixtures = REVIEWS.parent
+    model, output = tmp_path / "model", tmp_path / "run.parquet"
+    train = ["train", "--variant", "ngram", "--label-column", "labels", "--train", str(fixtures / "labels-train.parquet")]
+    small = ["--buckets", "20000", "--members", "2", "--min-count", "1"]
+    subprocess.run([str(pipeline_command), *train, "--out", str(model), *small], check=True, capture_output=True)
+    test = fixtures / "labels-test.parquet"
+    run = ["run", "--input", str(test), "--model", str(model), "--output", str(output)]
+    subprocess.run([str(pipeline_command), *run], check=True, capture_output=True)
+    expected = pq.read_table(output)
+    actual = ac.Classifier(model).classify(pq.read_table(test))
+    labels = actual.column("predicted_labels").to_pylist()
+    assert labels == expected.column("predicted_labels").to_pylist()
+    assert sum(len(row) > 1 for row in labels) > 10
+    pushes = actual.column("label_contributions").to_pylist()
+    assert [len(row) for row in pushes] == [len(row) for row in labels]
+
+
 def test_a_hierarchical_model_from_a_directory(pipeline_command, tmp_path):
     expected = pipeline_run(pipeline_command, tmp_path / "han.parquet", "--model", str(TINY_HAN))
     classifier = ac.Classifier(TINY_HAN)

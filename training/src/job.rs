@@ -330,7 +330,7 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
     let labels: Vec<Vec<usize>> =
         corpus.labels.iter().map(|set| set.iter().filter_map(|l| class_of(l)).collect()).collect();
     if request.valid.is_none() {
-        refuse_single_document_classes(request, &classes, &labels)?;
+        refuse_single_document_classes(request, &classes, &labels, task)?;
     }
 
     let mut rng = StdRng::seed_from_u64(request.training.seed);
@@ -458,6 +458,7 @@ fn refuse_single_document_classes(
     request: &TrainRequest,
     classes: &[String],
     labels: &[Vec<usize>],
+    task: Task,
 ) -> anyhow::Result<()> {
     let mut counts = vec![0usize; classes.len()];
     for &label in labels.iter().flatten() {
@@ -466,7 +467,17 @@ fn refuse_single_document_classes(
         }
     }
     let single: Vec<&str> = classes.iter().zip(&counts).filter(|&(_, &n)| n == 1).map(|(c, _)| c.as_str()).collect();
-    if !single.is_empty() {
+    // A multi-label document has other labels to learn from: its rare label is a warning
+    // (corpora such as Reuters-21578 have labels of one training document).
+    if !single.is_empty() && task == Task::MultiLabel {
+        tracing::warn!(
+            "{}: {} label(s) have a single document ({}): each is learned or validated, not both, so its \
+             threshold stays one half",
+            request.train.display(),
+            single.len(),
+            crate::data::corpus::some_labels(single)
+        );
+    } else if !single.is_empty() {
         bail!(
             "{}: {} class(es) have a single document ({}): such a class cannot be both learned and \
              validated. Add documents to it, merge or drop it, or give a --valid file",
