@@ -25,6 +25,13 @@ pub fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
     line(format!("package:     {location}"));
     line(format!("variant:     {}", m.variant));
     line(format!("labels:      {}", m.labels.join(", ")));
+    if let Some(thresholds) = &m.label_thresholds {
+        let each: Vec<String> = m.labels.iter().zip(thresholds).map(|(l, t)| format!("{l} ≥ {t:.2}")).collect();
+        line(format!(
+            "multi-label: a sigmoid per label; a document has each label at or above its threshold: {}",
+            each.join(", ")
+        ));
+    }
     line(format!("parameters:  {}", m.parameter_count));
     let layout = match (m.input_layout, m.max_sentence_words) {
         (InputLayout::Tokens, _) => "[batch, seq]".to_owned(),

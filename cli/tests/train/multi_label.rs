@@ -68,6 +68,9 @@ fn a_list_label_column_trains_a_multi_label_model_that_every_reader_reads() {
     assert!(thresholds.iter().all(|t| (0.0..=1.0).contains(t)), "{thresholds:?}");
     assert_eq!(manifest["format_version"], 2);
     assert!(manifest["metrics"]["validation_micro_f1"].is_number(), "{manifest}");
+    let inspect = pipeline().arg("inspect").arg(&model).output().expect("run inspect");
+    let card = String::from_utf8_lossy(&inspect.stdout);
+    assert!(card.contains("multi-label: a sigmoid per label") && card.contains("earnings ≥ 0."), "{card}");
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&train_json).expect("train metrics")).expect("JSON");
     assert_eq!(summary["training"]["task"], "multi_label", "{summary}");
