@@ -155,7 +155,10 @@ def ours_multi(variant, corpus, work):
     table = pq.read_table(out, columns=["predicted_labels", "probabilities"])
     with open(f"{work}/{variant}/manifest.json") as f:
         labels = json.load(f)["labels"]
-    return table.column("predicted_labels").to_pylist(), table.column("probabilities").to_pylist(), labels, seconds
+    # A text without a token the model knows has no prediction: no labels, probabilities 0.
+    predicted = [p or [] for p in table.column("predicted_labels").to_pylist()]
+    probabilities = [p or [0.0] * len(labels) for p in table.column("probabilities").to_pylist()]
+    return predicted, probabilities, labels, seconds
 
 
 def scores(truth, predicted, confidence):

@@ -42,8 +42,10 @@ impl DocumentPrediction {
     /// Whether the document abstains under `min_confidence` (`--min-confidence`): its most
     /// probable class is less likely than that, or its probabilities are not numbers.
     pub fn abstains(&self, min_confidence: Option<f32>) -> bool {
+        // Most runs set no threshold: no need to find the most probable class then.
+        let Some(threshold) = min_confidence else { return false };
         let confidence = self.probabilities.get(self.predicted_index()).copied().unwrap_or(f32::NAN);
-        min_confidence.is_some_and(|threshold| confidence.is_nan() || confidence < threshold)
+        confidence.is_nan() || confidence < threshold
     }
 
     /// A multi-label model's labels for the document ([`labels_reaching`]).
