@@ -131,7 +131,7 @@ pub fn evaluate(
     let thresholds = package_thresholds.as_deref();
     let mut scores = match thresholds {
         None => Scores::Classes(Confusion::new(labels.clone())),
-        Some(thresholds) => Scores::LabelSets(LabelSets::of(labels.clone(), &[], [], thresholds)),
+        Some(thresholds) => Scores::LabelSets(LabelSets::new(labels.clone(), thresholds)),
     };
     let (mut scored, mut confidences, mut correct) = (Vec::new(), Vec::new(), Vec::new());
     for (prediction, truth) in predictions.iter().zip(&corpus.labels) {

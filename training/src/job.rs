@@ -19,8 +19,7 @@ use crate::data::corpus::{Columns, LabelledCorpus};
 use crate::data::split::stratified_split;
 use crate::data::vocabulary::{PAD_ID, VocabularyConfig, build_tokenizer};
 use crate::data::word_vectors::WordVectors;
-use crate::fit::{EpochStats, Example, Task, TrainConfig, forward_probs, padded, probabilities, score, train};
-use crate::label_sets::tune_thresholds;
+use crate::fit::{EpochStats, Example, Task, TrainConfig, forward_probs, padded, score, train};
 use crate::layers::embedding::InitialWords;
 use crate::metrics::Scores;
 use crate::models::{ModelConfig, ModelFlags, Network, Variant, VariantVisitor};
@@ -259,21 +258,19 @@ fn fit<C: ModelConfig>(
     } else {
         tracing::info!("not calibrated (--no-calibration); validation ECE {:.4}", calibration.ece_before);
     }
-    // Tuned on the calibrated probabilities, which the graph gives.
-    let thresholds = match data.task {
-        Task::OneClass => None,
-        Task::MultiLabel => {
-            let probabilities = probabilities(&model, &data.valid, training)?;
-            let truths: Vec<&[usize]> = data.valid.iter().map(|e| e.labels.as_slice()).collect();
-            let thresholds = tune_thresholds(&probabilities, &truths, data.classes.len());
+    // A multi-label model's thresholds are tuned here, on the calibrated probabilities, which
+    // the graph gives.
+    let validation = score(&model, &data.valid, data.classes.clone(), training, None)?;
+    let thresholds = match &validation {
+        Scores::Classes(_) => None,
+        Scores::LabelSets(sets) => {
             tracing::info!(
                 "label thresholds tuned on validation for each label's F1: {}",
-                thresholds.iter().map(|t| format!("{t:.2}")).collect::<Vec<_>>().join(" ")
+                sets.thresholds.iter().map(|t| format!("{t:.2}")).collect::<Vec<_>>().join(" ")
             );
-            Some(thresholds)
+            Some(sets.thresholds.clone())
         }
     };
-    let validation = score(&model, &data.valid, data.classes.clone(), training, thresholds.as_deref())?;
     if members > 1 {
         tracing::info!(
             "the {members} members joined: valid acc {:.4}  valid macro-F1 {:.4}",

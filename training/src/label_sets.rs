@@ -6,7 +6,7 @@
 use runtime::output::prediction::labels_reaching;
 use serde::Serialize;
 
-use crate::metrics::{ClassMetrics, label_width, per_class_table};
+use crate::metrics::{ClassMetrics, label_width, macro_f1, per_class_table, ratio};
 
 /// Counts over documents whose labels are sets.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -26,15 +26,10 @@ pub struct LabelSets {
 }
 
 impl LabelSets {
-    /// Scores `probabilities` (one row per document) against `truths` at `thresholds`.
-    pub fn of<'a>(
-        labels: Vec<String>,
-        probabilities: &[Vec<f32>],
-        truths: impl IntoIterator<Item = &'a [usize]>,
-        thresholds: &[f32],
-    ) -> Self {
+    /// No document counted yet; labels will be given at `thresholds`.
+    pub fn new(labels: Vec<String>, thresholds: &[f32]) -> Self {
         let n = labels.len();
-        let mut sets = Self {
+        Self {
             labels,
             thresholds: thresholds.to_vec(),
             true_positives: vec![0; n],
@@ -42,7 +37,17 @@ impl LabelSets {
             support: vec![0; n],
             documents: 0,
             exact: 0,
-        };
+        }
+    }
+
+    /// Scores `probabilities` (one row per document) against `truths` at `thresholds`.
+    pub fn of<'a>(
+        labels: Vec<String>,
+        probabilities: &[Vec<f32>],
+        truths: impl IntoIterator<Item = &'a [usize]>,
+        thresholds: &[f32],
+    ) -> Self {
+        let mut sets = Self::new(labels, thresholds);
         for (probs, truth) in probabilities.iter().zip(truths) {
             sets.add(truth, &labels_reaching(probs, thresholds));
         }
@@ -79,16 +84,7 @@ impl LabelSets {
             .enumerate()
             .map(|(c, label)| {
                 let count = |counts: &[usize]| counts.get(c).copied().unwrap_or(0);
-                let (tp, predicted, support) =
-                    (count(&self.true_positives), count(&self.predicted), count(&self.support));
-                ClassMetrics {
-                    label: label.clone(),
-                    precision: ratio(tp, predicted),
-                    recall: ratio(tp, support),
-                    f1: ratio(2 * tp, predicted + support),
-                    support,
-                    predicted,
-                }
+                ClassMetrics::of(label, count(&self.true_positives), count(&self.predicted), count(&self.support))
             })
             .collect()
     }
@@ -96,9 +92,7 @@ impl LabelSets {
     /// The mean per-label F1 over the labels that have documents or were predicted (as for
     /// one class per document).
     pub fn macro_f1(&self) -> f64 {
-        let seen: Vec<f64> =
-            self.per_label().iter().filter(|c| c.support > 0 || c.predicted > 0).map(|c| c.f1).collect();
-        seen.iter().sum::<f64>() / seen.len().max(1) as f64
+        macro_f1(&self.per_label())
     }
 
     /// F1 over every (document, label) decision: frequent labels weigh more.
@@ -124,10 +118,6 @@ impl LabelSets {
         );
         out
     }
-}
-
-fn ratio(n: usize, d: usize) -> f64 {
-    if d == 0 { 0.0 } else { n as f64 / d as f64 }
 }
 
 /// The thresholds [`tune_thresholds`] tries: 0.05 to 0.95 in steps of 0.05.
@@ -175,7 +165,7 @@ mod tests {
 
     #[test]
     fn figures_of_known_sets() {
-        let mut sets = LabelSets::of(labels(), &[], [], &[0.5; 3]);
+        let mut sets = LabelSets::new(labels(), &[0.5; 3]);
         sets.add(&[0, 2], &[0, 2]); // exact
         sets.add(&[1], &[0, 1]); // one extra
         sets.add(&[2, 0], &[0]); // one missed, truth out of order

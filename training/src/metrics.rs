@@ -137,26 +137,13 @@ impl Confusion {
                 let tp = self.counts.get(c).and_then(|row| row.get(c)).copied().unwrap_or(0);
                 let predicted: usize = self.counts.iter().filter_map(|row| row.get(c)).sum();
                 let support: usize = self.counts.get(c).map_or(0, |row| row.iter().sum());
-                let ratio = |n: usize, d: usize| if d == 0 { 0.0 } else { n as f64 / d as f64 };
-                ClassMetrics {
-                    label: label.clone(),
-                    precision: ratio(tp, predicted),
-                    recall: ratio(tp, support),
-                    f1: ratio(2 * tp, predicted + support),
-                    support,
-                    predicted,
-                }
+                ClassMetrics::of(label, tp, predicted, support)
             })
             .collect()
     }
 
-    /// Unweighted mean of the per-class F1 over the classes that have documents or were
-    /// predicted (as scikit-learn counts them): a class absent from a small validation file
-    /// says nothing of the model, and would otherwise count as an F1 of 0.
     pub fn macro_f1(&self) -> f64 {
-        let seen: Vec<f64> =
-            self.per_class().iter().filter(|c| c.support > 0 || c.predicted > 0).map(|c| c.f1).collect();
-        seen.iter().sum::<f64>() / seen.len().max(1) as f64
+        macro_f1(&self.per_class())
     }
 
     /// The per-class table and the confusion matrix, as `pipeline train` and `eval` print them.
@@ -186,6 +173,33 @@ impl Confusion {
         }
         out
     }
+}
+
+impl ClassMetrics {
+    /// A class's figures from its true positives, documents predicted as it, and documents of it.
+    pub fn of(label: &str, true_positives: usize, predicted: usize, support: usize) -> Self {
+        Self {
+            label: label.to_owned(),
+            precision: ratio(true_positives, predicted),
+            recall: ratio(true_positives, support),
+            f1: ratio(2 * true_positives, predicted + support),
+            support,
+            predicted,
+        }
+    }
+}
+
+/// `n / d`, 0 when there is nothing to divide by.
+pub fn ratio(n: usize, d: usize) -> f64 {
+    if d == 0 { 0.0 } else { n as f64 / d as f64 }
+}
+
+/// Unweighted mean of the per-class F1 over the classes that have documents or were
+/// predicted (as scikit-learn counts them): a class absent from a small validation file
+/// says nothing of the model, and would otherwise count as an F1 of 0.
+pub fn macro_f1(classes: &[ClassMetrics]) -> f64 {
+    let seen: Vec<f64> = classes.iter().filter(|c| c.support > 0 || c.predicted > 0).map(|c| c.f1).collect();
+    seen.iter().sum::<f64>() / seen.len().max(1) as f64
 }
 
 /// Classes with documents that the model never predicted: a model that looks accurate on an

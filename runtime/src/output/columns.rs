@@ -142,13 +142,12 @@ pub static PREDICTED_LABELS: Column = Column {
     requires: Requires::MultiLabel,
     data_type: |_| list(DataType::Utf8),
     fill: |rows| {
-        let thresholds = rows.settings.label_thresholds.as_deref();
         let mut builder = ListBuilder::new(StringBuilder::new());
         for row in &rows.docs {
             match row {
-                Some((doc, best)) if !best.abstained => {
-                    let labels = match thresholds {
-                        Some(thresholds) => doc.labels(thresholds),
+                Some((_, best)) if !best.abstained => {
+                    let labels = match &best.labels {
+                        Some(labels) => labels.clone(),
                         None => vec![usize::try_from(best.index)?],
                     };
                     for label in labels {
@@ -474,9 +473,7 @@ impl OutputTable {
     ) -> anyhow::Result<Vec<ArrayRef>> {
         let docs = rows
             .iter()
-            .map(|row| {
-                row.as_ref().map(|doc| Ok((doc, Best::of(doc, labels, self.settings.min_confidence)?))).transpose()
-            })
+            .map(|row| row.as_ref().map(|doc| Ok((doc, Best::of(doc, labels, &self.settings)?))).transpose())
             .collect::<anyhow::Result<_>>()?;
         let rows = Rows { docs, labels, vocabulary, settings: &self.settings };
         self.columns.iter().map(|column| (column.fill)(&rows)).collect()
@@ -490,10 +487,12 @@ struct Best<'a> {
     confidence: f32,
     /// Its confidence is below the run's threshold (or not a number): no prediction.
     abstained: bool,
+    /// A multi-label model's labels for the document ([`DocumentPrediction::labels`]).
+    labels: Option<Vec<usize>>,
 }
 
 impl<'a> Best<'a> {
-    fn of(doc: &DocumentPrediction, labels: &'a [String], min_confidence: Option<f32>) -> anyhow::Result<Self> {
+    fn of(doc: &DocumentPrediction, labels: &'a [String], settings: &Settings) -> anyhow::Result<Self> {
         let best = doc.predicted_index();
         let (Some(label), Some(&confidence)) = (labels.get(best), doc.probabilities.get(best)) else {
             bail!(
@@ -503,7 +502,13 @@ impl<'a> Best<'a> {
                 labels.join(", ")
             );
         };
-        Ok(Self { index: i32::try_from(best)?, label, confidence, abstained: doc.abstains(min_confidence) })
+        Ok(Self {
+            index: i32::try_from(best)?,
+            label,
+            confidence,
+            abstained: doc.abstains(settings.min_confidence),
+            labels: settings.label_thresholds.as_deref().map(|thresholds| doc.labels(thresholds)),
+        })
     }
 }
 
@@ -550,13 +555,12 @@ impl Rows<'_> {
     /// One list per row with an entry per predicted label: `fill` appends what the label's
     /// pushes give. Null where the row abstains or the model gave no contributions.
     fn label_lists<B: ArrayBuilder>(&self, values: B, fill: impl Fn(&mut B, &[f32])) -> anyhow::Result<ArrayRef> {
-        let thresholds = self.settings.label_thresholds.as_deref().unwrap_or_default();
         let mut builder = ListBuilder::new(values);
         for row in &self.docs {
             match row {
                 Some((doc, best)) if !best.abstained && doc.contribution.is_some() => {
                     let contributions = doc.contribution.as_deref().unwrap_or_default();
-                    for label in doc.labels(thresholds) {
+                    for &label in best.labels.iter().flatten() {
                         let pushes = contributions.get(label).context("pushes towards a label the model lacks")?;
                         fill(builder.values(), pushes);
                     }
