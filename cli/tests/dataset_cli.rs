@@ -93,6 +93,70 @@ fn shards_write_every_row_once_and_the_last_one_writes_success() {
     assert_same_rows(&read(&single), &read_dataset(&out));
 }
 
+/// The variables by which a scheduler marks a copy of an array job; the tests' own are removed.
+const SCHEDULER_INDEXES: [&str; 4] =
+    ["JOB_COMPLETION_INDEX", "SLURM_ARRAY_TASK_ID", "AWS_BATCH_JOB_ARRAY_INDEX", "CLOUD_RUN_TASK_INDEX"];
+
+/// Environment variables to set, by name.
+type Variables = &'static [(&'static str, &'static str)];
+
+/// Each array-job scheduler numbers its copies in its own variables; `--shards` reads them.
+#[test]
+fn each_schedulers_array_job_finds_its_shard() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let single = dir.path().join("single.parquet");
+    assert!(run(&reviews(), &single, &[]).status.success());
+    let out = dir.path().join("out");
+    let copies: [(&str, Variables); 4] = [
+        // Kubernetes gives the index only: the count is the Job's completions, given as N.
+        ("4", &[("JOB_COMPLETION_INDEX", "0")]),
+        // `sbatch --array=1-4`: task 2 is the second place in the range.
+        (
+            "auto",
+            &[
+                ("SLURM_ARRAY_TASK_ID", "2"),
+                ("SLURM_ARRAY_TASK_MIN", "1"),
+                ("SLURM_ARRAY_TASK_MAX", "4"),
+                ("SLURM_ARRAY_TASK_COUNT", "4"),
+            ],
+        ),
+        ("auto", &[("AWS_BATCH_JOB_ARRAY_INDEX", "2"), ("AWS_BATCH_JOB_ARRAY_SIZE", "4")]),
+        ("auto", &[("CLOUD_RUN_TASK_INDEX", "3"), ("CLOUD_RUN_TASK_COUNT", "4")]),
+    ];
+    for (index, (count, vars)) in copies.iter().enumerate() {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pipeline"));
+        command.args(["run", "--rows-per-part", "40", "--shards", count]);
+        command.arg("--input").arg(reviews()).arg("--model").arg(tiny_model()).arg("--output").arg(&out);
+        for name in SCHEDULER_INDEXES {
+            command.env_remove(name);
+        }
+        let output = command.envs(vars.iter().copied()).output().expect("run");
+        assert!(output.status.success(), "{vars:?}: {}", stderr(&output));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(stdout.contains(&format!("shard {index}/4: 2 parts written")), "{vars:?}: {stdout}");
+    }
+    assert!(out.join("_SUCCESS").exists());
+    assert_same_rows(&read(&single), &read_dataset(&out));
+
+    // Kubernetes cannot say how many copies run; a count the scheduler contradicts is refused.
+    let refusals: [(&str, Variables, &str); 2] = [
+        ("auto", &[("JOB_COMPLETION_INDEX", "1")], "--shards N"),
+        ("3", &[("AWS_BATCH_JOB_ARRAY_INDEX", "1"), ("AWS_BATCH_JOB_ARRAY_SIZE", "4")], "runs 4 copies"),
+    ];
+    for (count, vars, message) in refusals {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pipeline"));
+        command.args(["run", "--shards", count, "--output"]).arg(dir.path().join("refused"));
+        command.arg("--input").arg(reviews());
+        for name in SCHEDULER_INDEXES {
+            command.env_remove(name);
+        }
+        let output = command.envs(vars.iter().copied()).output().expect("run");
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        assert!(stderr(&output).contains(message), "{}", stderr(&output));
+    }
+    assert!(!dir.path().join("refused").exists());
+}
+
 #[test]
 fn finalize_writes_success_only_when_every_part_is_there() {
     let dir = tempfile::tempdir().expect("tempdir");

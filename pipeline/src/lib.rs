@@ -14,5 +14,6 @@ pub mod job;
 pub mod model_source;
 pub mod output;
 pub mod reporting;
+pub mod scheduler;
 pub mod stages;
 pub mod units;

@@ -10,6 +10,7 @@ use clap::Args;
 use flags::{at_least_one, choice, thread_count};
 use pipeline::job::spec::{OUTPUT_AND_REPORTING_OPTIONS, defaults};
 use pipeline::job::{OutputFormat, Reporting, RunSpec, run_job};
+use pipeline::scheduler::{ShardCount, shard_from_environment};
 use pipeline::units::Shard;
 use runtime::output::AttentionEncoding;
 
@@ -69,10 +70,12 @@ pub struct RunArgs {
     /// Dataset outputs: take only shard I of N (units whose number is I modulo N).
     #[arg(long, value_name = "I/N", conflicts_with = "shards")]
     shard: Option<Shard>,
-    /// Dataset outputs: N shards, this one numbered by JOB_COMPLETION_INDEX (set by a
-    /// Kubernetes Indexed Job).
-    #[arg(long, value_name = "N", value_parser = at_least_one)]
-    shards: Option<usize>,
+    /// Dataset outputs: N shards, this one numbered by its array-job scheduler
+    /// (JOB_COMPLETION_INDEX of a Kubernetes Indexed Job, SLURM_ARRAY_TASK_ID,
+    /// AWS_BATCH_JOB_ARRAY_INDEX, CLOUD_RUN_TASK_INDEX); `auto` also takes N from it (Slurm,
+    /// AWS Batch and Cloud Run give it; Kubernetes does not).
+    #[arg(long, value_name = "N|auto")]
+    shards: Option<ShardCount>,
     /// Dataset outputs: the most rows in one part (parts never cross a row group).
     #[arg(long, default_value_t = defaults::ROWS_PER_PART, value_parser = at_least_one)]
     rows_per_part: usize,
@@ -169,16 +172,6 @@ pub struct RunArgs {
     null_model: bool,
 }
 
-/// This pod's index in a Kubernetes Indexed Job, for `--shards N`.
-fn job_completion_index() -> anyhow::Result<usize> {
-    let value = std::env::var("JOB_COMPLETION_INDEX").map_err(|_| {
-        anyhow::anyhow!(
-            "--shards needs JOB_COMPLETION_INDEX (set by a Kubernetes Indexed Job); elsewhere give --shard I/N"
-        )
-    })?;
-    value.trim().parse().map_err(|_| anyhow::anyhow!("JOB_COMPLETION_INDEX is `{value}`, not a shard number"))
-}
-
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(threads) = args.threads {
         rayon::ThreadPoolBuilder::new().num_threads(threads).build_global()?;
@@ -201,7 +194,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let shard = match (args.shard, args.shards) {
         (Some(shard), _) => shard,
-        (None, Some(count)) => Shard::new(job_completion_index()?, count)?,
+        (None, Some(count)) => {
+            let shard = shard_from_environment(count, &|name| std::env::var(name).ok())?;
+            tracing::info!("shard {shard}, from the scheduler's environment");
+            shard
+        }
         (None, None) => Shard::WHOLE,
     };
     let (_guard, package) = pipeline::model_source::open(args.model.as_deref())?;
