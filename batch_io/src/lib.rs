@@ -2,7 +2,8 @@
 //! leave, under the batch-job contract (README, "The batch-job contract").
 //!
 //! `locations` resolves input files (and refuses an output that an input would read) →
-//! `source` decodes them into Arrow record batches, under `panic_guard` so a corrupt file is an
+//! `source` decodes them into Arrow record batches (Parquet and Arrow IPC there, CSV, JSON Lines
+//! and plain text in `text_formats`), under `panic_guard` so a corrupt file is an
 //! error rather than a crash → … the program's work … → `atomic_file` publishes each output
 //! whole or not at all, replacing nothing but an earlier output of its kind (`earlier_output`). `command_line` is what both programs do around their work: exit codes,
 //! and removing unfinished output on a signal or a panic; `choice`, settings with named values;
@@ -24,3 +25,4 @@ pub mod progress;
 pub mod publish;
 pub mod redact;
 pub mod source;
+pub mod text_formats;

@@ -22,6 +22,7 @@ use parquet::file::metadata::ParquetMetaData;
 use crate::object_storage::{ObjectReader, RemoteObject, block_on, request_failed};
 
 use crate::panic_guard::guarded;
+use crate::text_formats::{TextFormat, describe_unknown, open_text};
 
 /// A Parquet file opened for streaming a subset of its columns.
 pub struct ParquetSource {
@@ -196,8 +197,9 @@ fn list_item(array: &ArrayRef) -> arrow::datatypes::FieldRef {
     }
 }
 
-/// The extensions `pipeline run` reads from a directory.
-pub const DATA_EXTENSIONS: &[&str] = &["parquet", "arrow", "ipc", "feather"];
+/// The extensions `pipeline run` reads from a directory: the binary formats, then the text
+/// formats ([`crate::text_formats`]).
+pub const DATA_EXTENSIONS: &[&str] = &["parquet", "arrow", "ipc", "feather", "csv", "tsv", "jsonl", "ndjson", "txt"];
 
 /// A stream of record batches from one Parquet or Arrow IPC file.
 pub struct BatchStream {
@@ -243,7 +245,8 @@ pub enum RowSpan {
     },
 }
 
-/// Opens `path` as Parquet or Arrow IPC (told apart by their magic bytes), reading whole
+/// Opens `path` as Parquet or Arrow IPC (told apart by their magic bytes) or, by its
+/// extension, as CSV, JSON Lines or plain text ([`crate::text_formats`]), reading whole
 /// record batches of about `batch_size` rows, never the whole file. Decoding is guarded: a
 /// corrupt file that makes a decoder panic gives an error naming the file.
 pub fn open_batches(path: &Path, batch_size: usize) -> anyhow::Result<BatchStream> {
@@ -276,13 +279,18 @@ pub fn open_span_with(
     let stream = guarded(what, || match (file, footer) {
         (InputFile::Local(path), Some(footer)) => read_local_parquet(path, footer.clone(), batch_size, columns, span),
         (InputFile::Local(path), None) => open_batches_unguarded(path, batch_size, columns, span),
+        (InputFile::Remote(object), _) if TextFormat::of(&object.url).is_some() => bail!(
+            "{} is a text file in object storage, which pipeline reads as Parquet only; copy it to a local disk, or \
+             convert it to Parquet",
+            object.url
+        ),
         (InputFile::Remote(object), footer) => open_remote_unguarded(object, footer, batch_size, columns, span),
     })?;
     Ok(BatchStream { batches: guard_batches(display, stream.batches), ..stream })
 }
 
 /// The indices of `columns` in `schema`, or an error naming the file and the columns it has.
-fn column_indices(display: &str, schema: &SchemaRef, columns: &[String]) -> anyhow::Result<Vec<usize>> {
+pub(crate) fn column_indices(display: &str, schema: &SchemaRef, columns: &[String]) -> anyhow::Result<Vec<usize>> {
     columns
         .iter()
         .map(|column| {
@@ -355,6 +363,18 @@ fn open_batches_unguarded(
             batch_schema,
             batches: Box::new(batches),
         });
+    }
+    if !magic.starts_with(b"PAR1") {
+        let Some(format) = TextFormat::of(&display) else {
+            let mut head = Vec::with_capacity(4096);
+            std::io::Seek::rewind(&mut file)?;
+            std::io::Read::read_to_end(&mut std::io::Read::take(&mut file, 4096), &mut head)?;
+            bail!("{}", describe_unknown(&display, &head));
+        };
+        if span != RowSpan::Whole {
+            bail!("{display} is {}, which is read whole; it has no row groups to split", format.name());
+        }
+        return open_text(path, format, batch_size, columns);
     }
     let footer = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
         .with_context(|| format!("{display} is neither a readable Parquet file nor an Arrow IPC file"))?;

@@ -779,3 +779,6 @@ fn two_class_pushes_point_at_the_second_label_on_every_row() {
     }
     assert!(seen.len() == 2 && seen.values().all(|&n| n >= 50), "both classes, confidently: {seen:?}");
 }
+
+#[path = "run/input_formats.rs"]
+mod input_formats;

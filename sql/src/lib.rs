@@ -18,6 +18,7 @@ pub mod output;
 pub mod row_filter;
 pub mod session;
 pub mod tables;
+mod text_tables;
 
 pub use functions::{ClassifyOptions, function_help};
 pub use output::{OutputFormat, TableView, write_results};

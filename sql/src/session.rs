@@ -31,6 +31,7 @@ use crate::tables::{
     ParquetPathTables, PushAnchors, ReadLocations, RemoteReads, find_parquet_files, parquet_table, record_anchor,
     record_read,
 };
+use crate::text_tables::text_table;
 
 pub struct SqlSession {
     ctx: SessionContext,
@@ -121,7 +122,8 @@ impl SqlSession {
         &self.ctx
     }
 
-    /// Registers the Parquet file, directory, prefix or glob at `location` as table `name`.
+    /// Registers the Parquet file, directory, prefix or glob at `location` as table `name`, or
+    /// the CSV, TSV or JSON Lines file or glob its extension names.
     pub async fn register_table(&mut self, name: &str, location: &str) -> anyhow::Result<()> {
         let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -132,6 +134,12 @@ impl SqlSession {
         let name = name.to_ascii_lowercase();
         if self.tables.contains_key(&name) {
             bail!("table `{name}` is given twice");
+        }
+        if let Some((table, input)) = text_table(&self.ctx.state(), location).await? {
+            self.ctx.register_table(name.as_str(), table)?;
+            self.tables.insert(name, location.to_owned());
+            record_read(&input, location, &self.read, &self.remote_read);
+            return Ok(());
         }
         let resolved = find_parquet_files(location).await?;
         let table = parquet_table(&self.ctx.state(), &resolved)

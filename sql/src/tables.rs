@@ -25,6 +25,8 @@ use datafusion::prelude::ParquetReadOptions;
 use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use runtime::output::PushesTowards;
+
+use crate::text_tables::text_table;
 use runtime::output::columns::CONTRIBUTION;
 use runtime::output::keys;
 use runtime::output::origin::{SameRun, refuse_mixed_runs};
@@ -56,7 +58,11 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<ResolvedFiles> {
                 let opened = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
                 let reader =
                     SerializedFileReader::new(opened).map_err(|e| anyhow::anyhow!("{e}")).with_context(|| {
-                        format!("{} is not a Parquet file; `pipeline sql` reads Parquet only", path.display())
+                        format!(
+                            "{} is not a Parquet file; `pipeline sql` reads Parquet, Delta tables, and CSV, TSV or \
+                             JSON Lines files named by their extension",
+                            path.display()
+                        )
                     })?;
                 Arc::new(reader.metadata().clone())
             }
@@ -266,6 +272,12 @@ impl UrlTableFactory for ParquetPathTables {
         // A bare unknown name is left to DataFusion's "table not found".
         if !looks_like_path(name) {
             return Ok(None);
+        }
+        if let Some((table, input)) =
+            text_table(&self.state, name).await.map_err(|error| DataFusionError::Plan(format!("{error:#}")))?
+        {
+            record_read(&input, name, &self.read, &self.remote_read);
+            return Ok(Some(table));
         }
         let resolved = find_parquet_files(name).await.map_err(|error| {
             // An unreachable store stays transient (exit 75) through DataFusion's error; its

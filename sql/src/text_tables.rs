@@ -1,0 +1,62 @@
+//! CSV, TSV and JSON Lines files as SQL tables, by the location's extension (`FROM
+//! 'reviews.csv'`, `--table r=data/*.jsonl`), read by DataFusion's own readers with the column
+//! types inferred from the same number of rows `pipeline run` reads them from.
+
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use batch_io::inputs::{InputFiles, resolve_input_files};
+use batch_io::object_storage::is_url;
+use batch_io::text_formats::{INFER_ROWS, TextFormat};
+use datafusion::catalog::TableProvider;
+use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::execution::SessionState;
+use datafusion::execution::options::ReadOptions;
+use datafusion::prelude::{CsvReadOptions, JsonReadOptions};
+
+use batch_io::source::InputFile;
+
+/// The table over the text files at `location`, and the files; `None` where the location's
+/// extension is not a text format's (Parquet, a Delta table, a directory).
+pub async fn text_table(
+    state: &SessionState,
+    location: &str,
+) -> anyhow::Result<Option<(Arc<dyn TableProvider>, InputFiles)>> {
+    let Some(format) = TextFormat::of(location) else { return Ok(None) };
+    if is_url(location) {
+        bail!("{location} is {} in object storage; pipeline sql reads it from a local file only", format.name());
+    }
+    let options = match format {
+        TextFormat::Csv { delimiter } => listing_options(
+            state,
+            CsvReadOptions::new().has_header(true).delimiter(delimiter).schema_infer_max_records(INFER_ROWS),
+        ),
+        TextFormat::JsonLines => {
+            listing_options(state, JsonReadOptions::default().schema_infer_max_records(INFER_ROWS))
+        }
+        TextFormat::Lines => bail!(
+            "{location} is plain text, which pipeline run reads (a document per line) and pipeline sql does not; \
+             classify it with pipeline run, or query it as CSV"
+        ),
+    };
+    let extension = location.rsplit_once('.').map(|(_, extension)| extension.to_owned()).unwrap_or_default();
+    let location_owned = location.to_owned();
+    let input = tokio::task::spawn_blocking(move || resolve_input_files(&location_owned, &[extension.as_str()]))
+        .await
+        .context("listing a table's files failed")??;
+    let mut urls = Vec::with_capacity(input.files.len());
+    for file in &input.files {
+        if let InputFile::Local(path) = file {
+            urls.push(ListingTableUrl::parse(std::path::absolute(path)?.to_string_lossy())?);
+        }
+    }
+    let config = ListingTableConfig::new_with_multi_paths(urls).with_listing_options(options);
+    let config =
+        config.infer_schema(state).await.with_context(|| format!("{location} is not readable as {}", format.name()))?;
+    Ok(Some((Arc::new(ListingTable::try_new(config)?), input)))
+}
+
+/// `read`'s listing options for files chosen already, whatever their extension.
+fn listing_options<'a>(state: &SessionState, read: impl ReadOptions<'a>) -> ListingOptions {
+    read.to_listing_options(state.config(), state.default_table_options()).with_file_extension("")
+}
