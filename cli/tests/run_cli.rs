@@ -379,6 +379,8 @@ fn cuda_requests_fail_clearly_without_a_cuda_runtime() {
     );
     assert!(!output.status.success());
     assert!(stderr(&output).contains("CUDA execution provider is not available"), "{}", stderr(&output));
+    // Before it, the run says which of the GPU's defaults it took.
+    assert!(stderr(&output).contains("batches of 1024 documents, chunks of 8192 rows"), "{}", stderr(&output));
     assert!(!out.exists());
 }
 

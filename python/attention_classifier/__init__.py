@@ -109,7 +109,7 @@ class Classifier:
     ``backend`` is ``auto`` (the default: ONNX Runtime if found, else tract), ``ort`` or
     ``tract``; ``long_documents`` is ``windows`` (the default), ``head-tail`` or ``truncate``;
     ``attention`` is ``compact`` (the default), ``full``, ``summary``, ``top-k:N`` or
-    ``none``. ``min_confidence`` (a probability) leaves ``prediction`` null and sets
+    ``none``; ``batch_size`` is 64 on the CPU and 1,024 with ``device="cuda"``. ``min_confidence`` (a probability) leaves ``prediction`` null and sets
     ``abstained`` where the most probable class is less likely than it. ``threads`` sizes the process's worker pool (default: all cores), once per
     process.
 

@@ -156,7 +156,7 @@ impl SharedOptions {
             spec.text_column = text_column;
         }
         if let Some(batch_size) = self.batch_size {
-            spec.batch_size = batch_size;
+            spec.batch_size = Some(batch_size);
         }
         spec.max_tokens = self.max_tokens;
         let mode = self.long_documents.map(|mode| Mode::parse_argument("long_documents", &mode)).transpose()?;
@@ -346,7 +346,7 @@ impl Classifier {
                 .abstaining_below(spec.min_confidence);
             let package = classifier.package();
             let metadata = table_metadata(package, &model_sha256(package)?, &classifier, &spec)?;
-            let (text_column, batch_size) = (spec.text_column, spec.batch_size);
+            let (text_column, batch_size) = (spec.text_column.clone(), spec.batch_size());
             Ok(Self { classifier, table, text_column, batch_size, threads, model, metadata, _unpacked: unpacked })
         };
         py.detach(open).map_err(python_error)
@@ -487,7 +487,7 @@ fn run(
         match name {
             "pass_through" => spec.pass_through = Some(value.extract()?),
             "max_batch_tokens" => spec.max_batch_tokens = Some(value.extract()?),
-            "window" => spec.chunk_rows = value.extract()?,
+            "window" => spec.chunk_rows = Some(value.extract()?),
             "rows_per_part" => spec.rows_per_part = value.extract()?,
             "overwrite" => spec.overwrite = value.extract()?,
             "shard" => shard = Some(value.extract()?),

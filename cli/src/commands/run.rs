@@ -99,16 +99,17 @@ pub struct RunArgs {
     pass_through: Option<Vec<String>>,
     #[command(flatten)]
     backend: BackendFlags,
-    /// Documents per inference batch.
-    #[arg(long, default_value_t = defaults::BATCH_SIZE, value_parser = at_least_one)]
-    batch_size: usize,
+    /// Documents per inference batch (default: 64 on a CPU, 1024 with --device cuda).
+    #[arg(long, value_parser = at_least_one)]
+    batch_size: Option<usize>,
     /// Also cap each inference batch at this many padded tokens (documents × the longest
     /// document); a document longer than that runs alone. Default: no cap.
     #[arg(long, value_parser = at_least_one)]
     max_batch_tokens: Option<usize>,
-    /// Documents read, length-sorted and written together (bounds memory).
-    #[arg(long, default_value_t = defaults::CHUNK_ROWS, value_parser = at_least_one)]
-    window: usize,
+    /// Documents read, length-sorted and written together, which bounds memory (default: 2048
+    /// on a CPU, 8192 with --device cuda).
+    #[arg(long, value_parser = at_least_one)]
+    window: Option<usize>,
     /// Token limit per document (default: the model's).
     #[arg(long, value_parser = at_least_one)]
     max_tokens: Option<usize>,

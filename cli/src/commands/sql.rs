@@ -44,9 +44,9 @@ pub struct SqlArgs {
     backend: BackendFlags,
     #[command(flatten)]
     long_documents: LongDocumentFlags,
-    /// Documents per inference batch in classify().
-    #[arg(long, default_value_t = 64, value_parser = flags::at_least_one)]
-    batch_size: usize,
+    /// Documents per inference batch in classify() (default: 64 on a CPU, 1024 with --device cuda).
+    #[arg(long, value_parser = flags::at_least_one)]
+    batch_size: Option<usize>,
     /// classify() abstains below this probability: `prediction` null, `abstained` true.
     #[arg(long, value_name = "P", value_parser = flags::probability)]
     min_confidence: Option<f32>,
@@ -76,7 +76,6 @@ pub fn run(args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
 }
 
 fn run_here(mut args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
-    anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
     // `--output -` is stdout, as for most tools, never a file named `-`.
     if args.output.as_deref() == Some("-") {
         args.output = None;
@@ -113,10 +112,11 @@ fn run_here(mut args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
         (Some(Destination::Object { .. }), Some(dir)) => Some(dir.path().join("result")),
         _ => None,
     };
+    let backend = args.backend.options();
     let classify = ClassifyOptions {
         default_model: Some(default_model),
-        backend: args.backend.options(),
-        batch_size: args.batch_size,
+        batch_size: args.batch_size.unwrap_or_else(|| backend.device.default_batch_size()),
+        backend,
         long_documents: args.long_documents.mode()?,
         min_confidence: args.min_confidence,
     };

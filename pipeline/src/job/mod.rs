@@ -20,7 +20,7 @@ use batch_io::inputs::{InputFiles, resolve_input_files};
 use batch_io::object_storage::is_url;
 use batch_io::source::DATA_EXTENSIONS;
 use runtime::classifier::{BatchLimit, Classifier};
-use runtime::inference::NullBackend;
+use runtime::inference::{Device, NullBackend};
 use runtime::output::OutputTable;
 use runtime::package::ModelPackage;
 
@@ -60,6 +60,13 @@ pub fn is_dataset(output: &str) -> bool {
 /// metrics at the end); a reporting failure is logged and never changes the result.
 pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSummary> {
     spec.check()?;
+    if spec.backend.device == Device::Cuda && (spec.batch_size.is_none() || spec.chunk_rows.is_none()) {
+        tracing::info!(
+            "on CUDA: batches of {} documents, chunks of {} rows (a GPU's defaults; --batch-size and --window set others)",
+            spec.batch_size(),
+            spec.chunk_rows()
+        );
+    }
     // Listed and hashed once, for the run and for its lineage (a failure is the run's).
     let input = resolve_input_files(&spec.input, DATA_EXTENSIONS);
     let model_sha256 = model_sha256(package);
@@ -115,8 +122,8 @@ fn run_stages(
         columns: &plan.read_columns,
         classifier: &classifier,
         text_column: &spec.text_column,
-        batch_limit: BatchLimit { documents: spec.batch_size, tokens: spec.max_batch_tokens },
-        chunk_rows: spec.chunk_rows,
+        batch_limit: BatchLimit { documents: spec.batch_size(), tokens: spec.max_batch_tokens },
+        chunk_rows: spec.chunk_rows(),
         min_confidence: spec.min_confidence,
         cancel: spec.cancel.as_deref(),
     };

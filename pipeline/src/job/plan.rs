@@ -72,8 +72,10 @@ impl Plan {
         model_sha256: &str,
         dataset: bool,
     ) -> anyhow::Result<Self> {
-        let streams: Vec<BatchStream> =
-            files.iter().map(|f| open_span(f, spec.chunk_rows, None, RowSpan::Whole)).collect::<anyhow::Result<_>>()?;
+        let streams: Vec<BatchStream> = files
+            .iter()
+            .map(|f| open_span(f, spec.chunk_rows(), None, RowSpan::Whole))
+            .collect::<anyhow::Result<_>>()?;
         let (kept_columns, output_schema) = plan_schema(files, &streams, spec, table)?;
         let mut read_columns = kept_columns.clone();
         if !read_columns.contains(&spec.text_column) {

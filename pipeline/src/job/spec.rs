@@ -17,8 +17,13 @@ use crate::units::Shard;
 pub mod defaults {
     pub const OUTPUT: &str = "predictions.parquet";
     pub const TEXT_COLUMN: &str = "text";
-    pub const BATCH_SIZE: usize = 64;
-    pub const CHUNK_ROWS: usize = 2048;
+    use runtime::inference::Device;
+
+    /// Rows read, length-sorted and written together where the caller gives none: eight of
+    /// the device's default batches, and at least 2,048 (the GPU measurement ran 8,192).
+    pub fn chunk_rows(device: Device) -> usize {
+        (device.default_batch_size() * 8).max(2048)
+    }
     pub const ROWS_PER_PART: usize = 2500;
     /// The Pushgateway's `job` and OpenLineage's job name.
     pub const JOB_NAME: &str = "pipeline_run";
@@ -86,13 +91,14 @@ pub struct RunSpec {
     /// Input columns copied to the output; `None` keeps them all.
     pub pass_through: Option<Vec<String>>,
     pub backend: BackendOptions,
-    pub batch_size: usize,
+    /// Documents per inference batch; `None`: the device's default ([`Self::batch_size`]).
+    pub batch_size: Option<usize>,
     /// Padded tokens per inference batch at most (documents × the longest), besides
     /// `batch_size`: keeps batches of long documents from growing memory and latency.
     pub max_batch_tokens: Option<usize>,
     /// Rows in a chunk: the rows read, tokenized, length-sorted and written together
-    /// (`--window`), which bounds memory.
-    pub chunk_rows: usize,
+    /// (`--window`), which bounds memory; `None`: the device's default ([`Self::chunk_rows`]).
+    pub chunk_rows: Option<usize>,
     pub max_tokens: Option<usize>,
     /// What happens to documents past the token limit.
     pub long_documents: LongDocuments,
@@ -135,9 +141,9 @@ impl RunSpec {
             text_column: defaults::TEXT_COLUMN.to_owned(),
             pass_through: None,
             backend: BackendOptions { kind: BackendKind::Auto, ..BackendOptions::default() },
-            batch_size: defaults::BATCH_SIZE,
+            batch_size: None,
             max_batch_tokens: None,
-            chunk_rows: defaults::CHUNK_ROWS,
+            chunk_rows: None,
             max_tokens: None,
             long_documents: LongDocuments::default(),
             attention: AttentionEncoding::default(),
@@ -160,12 +166,22 @@ impl RunSpec {
         }
     }
 
+    /// Documents per inference batch: as given, or the device's default.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size.unwrap_or_else(|| self.backend.device.default_batch_size())
+    }
+
+    /// Rows per chunk: as given, or the device's default.
+    pub fn chunk_rows(&self) -> usize {
+        self.chunk_rows.unwrap_or_else(|| defaults::chunk_rows(self.backend.device))
+    }
+
     /// Refuses a count of 0, naming the flag (the Python module says it as its argument).
     pub fn check(&self) -> anyhow::Result<()> {
         let counts = [
-            ("--batch-size", Some(self.batch_size)),
+            ("--batch-size", self.batch_size),
             ("--max-batch-tokens", self.max_batch_tokens),
-            ("--window", Some(self.chunk_rows)),
+            ("--window", self.chunk_rows),
             ("--max-tokens", self.max_tokens),
             ("--rows-per-part", Some(self.rows_per_part)),
         ];
@@ -223,5 +239,25 @@ impl RunSpec {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use runtime::inference::Device;
+
+    use super::*;
+
+    #[test]
+    fn batch_and_chunk_sizes_default_to_the_devices_and_given_ones_win() {
+        let mut spec = RunSpec::new("in.parquet".to_owned());
+        assert_eq!((spec.batch_size(), spec.chunk_rows()), (64, 2048));
+        spec.backend.device = Device::Cuda;
+        assert_eq!((spec.batch_size(), spec.chunk_rows()), (1024, 8192));
+        spec.batch_size = Some(256);
+        spec.chunk_rows = Some(1000);
+        assert_eq!((spec.batch_size(), spec.chunk_rows()), (256, 1000));
+        spec.batch_size = Some(0);
+        assert!(spec.check().unwrap_err().to_string().contains("--batch-size must be at least 1"));
     }
 }

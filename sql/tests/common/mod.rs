@@ -15,8 +15,8 @@ pub fn make_predictions(dir: &Path, with_embedding: bool) -> anyhow::Result<Path
     let spec = RunSpec {
         output: output.display().to_string(),
         backend: BackendOptions::default(),
-        batch_size: 32,
-        chunk_rows: 128,
+        batch_size: Some(32),
+        chunk_rows: Some(128),
         attention: runtime::output::AttentionEncoding::Full,
         embedding: with_embedding,
         ..RunSpec::new(repo_root().join("fixtures/reviews.parquet").display().to_string())
