@@ -18,8 +18,9 @@ THREADS = "2"
 # `null`: our pipeline with the model replaced by a stand-in that costs nothing (hidden
 # `--null-model`), the ceiling of everything around inference. `default`: the command a user
 # types (windows, compact attention, contributions; ONNX Runtime), which #34 holds to 2x
-# the length-sorted Python stack.
-RUNNERS = ["tract", "ort", "default", "null", "python", "python-sorted"]
+# the length-sorted Python stack. `first-command`: the same command on tract, as the README's
+# first command runs on a fresh machine, before anything installs ONNX Runtime.
+RUNNERS = ["tract", "ort", "default", "first-command", "null", "python", "python-sorted"]
 PIPELINE = os.environ.get("PIPELINE_BIN", "target/release/pipeline")
 os.makedirs(WORK, exist_ok=True)
 
@@ -33,9 +34,10 @@ for times in SIZES:
         if runner.startswith("python"):
             command = [sys.executable, "bench/python_stack.py", MODEL, corpus, out, metrics]
             command += ["sorted"] if runner == "python-sorted" else []
-        elif runner == "default":
+        elif runner in ("default", "first-command"):
             command = [PIPELINE, "run", "--input", corpus, "--model", MODEL, "--output", out, "--threads", THREADS,
-                       "--pass-through", "id", "--metrics-json", metrics, "--ort-library", ORT_LIB]
+                       "--pass-through", "id", "--metrics-json", metrics]
+            command += ["--ort-library", ORT_LIB] if runner == "default" else ["--backend", "tract"]
         else:
             # The Python stack cuts each review at the token limit and writes every hop as
             # floats; so does this run, for the same work (windows cost 1.4x on IMDB test:
@@ -68,7 +70,7 @@ print("\nratios (same file, same threads):")
 for times in SIZES:
     rows = [r for r in results if r["rows"] == results[SIZES.index(times) * len(RUNNERS)]["rows"]]
     by = {r["runner"]: r for r in rows}
-    for runner in ["tract", "ort", "default"]:
+    for runner in ["tract", "ort", "default", "first-command"]:
         for python in ["python", "python-sorted"]:
             print(f"  {by[python]['rows']:>7} rows  {runner} / {python} docs/s = {by[runner]['docs_s'] / by[python]['docs_s']:.2f}"
                   f"   peak RSS {runner} / {python} = {by[runner]['rss'] / by[python]['rss']:.2f}")

@@ -11,7 +11,7 @@ mkdir -p "$work"
 
 # The README's build, which the tests share (workspace-hack: ARCHITECTURE.md, "One build").
 # The binary is where CARGO_TARGET_DIR puts it.
-cargo build --release --bin pipeline
+cargo build --release --workspace
 export PIPELINE_BIN="${CARGO_TARGET_DIR:-target}/release/pipeline"
 ort_lib=$(bash scripts/install-onnxruntime.sh | tail -n 1)
 if [ ! -x "$work/venv/bin/python" ]; then
