@@ -214,3 +214,31 @@ fn classify_gives_the_same_answers_on_tract_and_onnx_runtime() {
     assert_eq!(tract.lines().count(), 301, "a header and 300 reviews");
     assert_eq!(tract, ort);
 }
+
+/// Headers name what a person asked for, and long lists show their first items and a count.
+#[test]
+fn results_read_as_a_person_asked_for_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = repo_root().join("fixtures/reviews.parquet");
+    let query = format!(
+        "SELECT id, classify(text)['prediction'], string_to_array(text, ' ') AS words, avg(length(text)) OVER () \
+         FROM '{}' ORDER BY id LIMIT 2",
+        path.display()
+    );
+    let out = pipeline_in(dir.path(), &["sql", &query]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    let header = table.lines().nth(1).expect("header line");
+    assert!(header.contains("┆ prediction ┆") && header.contains("avg(length(text))"), "{table}");
+    assert!(!header.contains("fixtures/reviews.parquet"), "no path in the headers: {table}");
+    assert!(table.contains(" more]"), "a long list shows its first items and counts the rest: {table}");
+    assert!(table.contains("values cut at 60 characters (--max-cell-width 0 shows them whole)"), "{table}");
+
+    let whole = pipeline_in(dir.path(), &["sql", &query, "--max-cell-width", "0"]);
+    assert!(!text(&whole.stdout).contains(" more]") && !text(&whole.stdout).contains("values cut"));
+
+    let json = pipeline_in(dir.path(), &["sql", &query, "--format", "json"]);
+    let first: serde_json::Value =
+        serde_json::from_str(text(&json.stdout).lines().next().expect("a row")).expect("a JSON object");
+    assert!(first["prediction"].is_string(), "a struct field is a plain key: {first}");
+}

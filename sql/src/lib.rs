@@ -10,6 +10,7 @@
 // batch-job contract, so it neither unwraps nor indexes unchecked (tests may: clippy.toml).
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
+mod column_names;
 mod field_access;
 pub mod functions;
 pub mod memory;

@@ -8,11 +8,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::bail;
-use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use batch_io::atomic_file::{TempFile, io_cause, temp_beside, write_failed};
 use datafusion::dataframe::DataFrame;
+
+use crate::column_names::{qualifiers, readable_names};
 use futures::StreamExt;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
@@ -72,7 +74,7 @@ pub async fn write_results(
     if format == OutputFormat::Parquet && output.is_none() {
         bail!("--format parquet needs --output PATH");
     }
-    let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone().with_metadata(metadata));
+    let schema = readable_schema(&frame, metadata);
     let mut stream = frame.execute_stream().await?;
     let mut sink = Sink::open(output)?;
     let mut rows = 0;
@@ -84,7 +86,7 @@ pub async fn write_results(
     let written = async {
         let mut writer = RowWriter::new(format, schema.clone(), &mut sink)?;
         while let Some(batch) = stream.next().await {
-            let batch = batch?;
+            let batch = RecordBatch::try_new(schema.clone(), batch?.columns().to_vec())?;
             rows += batch.num_rows();
             writer.write(&batch, view).map_err(write_error)?;
         }
@@ -100,6 +102,16 @@ pub async fn write_results(
             Ok(rows)
         }
     }
+}
+
+/// The result's schema with readable column names ([`crate::column_names`]) and `metadata`.
+fn readable_schema(frame: &DataFrame, metadata: HashMap<String, String>) -> SchemaRef {
+    let arrow = frame.schema().as_arrow();
+    let names: Vec<String> = arrow.fields().iter().map(|field| field.name().clone()).collect();
+    let readable = readable_names(&names, &qualifiers(frame.logical_plan()));
+    let fields: Vec<Field> =
+        arrow.fields().iter().zip(readable).map(|(field, name)| field.as_ref().clone().with_name(name)).collect();
+    Arc::new(Schema::new(fields).with_metadata(metadata))
 }
 
 /// Stdout, or a temporary file beside the target that becomes the target on success.
@@ -208,13 +220,22 @@ impl<'a> RowWriter<'a> {
     fn finish(self, schema: &SchemaRef, rows: usize, view: TableView) -> anyhow::Result<()> {
         match self {
             RowWriter::Table { kept, kept_rows, out } => {
-                writeln!(out, "{}", render_table(schema, &kept, view.max_cell_width)?)?;
+                let (table, cut) = render_table(schema, &kept, view.max_cell_width)?;
+                writeln!(out, "{table}")?;
                 let plural = if rows == 1 { "" } else { "s" };
                 if kept_rows < rows {
-                    writeln!(out, "{rows} row{plural}, {kept_rows} shown (--max-rows 0 shows all)")?;
+                    write!(out, "{rows} row{plural}, {kept_rows} shown (--max-rows 0 shows all)")?;
                 } else {
-                    writeln!(out, "{rows} row{plural}")?;
+                    write!(out, "{rows} row{plural}")?;
                 }
+                if cut {
+                    write!(
+                        out,
+                        "; values cut at {} characters (--max-cell-width 0 shows them whole)",
+                        view.max_cell_width
+                    )?;
+                }
+                writeln!(out)?;
             }
             RowWriter::Csv(writer) => drop(writer.into_inner()),
             RowWriter::Json(mut writer) => writer.finish()?,
@@ -228,20 +249,70 @@ fn format_options() -> FormatOptions<'static> {
     FormatOptions::default().with_null("NULL")
 }
 
-/// An aligned table; cells longer than `max_cell_width` characters are cut.
-fn render_table(schema: &SchemaRef, batches: &[RecordBatch], max_cell_width: usize) -> anyhow::Result<String> {
+/// An aligned table, and whether a cell was cut: cells longer than `max_cell_width`
+/// characters are cut, and a list too long shows its first items and how many more.
+fn render_table(schema: &SchemaRef, batches: &[RecordBatch], max_cell_width: usize) -> anyhow::Result<(String, bool)> {
     let mut table = comfy_table::Table::new();
     table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
     table.set_header(schema.fields().iter().map(|f| f.name().clone()));
     let options = format_options();
+    let mut any_cut = false;
     for batch in batches {
         let formatters: Vec<ArrayFormatter> =
             batch.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &options)).collect::<Result<_, _>>()?;
         for row in 0..batch.num_rows() {
-            table.add_row(formatters.iter().map(|f| cut(f.value(row).to_string(), max_cell_width)));
+            let mut cells = Vec::with_capacity(batch.num_columns());
+            for (column, formatter) in batch.columns().iter().zip(&formatters) {
+                let whole = formatter.value(row).to_string();
+                let shown = match list_items(column, row, &options)? {
+                    Some(items) if whole.chars().count() > max_cell_width && max_cell_width > 0 => {
+                        first_items(&items, max_cell_width)
+                    }
+                    _ => cut(whole.clone(), max_cell_width),
+                };
+                any_cut |= shown != whole;
+                cells.push(shown);
+            }
+            table.add_row(cells);
         }
     }
-    Ok(table.to_string())
+    Ok((table.to_string(), any_cut))
+}
+
+/// The items of a list cell as text; `None` for a cell that is not a list (or is null).
+fn list_items(column: &ArrayRef, row: usize, options: &FormatOptions) -> anyhow::Result<Option<Vec<String>>> {
+    let items = match column.data_type() {
+        DataType::List(_) if column.is_valid(row) => column.as_list::<i32>().value(row),
+        DataType::LargeList(_) if column.is_valid(row) => column.as_list::<i64>().value(row),
+        _ => return Ok(None),
+    };
+    let formatter = ArrayFormatter::try_new(items.as_ref(), options)?;
+    Ok(Some((0..items.len()).map(|i| formatter.value(i).to_string()).collect()))
+}
+
+/// `[a, b, … 226 more]`: as many first items as fit in `max_chars` characters (at least one,
+/// itself cut if it must be), and the count of the rest.
+fn first_items(items: &[String], max_chars: usize) -> String {
+    let mut shown = String::from("[");
+    for (index, item) in items.iter().enumerate() {
+        let rest = format!("… {} more]", items.len() - index);
+        let separator = if index == 0 { "" } else { ", " };
+        let fits =
+            shown.chars().count() + separator.len() + item.chars().count() + 2 + rest.chars().count() <= max_chars;
+        if !fits {
+            if index == 0 {
+                shown.push_str(&cut(item.clone(), max_chars / 2));
+                shown.push_str(&format!(", … {} more]", items.len() - 1));
+            } else {
+                shown.push_str(&format!(", {rest}"));
+            }
+            return shown;
+        }
+        shown.push_str(separator);
+        shown.push_str(item);
+    }
+    shown.push(']');
+    shown
 }
 
 fn cut(mut text: String, max_chars: usize) -> String {
@@ -276,12 +347,22 @@ fn nested_as_text(batch: &RecordBatch) -> anyhow::Result<RecordBatch> {
 
 #[cfg(test)]
 mod tests {
-    use super::cut;
+    use super::{cut, first_items};
 
     #[test]
     fn cut_counts_characters_not_bytes() {
         assert_eq!(cut("héllo wörld".to_owned(), 5), "héllo…");
         assert_eq!(cut("short".to_owned(), 5), "short");
         assert_eq!(cut("anything".to_owned(), 0), "anything");
+    }
+
+    #[test]
+    fn long_lists_show_their_first_items_and_count_the_rest() {
+        let items: Vec<String> = ["this", "is", "a", "powerful", "film", "which", "seems"].map(String::from).to_vec();
+        assert_eq!(first_items(&items, 30), "[this, is, a, … 4 more]");
+        assert!(first_items(&items, 30).chars().count() <= 30);
+        assert_eq!(first_items(&items, 100), "[this, is, a, powerful, film, which, seems]");
+        let long = vec!["x".repeat(50), "y".to_owned()];
+        assert_eq!(first_items(&long, 20), format!("[{}…, … 1 more]", "x".repeat(10)));
     }
 }
