@@ -351,26 +351,38 @@ fn the_report_renders_in_chromium_without_errors_and_shades_by_weight() {
     let page = OpenPage::new(chrome, &html_path);
     let value = |expression: &str| page.value(expression);
     let tab = &page.tab;
-    // Present and visible: a box with an area, not hidden by CSS.
+    // Present and visible: a box with an area, not hidden by CSS nor inside a closed <details>.
     let visible = |selector: &str| -> bool {
         let script = format!(
             "(() => {{ const e = document.querySelector('{selector}'); if (!e) return false; \
-             const r = e.getBoundingClientRect(); const s = getComputedStyle(e); \
-             return r.width > 0 && r.height > 0 && s.visibility !== 'hidden' && s.display !== 'none'; }})()"
+             const r = e.getBoundingClientRect(); \
+             return r.width > 0 && r.height > 0 && e.checkVisibility({{visibilityProperty: true}}); }})()"
         );
         value(&script) == serde_json::Value::Bool(true)
     };
-    for selector in [
-        "#confusion-matrix",
-        "#reliability svg",
-        "#confidence svg",
-        "#hop-entropy svg",
-        "#class-tokens",
-        ".heatmap.summed .tok",
-        ".heatmap.pushed .tok",
-    ] {
+    for selector in ["#confusion-matrix", "#reliability svg", "#confidence svg", "#hop-entropy svg", "#class-tokens"] {
         assert!(visible(selector), "{selector} is not visible");
     }
+    // The pushes lead each card; where the model looked is one click away.
+    assert!(visible(".heatmap.pushed .tok"), "the pushes are not visible");
+    assert!(!visible(".heatmap.summed .tok"), "attention is shown before it is asked for");
+    tab.find_element(".example details.attention summary").expect("the attention toggle").click().expect("open it");
+    assert!(visible(".heatmap.summed .tok"), "attention does not open");
+    // One colour per meaning: attention is a neutral grey, never a push's hue.
+    let attention_colours = value(
+        "JSON.stringify([...document.querySelectorAll('.heatmap.summed .tok')].map(t => getComputedStyle(t).backgroundColor))",
+    );
+    let attention_colours: Vec<String> =
+        serde_json::from_str(attention_colours.as_str().expect("a JSON string")).expect("colours");
+    assert!(attention_colours.iter().all(|c| c.starts_with("rgba(110, 110, 110") || c == "rgba(0, 0, 0, 0)"));
+    // Word tables hold words: no [UNK] (every rare word at once) leading them; hops that look at
+    // the same words are one row.
+    let tables = value(
+        "document.getElementById('class-tokens').textContent + document.getElementById('hop-tokens').textContent",
+    );
+    assert!(!tables.as_str().unwrap_or("[UNK]").contains("[UNK]"), "{tables}");
+    let hop_rows = value("document.querySelectorAll('#hop-tokens tr[data-hops]').length").as_u64().expect("a count");
+    assert!((1..8).contains(&hop_rows), "the default model's 8 hops, alike, in {hop_rows} rows");
 
     // Which way each token pushed: two hues, blue for towards the prediction and orange for
     // against, as the browser paints them, and stronger pushes more opaque.

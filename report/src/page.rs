@@ -7,7 +7,7 @@ use runtime::explain::{self, Ranking};
 
 use crate::MOST_EXAMPLES;
 use crate::charts;
-use crate::tally::{Example, LEAST_PUSH_COUNT, Ranked, Tally};
+use crate::tally::{Example, HopTally, LEAST_PUSH_COUNT, Ranked, Tally};
 
 /// Tokens listed per class and per hop.
 const TOP_TOKENS: usize = 15;
@@ -293,15 +293,16 @@ fn class_tokens(tally: &Tally) -> Markup {
         h2 { "Where each class's attention looked" }
         p.muted {
             "Most attended: attention mass summed over the class. Distinctive: attention relative to an even \
-             spread over each document, (mass + 1) / (even mass + 1), as SQL's distinctive_attended."
+             spread over each document, (mass + 1) / (even mass + 1), as SQL's distinctive_attended. Tokens the \
+             tokenizer adds ([UNK] for every rare word, [PAD]) are left out."
         }
         table id="class-tokens" {
             tr { th { "predicted class" } th { "most attended" } th { "distinctive" } }
             @for (class, t) in &tally.classes {
                 tr {
                     th { (class) }
-                    td.tokens { (t.attention.top(TOP_TOKENS, Ranking::Mass).join(", ")) }
-                    td.tokens { (t.attention.top(TOP_TOKENS, Ranking::Distinctive).join(", ")) }
+                    td.tokens { (t.attention.top_words(TOP_TOKENS, Ranking::Mass).join(", ")) }
+                    td.tokens { (t.attention.top_words(TOP_TOKENS, Ranking::Distinctive).join(", ")) }
                 }
             }
         }
@@ -350,18 +351,65 @@ fn hops(tally: &Tally) -> anyhow::Result<Markup> {
             (format!("{even:.2}")) " nats) attends to a few tokens; one near it attends to nothing in particular."
         }
         div.charts { figure id="hop-entropy" { figcaption { "Mean attention entropy per hop" } (PreEscaped(chart)) } }
+        p.muted {
+            "Hops whose ten most attended and ten distinctive words share at least " (ALIKE_WORDS)
+            " with an earlier hop's are one row, under that hop's words."
+        }
         table id="hop-tokens" {
-            tr { th { "hop" } th.num { "mean entropy" } th { "most attended" } th { "distinctive" } }
-            @for (i, hop) in tally.hops.iter().enumerate() {
-                tr {
-                    td { (i + 1) }
-                    td.num { (format!("{:.2}", hop.mean_entropy().unwrap_or(0.0))) }
-                    td.tokens { (hop.attention.top(10, Ranking::Mass).join(", ")) }
-                    td.tokens { (hop.attention.top(10, Ranking::Distinctive).join(", ")) }
+            tr { th { "hops" } th.num { "mean entropy" } th { "most attended" } th { "distinctive" } }
+            @for group in hop_groups(&tally.hops) {
+                @let (low, high) = group.entropy_range(&entropies);
+                tr data-hops=(group.numbers()) {
+                    td { (group.numbers()) }
+                    td.num { @if high - low < 0.005 { (format!("{low:.2}")) } @else { (format!("{low:.2}–{high:.2}")) } }
+                    td.tokens { (group.most_attended.join(", ")) }
+                    td.tokens { (group.distinctive.join(", ")) }
                 }
             }
         }
     })
+}
+
+/// Words two hops' top ten must share, both ways of ranking, to be shown as one.
+const ALIKE_WORDS: usize = 8;
+
+/// Hops that attend alike: the first of them (whose words the row shows) and the others.
+struct HopGroup<'a> {
+    hops: Vec<usize>,
+    most_attended: Vec<&'a str>,
+    distinctive: Vec<&'a str>,
+}
+
+impl HopGroup<'_> {
+    /// `1, 2, 6` (numbered from 1, as the cards number them).
+    fn numbers(&self) -> String {
+        self.hops.iter().map(|hop| (hop + 1).to_string()).collect::<Vec<_>>().join(", ")
+    }
+
+    fn entropy_range(&self, entropies: &[f64]) -> (f64, f64) {
+        let values = self.hops.iter().filter_map(|hop| entropies.get(*hop).copied());
+        values.fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), e| (low.min(e), high.max(e)))
+    }
+}
+
+/// The hops in groups that attend alike (each joins the first earlier group whose words it
+/// shares [`ALIKE_WORDS`] of), so that eight hops that look at the same words are one row.
+fn hop_groups(hops: &[HopTally]) -> Vec<HopGroup<'_>> {
+    let shared = |a: &[&str], b: &[&str]| a.iter().filter(|word| b.contains(word)).count();
+    let mut groups: Vec<HopGroup> = Vec::new();
+    for (index, hop) in hops.iter().enumerate() {
+        let most_attended = hop.attention.top_words(10, Ranking::Mass);
+        let distinctive = hop.attention.top_words(10, Ranking::Distinctive);
+        let alike = groups.iter_mut().find(|group| {
+            shared(&group.most_attended, &most_attended) >= ALIKE_WORDS.min(most_attended.len())
+                && shared(&group.distinctive, &distinctive) >= ALIKE_WORDS.min(distinctive.len())
+        });
+        match alike {
+            Some(group) => group.hops.push(index),
+            None => groups.push(HopGroup { hops: vec![index], most_attended, distinctive }),
+        }
+    }
+    groups
 }
 
 fn mean_even_entropy(tally: &Tally) -> f64 {
@@ -407,7 +455,7 @@ fn examples(tally: &Tally, anchor: &PushAnchor) -> Markup {
     ];
     html! {
         h2 { "Example documents" }
-        p.muted { "Each token is shaded by its weight relative to the document's heaviest token; hover for the weight." }
+        p.muted { "Each token is shaded by its weight relative to the document's heaviest token (attention in grey); hover for the weight." }
         @if tally.has_contribution() {
             p.muted.legend {
                 @match anchor {
@@ -483,17 +531,32 @@ fn example_card(example: &Example, anchor: &PushAnchor) -> Markup {
             @if !example.contribution.is_empty() {
                 div.heatmap.pushed { span.hop-label { "pushed" } (contribution_heatmap(&example.tokens, &anchor.anchored(&example.contribution, &example.prediction))) }
             }
-            @if let Some((lengths, weights)) = &example.sentences {
-                div.heatmap.summed { (sentences_heatmap(&example.tokens, &example.summary, lengths, weights)) }
-            } @else if !example.summary.is_empty() {
-                div.heatmap.summed { span.hop-label { "summed" } (heatmap(&example.tokens, &example.summary)) }
+            @if example.contribution.is_empty() {
+                (attention_rows(example))
+            } @else if !example.summary.is_empty() || !example.hops.is_empty() {
+                // The pushes lead; where the model looked is one click away, in grey.
+                details.attention {
+                    summary { "where the model looked (attention)" }
+                    (attention_rows(example))
+                }
             }
-            @if example.hops.len() > 1 {
-                details {
-                    summary { "each of the " (example.hops.len()) " hops" }
-                    @for (i, hop) in example.hops.iter().enumerate() {
-                        div.heatmap.hop { span.hop-label { "hop " (i + 1) } (heatmap(&example.tokens, hop)) }
-                    }
+        }
+    }
+}
+
+/// A card's attention: the hops summed (HAN: by sentence), then each hop behind a click.
+fn attention_rows(example: &Example) -> Markup {
+    html! {
+        @if let Some((lengths, weights)) = &example.sentences {
+            div.heatmap.summed { (sentences_heatmap(&example.tokens, &example.summary, lengths, weights)) }
+        } @else if !example.summary.is_empty() {
+            div.heatmap.summed { span.hop-label { "summed" } (heatmap(&example.tokens, &example.summary)) }
+        }
+        @if example.hops.len() > 1 {
+            details {
+                summary { "each of the " (example.hops.len()) " hops" }
+                @for (i, hop) in example.hops.iter().enumerate() {
+                    div.heatmap.hop { span.hop-label { "hop " (i + 1) } (heatmap(&example.tokens, hop)) }
                 }
             }
         }
@@ -576,7 +639,7 @@ mod tests {
         let html = heatmap(&tokens, &[0.25, 0.5]).into_string();
         assert!(html.contains("&lt;script&gt;"), "{html}");
         assert!(!html.contains("<script>"), "{html}");
-        assert!(html.contains("rgba(220, 60, 40, 0.425)") && html.contains("rgba(220, 60, 40, 0.850)"), "{html}");
+        assert!(html.contains("rgba(110, 110, 110, 0.425)") && html.contains("rgba(110, 110, 110, 0.850)"), "{html}");
     }
 
     #[test]

@@ -54,7 +54,7 @@ impl TokenPushes {
         let mut means: Vec<(String, f64)> = self
             .by_token
             .iter()
-            .filter(|(_, (_, count))| *count >= LEAST_PUSH_COUNT)
+            .filter(|(token, (_, count))| *count >= LEAST_PUSH_COUNT && !runtime::explain::is_special_token(token))
             .map(|(token, (sum, count))| (token.clone(), sum / *count as f64))
             // Means that print as ±0.000 are no evidence either way.
             .filter(|(_, mean)| sign * mean >= 0.0005)

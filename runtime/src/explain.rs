@@ -88,11 +88,22 @@ impl TokenAttention {
     /// The `k` tokens ranked first, best first; ties go to the token that sorts first, so
     /// results do not depend on hashing or on how rows were partitioned.
     pub fn top(&self, k: usize, ranking: Ranking) -> Vec<&str> {
+        self.top_of(k, ranking, |_| true)
+    }
+
+    /// [`Self::top`] of the text's own words: the tokens a tokenizer adds ([`is_special_token`],
+    /// `[UNK]` above all, which stands for every rare word at once) are left out.
+    pub fn top_words(&self, k: usize, ranking: Ranking) -> Vec<&str> {
+        self.top_of(k, ranking, |token| !is_special_token(token))
+    }
+
+    fn top_of(&self, k: usize, ranking: Ranking, keep: impl Fn(&str) -> bool) -> Vec<&str> {
         let score = |stats: TokenStats| match ranking {
             Ranking::Mass => stats.mass,
             Ranking::Distinctive => stats.distinctiveness(),
         };
-        let mut ranked: Vec<(&str, f64)> = self.entries().map(|(t, s)| (t, score(s))).collect();
+        let mut ranked: Vec<(&str, f64)> =
+            self.entries().filter(|(token, _)| keep(token)).map(|(t, s)| (t, score(s))).collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         ranked.into_iter().take(k).map(|(token, _)| token).collect()
     }
@@ -104,11 +115,25 @@ impl TokenAttention {
     }
 }
 
+/// A token a tokenizer adds rather than a word of the text: `[UNK]`, `[PAD]`, `[CLS]` (upper
+/// case in brackets), or `<unk>`, `<s>`, `</s>` (lower case in angle brackets).
+pub fn is_special_token(token: &str) -> bool {
+    let inside = |open: char, close: char, case: fn(&char) -> bool| {
+        token
+            .strip_prefix(open)
+            .and_then(|rest| rest.strip_suffix(close))
+            .is_some_and(|name| !name.is_empty() && name.chars().all(|c| case(&c) || c == '_' || c == '/'))
+    };
+    inside('[', ']', char::is_ascii_uppercase) || inside('<', '>', char::is_ascii_lowercase)
+}
+
 /// A heat map's colour.
 pub type Hue = (u8, u8, u8);
 
-/// Attention weights.
-pub const ATTENTION_HUE: Hue = (220, 60, 40);
+/// Attention weights: a neutral grey, so that the two push hues keep their meaning wherever
+/// attention is drawn beside them (a token's shade says how much it was looked at, never which
+/// way it pushed).
+pub const ATTENTION_HUE: Hue = (110, 110, 110);
 /// A positive push: towards the class the pushes point at.
 pub const TOWARDS_HUE: Hue = (40, 110, 220);
 /// A negative push: against that class (with two, towards the other).
@@ -191,8 +216,10 @@ mod tests {
 
     #[test]
     fn shades_are_relative_to_the_heaviest_and_signed_pushes_take_two_hues() {
-        assert_eq!(weight_colour(0.5, 0.5, ATTENTION_HUE), "rgba(220, 60, 40, 0.850)");
-        assert_eq!(weight_colour(f32::NAN, 0.5, ATTENTION_HUE), "rgba(220, 60, 40, 0.000)");
+        assert_eq!(weight_colour(0.5, 0.5, ATTENTION_HUE), "rgba(110, 110, 110, 0.850)");
+        assert_eq!(weight_colour(f32::NAN, 0.5, ATTENTION_HUE), "rgba(110, 110, 110, 0.000)");
+        assert!(["[UNK]", "[PAD]", "[CLS]", "<unk>", "</s>"].iter().all(|t| is_special_token(t)));
+        assert!(["[", "[]", "[unk]", "<b>x", "(UNK)", "not", "?", "[a]"].iter().all(|t| !is_special_token(t)));
         assert_eq!(push_colour(-0.25, 0.5), "rgba(235, 130, 30, 0.425)");
         assert_eq!(push_colour(0.5, 0.5), "rgba(40, 110, 220, 0.850)");
         assert_eq!(heaviest([0.1, f32::INFINITY, 0.3]), 0.3);

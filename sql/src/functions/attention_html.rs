@@ -169,8 +169,8 @@ mod tests {
         let html = shade([Some("<b>"), Some("ok")].into_iter(), &[Some(0.5), Some(0.25)]);
         assert_eq!(
             html,
-            "<span style=\"background-color: rgba(220, 60, 40, 0.850)\" title=\"0.5000\">&lt;b&gt;</span> \
-             <span style=\"background-color: rgba(220, 60, 40, 0.425)\" title=\"0.2500\">ok</span>"
+            "<span style=\"background-color: rgba(110, 110, 110, 0.850)\" title=\"0.5000\">&lt;b&gt;</span> \
+             <span style=\"background-color: rgba(110, 110, 110, 0.425)\" title=\"0.2500\">ok</span>"
         );
         assert_eq!(shade(std::iter::empty(), &[]), "");
     }
@@ -186,6 +186,6 @@ mod tests {
     fn weights_that_are_not_numbers_shade_nothing_and_say_what_they_were() {
         let html = shade([Some("a"), Some("b"), Some("c")].into_iter(), &[Some(0.5), None, Some(f32::NAN)]);
         assert!(html.contains("title=\"null\">b<") && html.contains("title=\"NaN\">c<"), "{html}");
-        assert_eq!(html.matches("rgba(220, 60, 40, 0.000)").count(), 2, "{html}");
+        assert_eq!(html.matches("rgba(110, 110, 110, 0.000)").count(), 2, "{html}");
     }
 }
