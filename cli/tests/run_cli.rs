@@ -784,3 +784,6 @@ fn two_class_pushes_point_at_the_second_label_on_every_row() {
 
 #[path = "run/input_formats.rs"]
 mod input_formats;
+
+#[path = "run/dropped_columns.rs"]
+mod dropped_columns;

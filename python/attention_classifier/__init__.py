@@ -19,7 +19,7 @@ import json
 import os
 import threading
 import warnings
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 import pyarrow as pa
 
@@ -109,7 +109,8 @@ class Classifier:
     ``backend`` is ``auto`` (the default: ONNX Runtime if found, else tract), ``ort`` or
     ``tract``; ``long_documents`` is ``windows`` (the default), ``head-tail`` or ``truncate``;
     ``attention`` is ``compact`` (the default), ``full``, ``summary``, ``top-k:N`` or
-    ``none``; ``batch_size`` is 64 on the CPU and 1,024 with ``device="cuda"``. ``min_confidence`` (a probability) leaves ``prediction`` null and sets
+    ``none``; ``drop`` lists output columns to leave out (``["attention"]``: the per-hop weights,
+    most of an output's size); ``batch_size`` is 64 on the CPU and 1,024 with ``device="cuda"``. ``min_confidence`` (a probability) leaves ``prediction`` null and sets
     ``abstained`` where the most probable class is less likely than it. ``threads`` sizes the process's worker pool (default: all cores), once per
     process.
 
@@ -131,6 +132,7 @@ class Classifier:
         long_document_stride: Optional[int] = None,
         long_document_aggregate: Optional[str] = None,
         attention: Optional[str] = None,
+        drop: Optional[Sequence[str]] = None,
         embedding: bool = False,
         min_confidence: Optional[float] = None,
         threads: Optional[int] = None,
@@ -149,6 +151,7 @@ class Classifier:
             long_document_stride=long_document_stride,
             long_document_aggregate=long_document_aggregate,
             attention=attention,
+            drop=drop.split(",") if isinstance(drop, str) else None if drop is None else list(drop),
             embedding=embedding,
             min_confidence=min_confidence,
             threads=threads,
@@ -222,9 +225,10 @@ def run(input: str, output: str = "predictions.parquet", *, model: Optional[Path
     Raises ``TransientError`` where ``pipeline`` exits 75 (retry), ``PipelineError`` otherwise."""
     _counts(**{name: options.get(name) for name in ("batch_size", "max_batch_tokens", "window", "max_tokens",
                                                     "long_document_stride", "rows_per_part", "threads")})
-    if isinstance(options.get("pass_through"), str):
-        # As `--pass-through id,label` reads it.
-        options["pass_through"] = options["pass_through"].split(",")
+    for listed in ("pass_through", "drop"):
+        if isinstance(options.get(listed), str):
+            # As `--pass-through id,label` and `--drop attention,tokens` read them.
+            options[listed] = options[listed].split(",")
     options.setdefault("ort_search_dirs", onnxruntime_dirs())
     if "ort_library" in options:
         options["ort_library"] = _location(options["ort_library"])

@@ -112,6 +112,7 @@ struct SharedOptions {
     long_document_stride: Option<usize>,
     long_document_aggregate: Option<String>,
     attention: Option<String>,
+    drop: Vec<String>,
     embedding: bool,
     min_confidence: Option<f32>,
 }
@@ -135,6 +136,7 @@ impl SharedOptions {
             "long_document_stride" => self.long_document_stride = Some(value.extract()?),
             "long_document_aggregate" => self.long_document_aggregate = Some(value.extract()?),
             "attention" => self.attention = Some(value.extract()?),
+            "drop" => self.drop = value.extract()?,
             "embedding" => self.embedding = value.extract()?,
             "min_confidence" => self.min_confidence = Some(value.extract()?),
             _ => return Ok(false),
@@ -167,6 +169,7 @@ impl SharedOptions {
         if let Some(attention) = self.attention {
             spec.attention = attention.parse().map_err(|e: String| anyhow::anyhow!("attention={attention:?}: {e}"))?;
         }
+        spec.drop = self.drop;
         spec.embedding = self.embedding;
         spec.min_confidence = self.min_confidence;
         Ok(())
@@ -174,7 +177,7 @@ impl SharedOptions {
 }
 
 /// The keyword arguments [`SharedOptions::take`] knows.
-const SHARED: [&str; 13] = [
+const SHARED: [&str; 14] = [
     "backend",
     "device",
     "ort_library",
@@ -186,6 +189,7 @@ const SHARED: [&str; 13] = [
     "long_document_stride",
     "long_document_aggregate",
     "attention",
+    "drop",
     "embedding",
     "min_confidence",
 ];
@@ -343,7 +347,8 @@ impl Classifier {
             let classifier = runtime::classifier::Classifier::open(package, &spec.backend, spec.max_tokens)?
                 .with_long_documents(spec.long_documents)?;
             let table = OutputTable::for_model(classifier.optional_columns(spec.embedding), spec.attention)
-                .abstaining_below(spec.min_confidence);
+                .abstaining_below(spec.min_confidence)
+                .without(&spec.drop)?;
             let package = classifier.package();
             let metadata = table_metadata(package, &model_sha256(package)?, &classifier, &spec)?;
             let (text_column, batch_size) = (spec.text_column.clone(), spec.batch_size());

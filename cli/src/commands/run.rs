@@ -17,7 +17,7 @@ use runtime::output::AttentionEncoding;
 use crate::args::{BackendFlags, LongDocumentFlags};
 
 /// Every flag of `run` that `--finalize` does not use: given with it, it would be ignored.
-const FINALIZE_CONFLICTS: [&str; 27] = [
+const FINALIZE_CONFLICTS: [&str; 28] = [
     "input",
     "model",
     "output",
@@ -39,6 +39,7 @@ const FINALIZE_CONFLICTS: [&str; 27] = [
     "long_document_stride",
     "long_document_aggregate",
     "attention",
+    "drop",
     "embedding",
     "profile",
     "metrics_json",
@@ -122,6 +123,11 @@ pub struct RunArgs {
     /// or none of them. Per-hop attention in floats is most of an output's size.
     #[arg(long, value_name = "compact|full|summary|top-k:N|none", default_value_t = AttentionEncoding::default())]
     attention: AttentionEncoding,
+    /// Output columns to leave out, comma-separated (e.g. `attention`, the per-hop weights and
+    /// most of an output's size); a column of bytes takes its scale with it. Input columns are
+    /// chosen with --pass-through.
+    #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
+    drop: Vec<String>,
     /// Also write the sentence embedding fed to the classifier.
     #[arg(long)]
     embedding: bool,
@@ -214,6 +220,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         max_tokens: args.max_tokens,
         long_documents: args.long_documents.mode()?,
         attention: args.attention,
+        drop: args.drop,
         embedding: args.embedding,
         min_confidence: args.min_confidence,
         metrics_json: args.metrics_json,

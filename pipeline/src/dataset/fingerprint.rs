@@ -44,6 +44,9 @@ pub struct RunFingerprint {
     /// `pipeline.contribution_towards` says; runs before it pointed them at each prediction.
     #[serde(default = "towards_prediction")]
     pub contribution_towards: String,
+    /// `--drop`: output columns left out; runs before it, and runs without it, kept them all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
     pub rows_per_part: usize,
     /// Units in the whole run, over all shards.
     pub parts: usize,
@@ -131,6 +134,7 @@ impl Run {
             earlier.contribution_towards.clone(),
             now.contribution_towards.clone(),
         );
+        option("--drop", none_if_empty(&earlier.dropped), none_if_empty(&now.dropped));
         option("--rows-per-part", earlier.rows_per_part.to_string(), now.rows_per_part.to_string());
         if found.is_empty() && now.parts != earlier.parts {
             found.push(format!("the run had {} parts, now {}", earlier.parts, now.parts));
@@ -166,6 +170,10 @@ impl Run {
         }
         found
     }
+}
+
+fn none_if_empty(names: &[String]) -> String {
+    if names.is_empty() { "not set".to_owned() } else { names.join(",") }
 }
 
 fn short(sha: &str) -> &str {

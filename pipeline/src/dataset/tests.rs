@@ -22,6 +22,7 @@ fn run_of(inputs: Vec<InputIdentity>) -> Run {
         embedding: false,
         min_confidence: None,
         contribution_towards: "label:pos".into(),
+        dropped: Vec::new(),
         rows_per_part: 2500,
         parts: 4,
     };

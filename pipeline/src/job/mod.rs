@@ -97,7 +97,8 @@ fn run_stages(
     let files = input.files;
     let classifier = open_classifier(package, spec)?;
     let table = OutputTable::for_model(classifier.optional_columns(spec.embedding), spec.attention)
-        .abstaining_below(spec.min_confidence);
+        .abstaining_below(spec.min_confidence)
+        .without(&spec.drop)?;
     let mut plan = Plan::make(&files, spec, &table, &classifier, package, model_sha256, dataset)?;
     let (output, dataset_dir) = plan.open_output(spec)?;
 

@@ -105,6 +105,7 @@ impl Plan {
                         .get(keys::CONTRIBUTION_TOWARDS)
                         .cloned()
                         .unwrap_or_else(towards_prediction),
+                    dropped: spec.drop.clone(),
                     rows_per_part: spec.rows_per_part,
                     parts: units.len(),
                 };

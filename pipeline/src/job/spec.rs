@@ -104,6 +104,8 @@ pub struct RunSpec {
     pub long_documents: LongDocuments,
     /// Which explanation columns the output keeps, and how.
     pub attention: AttentionEncoding,
+    /// Output columns left out (`--drop`), by name.
+    pub drop: Vec<String>,
     pub embedding: bool,
     /// Below this confidence a row abstains: a null `prediction` and `abstained` true.
     pub min_confidence: Option<f32>,
@@ -147,6 +149,7 @@ impl RunSpec {
             max_tokens: None,
             long_documents: LongDocuments::default(),
             attention: AttentionEncoding::default(),
+            drop: Vec::new(),
             embedding: false,
             min_confidence: None,
             metrics_json: None,

@@ -442,6 +442,37 @@ impl OutputTable {
         Self { settings: Settings { label_thresholds, ..self.settings }, ..self }
     }
 
+    /// The table without the `dropped` columns (`--drop`), each of which it must have. A
+    /// column of bytes takes its scale with it (`contribution` its `contribution_scale`); a
+    /// scale dropped without its bytes is refused, as they would be unreadable.
+    pub fn without(self, dropped: &[String]) -> anyhow::Result<Self> {
+        let names: Vec<&str> = self.columns.iter().map(|column| column.name).collect();
+        for name in dropped {
+            if !names.contains(&name.as_str()) {
+                bail!(
+                    "--drop {name}: this run writes no column `{name}`; it writes {} (input columns are chosen with \
+                     --pass-through)",
+                    names.join(", ")
+                );
+            }
+        }
+        let scales = [(&CONTRIBUTION, &CONTRIBUTION_SCALE), (&LABEL_CONTRIBUTIONS, &LABEL_CONTRIBUTION_SCALES)];
+        let gone = |column: &Column| dropped.iter().any(|name| name == column.name);
+        for (values, scale) in scales {
+            if gone(scale) && !gone(values) && names.contains(&values.name) {
+                bail!(
+                    "--drop {}: {} holds bytes that only it turns into logit units; drop {} too, or keep both",
+                    scale.name,
+                    values.name,
+                    values.name
+                );
+            }
+        }
+        let scale_of_dropped = |column: &Column| scales.iter().any(|(values, scale)| *scale == column && gone(values));
+        let columns = self.columns.into_iter().filter(|column| !gone(column) && !scale_of_dropped(column)).collect();
+        Ok(Self { columns, ..self })
+    }
+
     /// Just these columns, with weights as floats (`embedding`, whose width only a model
     /// knows, is left out).
     pub fn of(columns: &[&'static Column]) -> Self {
@@ -611,6 +642,32 @@ mod tests {
             .collect();
         let columns: Vec<&str> = COLUMNS.iter().map(|column| column.name).collect();
         assert_eq!(rows, columns);
+    }
+
+    /// `--drop` leaves a column out with the scale its bytes need, and refuses what a table
+    /// does not have or a scale without its bytes.
+    #[test]
+    fn dropped_columns_go_with_their_scales() {
+        let optional = OptionalColumns {
+            attention: true,
+            contribution: true,
+            sentences: false,
+            embedding_dim: None,
+            label_thresholds: None,
+        };
+        let table = || OutputTable::for_model(optional.clone(), AttentionEncoding::Compact);
+        let names = |table: OutputTable| table.columns.iter().map(|c| c.name).collect::<Vec<_>>();
+        let all = names(table());
+        let kept = names(table().without(&["attention".to_owned(), "contribution".to_owned()]).expect("drop"));
+        assert_eq!(all.len() - 3, kept.len(), "{kept:?}");
+        assert!(!kept.contains(&"contribution_scale") && kept.contains(&"attention_entropy"), "{kept:?}");
+        let unknown = table().without(&["attentions".to_owned()]).expect_err("no such column").to_string();
+        assert!(
+            unknown.contains("writes no column `attentions`") && unknown.contains("attention_summary"),
+            "{unknown}"
+        );
+        let scale = table().without(&["contribution_scale".to_owned()]).expect_err("bytes need it").to_string();
+        assert!(scale.contains("drop contribution too"), "{scale}");
     }
 
     /// A column's name is reserved exactly once, and every reserved name is a column's.
