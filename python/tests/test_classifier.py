@@ -71,6 +71,20 @@ def test_min_confidence_abstains_as_pipeline_run_does(pipeline_command, tmp_path
     assert "min_confidence=" in str(raised.value), raised.value
 
 
+def test_drop_leaves_columns_out_as_pipeline_run_does(pipeline_command, tmp_path):
+    expected = pipeline_run(pipeline_command, tmp_path / "out.parquet", "--drop", "attention,contribution")
+    actual = ac.Classifier(drop=["attention", "contribution"]).classify(pq.read_table(REVIEWS))
+    assert actual.column_names == expected.column_names
+    assert "attention" not in actual.column_names and "contribution_scale" not in actual.column_names
+    assert actual.column("prediction").to_pylist() == expected.column("prediction").to_pylist()
+    summary = ac.run(str(REVIEWS), str(tmp_path / "run.parquet"), drop="attention,contribution")
+    assert pq.read_schema(tmp_path / "run.parquet").names == expected.column_names, summary
+    with pytest.raises(ac.PipelineError) as raised:
+        ac.Classifier(drop=["attentions"])
+    assert "drop=" in str(raised.value) and "writes no column `attentions`" in str(raised.value), raised.value
+    assert "--" not in str(raised.value), raised.value
+
+
 def test_a_multi_label_model_gives_the_labels_pipeline_run_gives(pipeline_command, tmp_path):
     fixtures = REVIEWS.parent
     model, output = tmp_path / "model", tmp_path / "run.parquet"
