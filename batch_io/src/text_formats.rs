@@ -1,7 +1,9 @@
 //! CSV, JSON Lines and plain-text files as streams of record batches, told apart by their
-//! extension. They are streamed with arrow's own readers, a batch at a time; the column types
-//! of CSV and JSON Lines are inferred from their first [`INFER_ROWS`] rows, as DuckDB and
-//! DataFusion infer them, and a plain-text file is one document per line in a `text` column.
+//! extension. They are streamed with arrow's own readers, a batch at a time. CSV carries no
+//! types, and guessing them changes values (`007` would become 7, a zip code lose its zero),
+//! so every CSV column is read as the text it holds; JSON Lines says its types, inferred from
+//! the first [`INFER_ROWS`] rows; a plain-text file is one document per line in a `text`
+//! column.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek};
@@ -15,7 +17,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::source::{BatchStream, Batches};
 
-/// Rows read to infer the column types of a CSV or JSON Lines file.
+/// Rows read to infer the column types of a JSON Lines file.
 pub const INFER_ROWS: usize = 10_000;
 
 /// The column a plain-text file's lines are read into.
@@ -89,28 +91,34 @@ pub fn open_text(
             numbered(display, format, reader)
         }
         TextFormat::JsonLines => {
-            let reader = arrow::json::ReaderBuilder::new(schema.clone())
+            // Only the columns asked for are parsed (the others are skipped as unknown keys), so
+            // a column left out cannot fail the read.
+            let reader = arrow::json::ReaderBuilder::new(batch_schema.clone())
                 .with_batch_size(batch_size)
                 .build(BufReader::new(file))
                 .with_context(|| format!("cannot read {display}"))?;
-            let projected = reader.map(move |batch| match (&projection, batch) {
-                (Some(indices), Ok(batch)) => batch.project(indices),
-                (None, batch) => batch,
-                (_, Err(error)) => Err(error),
-            });
-            numbered(display, format, projected)
+            numbered(display, format, reader)
         }
         TextFormat::Lines => Box::new(lines(display, BufReader::new(file), batch_size, batch_schema.clone())),
     };
     Ok(BatchStream { schema, rows: None, row_groups: None, footer: None, batch_schema, batches })
 }
 
+/// The schema `pipeline run` reads `path` in `format` with (`pipeline sql` reads CSV with it,
+/// so that a value is the same text in both).
+pub fn schema_of(path: &Path, format: TextFormat) -> anyhow::Result<SchemaRef> {
+    let display = path.display().to_string();
+    let mut file = File::open(path).with_context(|| format!("cannot open {display}"))?;
+    infer_schema(&display, &mut file, format)
+}
+
 /// The file's schema: inferred from its first rows, or one `text` column for plain text.
 fn infer_schema(display: &str, file: &mut File, format: TextFormat) -> anyhow::Result<SchemaRef> {
     let inferred = match format {
         TextFormat::Csv { delimiter } => {
+            // The header's names, every column as text.
             let csv = arrow::csv::reader::Format::default().with_header(true).with_delimiter(delimiter);
-            csv.infer_schema(&mut *file, Some(INFER_ROWS)).map(|(schema, _)| schema)
+            csv.infer_schema(&mut *file, Some(0)).map(|(schema, _)| as_text(&schema))
         }
         TextFormat::JsonLines => {
             arrow::json::reader::infer_json_schema(BufReader::new(&mut *file), Some(INFER_ROWS)).map(|(s, _)| s)
@@ -119,7 +127,10 @@ fn infer_schema(display: &str, file: &mut File, format: TextFormat) -> anyhow::R
     }
     .with_context(|| format!("{display} is not readable as {}", format.name()))?;
     if inferred.fields().is_empty() {
-        bail!("{display} has no columns: a {} file starts with a header row naming them", format.name());
+        match format {
+            TextFormat::JsonLines => bail!("{display} holds no JSON object: write one object per line"),
+            _ => bail!("{display} has no columns: a {} file starts with a header row naming them", format.name()),
+        }
     }
     // A column empty in every row read so far may hold text further on.
     let fields: Vec<Field> = inferred
@@ -131,6 +142,17 @@ fn infer_schema(display: &str, file: &mut File, format: TextFormat) -> anyhow::R
         })
         .collect();
     Ok(Arc::new(Schema::new(fields)))
+}
+
+/// `schema` with every column as text.
+fn as_text(schema: &Schema) -> Schema {
+    Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|field| field.as_ref().clone().with_data_type(DataType::Utf8).with_nullable(true))
+            .collect::<Vec<_>>(),
+    )
 }
 
 /// Batches whose errors name the file and the rows they came from.
@@ -145,12 +167,23 @@ fn numbered(
             rows_before += batch.num_rows();
             Ok(batch)
         }
-        Err(error) => Err(anyhow::anyhow!(
-            "cannot read {display} as {} after its first {rows_before} rows: {error}. Column types are inferred from \
-             the first {INFER_ROWS} rows; leave a column whose values change type out with --pass-through, or \
-             convert the file to Parquet with explicit types",
-            format.name()
-        )),
+        Err(error) => {
+            let message = error.to_string();
+            // A value of another type than the first rows had: the advice that helps.
+            let retyped = format == TextFormat::JsonLines && message.contains("failed to parse");
+            let advice = if retyped {
+                format!(
+                    ". Column types are inferred from the first {INFER_ROWS} rows; leave a column whose values change \
+                     type out with --pass-through, or convert the file to Parquet with explicit types"
+                )
+            } else {
+                String::new()
+            };
+            Err(anyhow::anyhow!(
+                "cannot read {display} as {} in the rows after its first {rows_before}: {message}{advice}",
+                format.name()
+            ))
+        }
     }))
 }
 
@@ -207,6 +240,8 @@ pub fn describe_unknown(display: &str, head: &[u8]) -> String {
         "is gzip-compressed: decompress it (gunzip), or convert it to Parquet".to_owned()
     } else if head.is_empty() {
         "is empty".to_owned()
+    } else if head.contains(&0) {
+        "is a binary file of no format it reads".to_owned()
     } else if head.starts_with(b"PK\x03\x04") {
         "is a ZIP archive (an Excel workbook is one): export or unpack it as CSV".to_owned()
     } else if let Ok(text) = std::str::from_utf8(head.get(..head.len().min(4096)).unwrap_or(head))
@@ -233,7 +268,6 @@ mod tests {
     use std::io::Write;
 
     use arrow::array::{Array, AsArray};
-    use arrow::datatypes::Int64Type;
 
     use super::*;
 
@@ -250,14 +284,15 @@ mod tests {
     }
 
     #[test]
-    fn csv_is_typed_from_its_rows_and_projected() {
-        let (_dir, path) = file("r.csv", b"id,text,empty\n1,\"good, very\",\n2,bad,\n3,\"say \"\"hi\"\"\",\n");
+    fn csv_columns_are_the_text_they_hold_and_projected() {
+        let (_dir, path) = file("r.csv", b"id,text,empty\n007,\"good, very\",\n2,bad,\n3,\"say \"\"hi\"\"\",\n");
         let batches = read(&path, Some(&["text".to_owned(), "id".to_owned()])).unwrap();
         assert_eq!(batches.len(), 2, "two rows a batch");
         let all = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
         let texts: Vec<_> = all.column(0).as_string::<i32>().iter().flatten().collect();
         assert_eq!(texts, ["good, very", "bad", "say \"hi\""]);
-        assert_eq!(all.column(1).as_primitive::<Int64Type>().values().to_vec(), [1, 2, 3]);
+        let ids: Vec<_> = all.column(1).as_string::<i32>().iter().flatten().collect();
+        assert_eq!(ids, ["007", "2", "3"], "CSV values stay the text they are");
         let stream = open_text(&path, TextFormat::of("r.csv").unwrap(), 8, None).unwrap();
         assert_eq!(stream.schema.field_with_name("empty").unwrap().data_type(), &DataType::Utf8);
         let error = read(&path, Some(&["txt".to_owned()])).unwrap_err().to_string();
@@ -277,17 +312,17 @@ mod tests {
 
     #[test]
     fn a_value_of_another_type_after_the_sample_names_the_rows() {
-        let mut contents = b"text,n\n".to_vec();
+        let mut contents = Vec::new();
         for _ in 0..INFER_ROWS {
-            contents.extend_from_slice(b"a,1\n");
+            contents.extend_from_slice(b"{\"text\": \"a\", \"n\": 1}\n");
         }
-        contents.extend_from_slice(b"b,one\n");
-        let (_dir, path) = file("r.csv", &contents);
-        let format = TextFormat::of("r.csv").unwrap();
+        contents.extend_from_slice(b"{\"text\": \"b\", \"n\": \"one\"}\n");
+        let (_dir, path) = file("r.jsonl", &contents);
+        let format = TextFormat::of("r.jsonl").unwrap();
         let error = open_text(&path, format, 4096, None).unwrap().batches.collect::<anyhow::Result<Vec<_>>>();
         let error = error.unwrap_err().to_string();
-        assert!(error.contains("r.csv") && error.contains("--pass-through"), "{error}");
-        // Left out, the column is never parsed.
+        assert!(error.contains("r.jsonl") && error.contains("--pass-through"), "{error}");
+        // Left out, the column is never parsed (JSON Lines skips its key).
         let rows: usize = open_text(&path, format, 4096, Some(&["text".to_owned()]))
             .unwrap()
             .batches
@@ -314,6 +349,7 @@ mod tests {
         assert!(describe_unknown("x.dat", b"text,label\na,b").contains("*.csv"));
         assert!(describe_unknown("x.gz", &[0x1f, 0x8b, 8, 0]).contains("gzip"));
         assert!(describe_unknown("x.dat", b"just words").contains("*.txt"));
+        assert!(describe_unknown("x.bin", b"\x7fELF\x02\x01\x01\0\0").contains("binary"));
         assert_eq!(TextFormat::of("DATA.CSV"), Some(TextFormat::Csv { delimiter: b',' }));
         assert_eq!(TextFormat::of("data.parquet"), None);
     }

@@ -241,4 +241,12 @@ fn results_read_as_a_person_asked_for_them() {
     let first: serde_json::Value =
         serde_json::from_str(text(&json.stdout).lines().next().expect("a row")).expect("a JSON object");
     assert!(first["prediction"].is_string(), "a struct field is a plain key: {first}");
+
+    // Columns of one name from two tables keep their tables, so that no JSON key is lost.
+    let join =
+        format!("SELECT a.id, b.id FROM '{0}' a JOIN '{0}' b ON a.id = b.id ORDER BY a.id LIMIT 1", path.display());
+    let json = pipeline_in(dir.path(), &["sql", &join, "--format", "json"]);
+    assert!(json.status.success(), "{}", text(&json.stderr));
+    let row: serde_json::Value = serde_json::from_str(text(&json.stdout).trim()).expect("a JSON object");
+    assert!(row["a.id"].is_string() && row["b.id"].is_string(), "{row}");
 }

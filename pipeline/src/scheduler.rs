@@ -91,8 +91,8 @@ pub fn shard_from_environment(count: ShardCount, env: Environment) -> anyhow::Re
         (ShardCount::Fixed(count), _) => count,
         (ShardCount::Auto, Some(given)) => given,
         (ShardCount::Auto, None) => bail!(
-            "--shards auto: {} gives this process's index ({}={index}) but not how many copies run; give --shards N \
-             (the Job's completions)",
+            "--shards auto: {} gives this process's index ({}) but not how many copies run; give --shards N (for \
+             a Kubernetes Indexed Job, its completions)",
             scheduler.name,
             scheduler.index
         ),
@@ -121,7 +121,10 @@ fn kubernetes(env: Environment) -> anyhow::Result<Position> {
 fn slurm(env: Environment) -> anyhow::Result<Position> {
     let id = required(env, "SLURM_ARRAY_TASK_ID")?;
     let min = number(env, "SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
-    let step = number(env, "SLURM_ARRAY_TASK_STEP")?.unwrap_or(1).max(1);
+    let step = number(env, "SLURM_ARRAY_TASK_STEP")?.unwrap_or(1);
+    if step == 0 {
+        bail!("SLURM_ARRAY_TASK_STEP is 0; an array's step is at least 1");
+    }
     let count = number(env, "SLURM_ARRAY_TASK_COUNT")?;
     let offset =
         id.checked_sub(min).with_context(|| format!("SLURM_ARRAY_TASK_ID {id} is below SLURM_ARRAY_TASK_MIN {min}"))?;
@@ -199,6 +202,8 @@ mod tests {
             ],
         );
         assert!(message(list).contains("not a range"));
+        let no_step = shard("2", &[("SLURM_ARRAY_TASK_ID", "0"), ("SLURM_ARRAY_TASK_STEP", "0")]);
+        assert!(message(no_step).contains("step is at least 1"));
     }
 
     #[test]

@@ -88,8 +88,8 @@ impl Shard {
         }
         if index >= count {
             bail!(
-                "shard {index} of {count} is out of range: shards are numbered 0 to {} (a Kubernetes Indexed Job's \
-                 JOB_COMPLETION_INDEX runs from 0 to completions - 1)",
+                "shard {index} of {count} is out of range: shards are numbered 0 to {} (an array job's index runs \
+                 from 0 to its number of copies - 1)",
                 count - 1
             );
         }

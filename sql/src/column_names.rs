@@ -29,17 +29,36 @@ pub fn qualifiers(plan: &LogicalPlan) -> Vec<String> {
 }
 
 /// A readable header for each of `names` (columns of one result), given the `qualifiers`
-/// of the tables the query read.
-pub fn readable_names(names: &[String], qualifiers: &[String]) -> Vec<String> {
+/// of the tables the query read, and each column's name with its table (`a.id`, as
+/// DataFusion keeps it beside the plain `id`). Headers are unique: a JSON object or a
+/// Parquet file keeps only one of two columns of one name.
+pub fn readable_names(names: &[String], qualified: &[String], qualifiers: &[String]) -> Vec<String> {
     let short: Vec<String> = names.iter().map(|name| readable(name, qualifiers)).collect();
+    let chosen = unique_or(&short, names);
+    let chosen = unique_or(&chosen, qualified);
+    // Still alike (a table joined with itself, unaliased): numbered as DuckDB numbers them.
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    chosen
+        .into_iter()
+        .map(|name| {
+            let count = seen.entry(name.clone()).or_default();
+            *count += 1;
+            if *count == 1 { name } else { format!("{name}_{count}") }
+        })
+        .collect()
+}
+
+/// `preferred`, except that a name used more than once is replaced by the `fallback` of its
+/// column.
+fn unique_or(preferred: &[String], fallback: &[String]) -> Vec<String> {
     let mut uses: HashMap<&str, usize> = HashMap::new();
-    for name in &short {
+    for name in preferred {
         *uses.entry(name.as_str()).or_default() += 1;
     }
-    names
+    preferred
         .iter()
-        .zip(&short)
-        .map(|(full, short)| if uses.get(short.as_str()) == Some(&1) { short.clone() } else { full.clone() })
+        .zip(fallback)
+        .map(|(name, fallback)| if uses.get(name.as_str()) == Some(&1) { name.clone() } else { fallback.clone() })
         .collect()
 }
 
@@ -68,7 +87,7 @@ mod tests {
     fn names(names: &[&str], qualifiers: &[&str]) -> Vec<String> {
         let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
         let qualifiers: Vec<String> = qualifiers.iter().map(|n| (*n).to_owned()).collect();
-        readable_names(&names, &qualifiers)
+        readable_names(&names, &names, &qualifiers)
     }
 
     #[test]
@@ -97,5 +116,14 @@ mod tests {
             names(&["prediction", "classify(t.text)[prediction]"], &["t"]),
             ["prediction", "classify(t.text)[prediction]"]
         );
+    }
+
+    /// `SELECT a.id, b.id`: DataFusion names both `id`; their tables tell them apart, and a
+    /// table joined with itself gets numbers.
+    #[test]
+    fn columns_of_one_name_from_two_tables_keep_their_tables() {
+        let (ids, qualified) = (["id".to_owned(), "id".to_owned()], ["a.id".to_owned(), "b.id".to_owned()]);
+        assert_eq!(readable_names(&ids, &qualified, &[]), ["a.id", "b.id"]);
+        assert_eq!(readable_names(&ids, &ids, &[]), ["id", "id_2"]);
     }
 }

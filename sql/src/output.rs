@@ -108,7 +108,15 @@ pub async fn write_results(
 fn readable_schema(frame: &DataFrame, metadata: HashMap<String, String>) -> SchemaRef {
     let arrow = frame.schema().as_arrow();
     let names: Vec<String> = arrow.fields().iter().map(|field| field.name().clone()).collect();
-    let readable = readable_names(&names, &qualifiers(frame.logical_plan()));
+    let qualified: Vec<String> = frame
+        .schema()
+        .iter()
+        .map(|(qualifier, field)| match qualifier {
+            Some(table) => format!("{table}.{}", field.name()),
+            None => field.name().clone(),
+        })
+        .collect();
+    let readable = readable_names(&names, &qualified, &qualifiers(frame.logical_plan()));
     let fields: Vec<Field> =
         arrow.fields().iter().zip(readable).map(|(field, name)| field.as_ref().clone().with_name(name)).collect();
     Arc::new(Schema::new(fields).with_metadata(metadata))

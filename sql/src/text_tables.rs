@@ -1,13 +1,14 @@
 //! CSV, TSV and JSON Lines files as SQL tables, by the location's extension (`FROM
-//! 'reviews.csv'`, `--table r=data/*.jsonl`), read by DataFusion's own readers with the column
-//! types inferred from the same number of rows `pipeline run` reads them from.
+//! 'reviews.csv'`, `--table r=data/*.jsonl`), read by DataFusion's own readers as `pipeline
+//! run` reads them: CSV columns as the text they hold (`CAST` them), JSON Lines with the types
+//! of their first rows.
 
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use batch_io::inputs::{InputFiles, resolve_input_files};
 use batch_io::object_storage::is_url;
-use batch_io::text_formats::{INFER_ROWS, TextFormat};
+use batch_io::text_formats::{INFER_ROWS, TextFormat, schema_of};
 use datafusion::catalog::TableProvider;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::execution::SessionState;
@@ -26,11 +27,31 @@ pub async fn text_table(
     if is_url(location) {
         bail!("{location} is {} in object storage; pipeline sql reads it from a local file only", format.name());
     }
+    let extension = location.rsplit_once('.').map(|(_, extension)| extension.to_owned()).unwrap_or_default();
+    let location_owned = location.to_owned();
+    let input = tokio::task::spawn_blocking(move || resolve_input_files(&location_owned, &[extension.as_str()]))
+        .await
+        .context("listing a table's files failed")??;
+    let paths: Vec<&std::path::Path> = input
+        .files
+        .iter()
+        .filter_map(|file| match file {
+            InputFile::Local(path) => Some(path.as_path()),
+            InputFile::Remote(_) => None,
+        })
+        .collect();
+    let text_columns = match (format, paths.first()) {
+        (TextFormat::Csv { .. }, Some(first)) => Some(schema_of(first, format)?),
+        _ => None,
+    };
     let options = match format {
-        TextFormat::Csv { delimiter } => listing_options(
-            state,
-            CsvReadOptions::new().has_header(true).delimiter(delimiter).schema_infer_max_records(INFER_ROWS),
-        ),
+        TextFormat::Csv { delimiter } => {
+            let mut read = CsvReadOptions::new().has_header(true).delimiter(delimiter);
+            if let Some(schema) = &text_columns {
+                read = read.schema(schema);
+            }
+            listing_options(state, read)
+        }
         TextFormat::JsonLines => {
             listing_options(state, JsonReadOptions::default().schema_infer_max_records(INFER_ROWS))
         }
@@ -39,20 +60,18 @@ pub async fn text_table(
              classify it with pipeline run, or query it as CSV"
         ),
     };
-    let extension = location.rsplit_once('.').map(|(_, extension)| extension.to_owned()).unwrap_or_default();
-    let location_owned = location.to_owned();
-    let input = tokio::task::spawn_blocking(move || resolve_input_files(&location_owned, &[extension.as_str()]))
-        .await
-        .context("listing a table's files failed")??;
-    let mut urls = Vec::with_capacity(input.files.len());
-    for file in &input.files {
-        if let InputFile::Local(path) = file {
-            urls.push(ListingTableUrl::parse(std::path::absolute(path)?.to_string_lossy())?);
-        }
+    let mut urls = Vec::with_capacity(paths.len());
+    for path in &paths {
+        urls.push(ListingTableUrl::parse(std::path::absolute(path)?.to_string_lossy())?);
     }
     let config = ListingTableConfig::new_with_multi_paths(urls).with_listing_options(options);
-    let config =
-        config.infer_schema(state).await.with_context(|| format!("{location} is not readable as {}", format.name()))?;
+    let config = match text_columns {
+        Some(schema) => config.with_schema(schema),
+        None => config
+            .infer_schema(state)
+            .await
+            .with_context(|| format!("{location} is not readable as {}", format.name()))?,
+    };
     Ok(Some((Arc::new(ListingTable::try_new(config)?), input)))
 }
 

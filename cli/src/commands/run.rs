@@ -55,7 +55,8 @@ fn finalize_conflicts() -> Vec<&'static str> {
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// A Parquet or Arrow IPC file, a directory of them, or a glob.
+    /// A Parquet, Arrow IPC, CSV, TSV, JSON Lines or text file (one document a line), a
+    /// directory of them, or a glob; the text formats by their extension.
     #[arg(long, required_unless_present = "finalize")]
     input: Option<String>,
     /// Model package: a directory, or its prefix in object storage (s3://bucket/models/san/,

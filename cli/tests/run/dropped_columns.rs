@@ -34,6 +34,8 @@ fn an_unknown_column_or_a_scale_without_its_bytes_is_refused_before_any_work() {
         ("attentions", "writes no column `attentions`; it writes prediction"),
         ("id", "input columns are chosen with --pass-through"),
         ("contribution_scale", "drop contribution too"),
+        ("prediction", "every reader of an output"),
+        (",", "an empty column name"),
     ] {
         let output = run(&reviews(), &out, &["--drop", drop]);
         assert_eq!(output.status.code(), Some(1), "{drop}: {}", stderr(&output));
@@ -52,4 +54,13 @@ fn a_dataset_resumed_with_other_columns_is_refused_by_name() {
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("--drop was not set, now attention"), "{}", stderr(&output));
     assert_eq!(files_in(&out), before);
+
+    // The same columns in another order, or named twice, are the same run.
+    let other = dir.path().join("other");
+    let drop = |names: &str, shard: &str| {
+        run(&reviews(), &other, &["--rows-per-part", "100", "--shard", shard, "--drop", names]).status.success()
+    };
+    assert!(drop("attention,contribution", "0/2"));
+    assert!(drop("contribution,attention,attention", "1/2"));
+    assert!(other.join("_SUCCESS").exists());
 }

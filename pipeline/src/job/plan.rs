@@ -85,6 +85,18 @@ impl Plan {
         // A single file is one unit per input; a dataset splits them into parts.
         let layouts: Vec<FileLayout> =
             streams.iter().map(|s| if dataset { s.row_groups.clone() } else { None }).collect();
+        let whole: Vec<String> =
+            files.iter().zip(&streams).filter(|(_, s)| s.row_groups.is_none()).map(|(f, _)| f.to_string()).collect();
+        if dataset && spec.shard.count > 1 && !whole.is_empty() {
+            // Sharding splits units, and such a file is one: say so rather than leave a shard idle.
+            tracing::warn!(
+                "{} input file(s) ({}{}) are read whole, each one unit of work: one part, on one shard, whatever \
+                 --rows-per-part says; split them, or convert them to Parquet, to spread them over parts and shards",
+                whole.len(),
+                whole.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+                if whole.len() > 3 { ", …" } else { "" }
+            );
+        }
         let units = plan_units(&layouts, spec.rows_per_part);
         let todo: Vec<WorkUnit> = units.iter().filter(|u| spec.shard.owns(u)).copied().collect();
         let run = dataset
@@ -105,7 +117,8 @@ impl Plan {
                         .get(keys::CONTRIBUTION_TOWARDS)
                         .cloned()
                         .unwrap_or_else(towards_prediction),
-                    dropped: spec.drop.clone(),
+                    // As a set: `--drop a,b` and `--drop b,a,a` are the same run.
+                    dropped: spec.drop.iter().cloned().collect::<std::collections::BTreeSet<_>>().into_iter().collect(),
                     rows_per_part: spec.rows_per_part,
                     parts: units.len(),
                 };

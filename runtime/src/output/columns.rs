@@ -448,6 +448,12 @@ impl OutputTable {
     pub fn without(self, dropped: &[String]) -> anyhow::Result<Self> {
         let names: Vec<&str> = self.columns.iter().map(|column| column.name).collect();
         for name in dropped {
+            if name.trim().is_empty() {
+                bail!("--drop: an empty column name; give names separated by commas, e.g. --drop attention,tokens");
+            }
+            if name == PREDICTION.name {
+                bail!("--drop prediction: every reader of an output (the report, SQL's tables) needs it; keep it");
+            }
             if !names.contains(&name.as_str()) {
                 bail!(
                     "--drop {name}: this run writes no column `{name}`; it writes {} (input columns are chosen with \
