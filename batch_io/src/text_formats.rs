@@ -87,8 +87,19 @@ pub fn open_text(
             if let Some(indices) = projection {
                 builder = builder.with_projection(indices);
             }
-            let reader = builder.build(BufReader::new(file)).with_context(|| format!("cannot read {display}"))?;
-            numbered(display, format, reader)
+            let (quotes, open_quote) = QuoteWatch::new(file);
+            let reader = builder.build(BufReader::new(quotes)).with_context(|| format!("cannot read {display}"))?;
+            let batches = numbered(display.clone(), format, reader);
+            // The reader takes a quote left open at the end as closing there, swallowing every
+            // row after it into one field; that is refused instead.
+            let unclosed = std::iter::once(()).filter_map(move |()| {
+                let line = open_quote.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()?;
+                Some(Err(anyhow::anyhow!(
+                    "{display}: the quote opened on line {line} is never closed, so every row after it would be read \
+                     as one field; close it (a quote inside a quoted field is written twice: \"\")"
+                )))
+            });
+            Box::new(batches.chain(unclosed))
         }
         TextFormat::JsonLines => {
             // Only the columns asked for are parsed (the others are skipped as unknown keys), so
@@ -185,6 +196,46 @@ fn numbered(
             ))
         }
     }))
+}
+
+/// A CSV file's bytes as they are read, watched for a quote left open: in a well-formed file
+/// quotes pair up (one inside a quoted field is doubled), so the count of `"` is even at the
+/// end. Holds the line the last unpaired quote was opened on, once the file is read to its end.
+struct QuoteWatch<R> {
+    inner: R,
+    inside: bool,
+    line: usize,
+    opened_on: usize,
+    open_at_end: std::sync::Arc<std::sync::Mutex<Option<usize>>>,
+}
+
+impl<R> QuoteWatch<R> {
+    fn new(inner: R) -> (Self, std::sync::Arc<std::sync::Mutex<Option<usize>>>) {
+        let open_at_end = std::sync::Arc::new(std::sync::Mutex::new(None));
+        (Self { inner, inside: false, line: 1, opened_on: 0, open_at_end: open_at_end.clone() }, open_at_end)
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for QuoteWatch<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buf)?;
+        for &byte in buf.get(..read).unwrap_or_default() {
+            match byte {
+                b'"' => {
+                    self.inside = !self.inside;
+                    if self.inside {
+                        self.opened_on = self.line;
+                    }
+                }
+                b'\n' => self.line += 1,
+                _ => {}
+            }
+        }
+        if read == 0 && !buf.is_empty() && self.inside {
+            *self.open_at_end.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(self.opened_on);
+        }
+        Ok(read)
+    }
 }
 
 /// One document per line (without its `\n` or `\r\n`), `batch_size` lines a batch.
@@ -297,6 +348,16 @@ mod tests {
         assert_eq!(stream.schema.field_with_name("empty").unwrap().data_type(), &DataType::Utf8);
         let error = read(&path, Some(&["txt".to_owned()])).unwrap_err().to_string();
         assert!(error.contains("no column `txt`"), "{error}");
+    }
+
+    #[test]
+    fn a_quote_left_open_is_refused_not_read_as_one_long_field() {
+        let (_dir, path) = file("r.csv", b"id,text\n1,\"unterminated quote\n2,bad\n3,worse\n");
+        let error = read(&path, None).unwrap_err().to_string();
+        assert!(error.contains("the quote opened on line 2 is never closed"), "{error}");
+        let (_ok, fine) = file("f.csv", b"id,text\n1,\"say \"\"hi\"\"\nto all\"\n2,bad\n");
+        let rows: usize = read(&fine, None).unwrap().iter().map(RecordBatch::num_rows).sum();
+        assert_eq!(rows, 2, "a quoted line break and doubled quotes are fine");
     }
 
     #[test]
