@@ -9,6 +9,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Seek};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, bail};
 use arrow::array::StringArray;
@@ -34,11 +35,9 @@ pub enum TextFormat {
     Lines,
 }
 
-/// The extensions of the text formats, as `pipeline run` lists them in a directory.
-pub const TEXT_EXTENSIONS: &[&str] = &["csv", "tsv", "jsonl", "ndjson", "txt"];
-
 impl TextFormat {
-    /// The format `name`'s extension says, if it is one of [`TEXT_EXTENSIONS`].
+    /// The format `name`'s extension says, if it is a text format's (each listed in
+    /// [`crate::source::DATA_EXTENSIONS`], so that a directory's are read too).
     pub fn of(name: &str) -> Option<Self> {
         let extension = name.rsplit_once('.')?.1.to_ascii_lowercase();
         match extension.as_str() {
@@ -69,8 +68,7 @@ pub fn open_text(
     columns: Option<&[String]>,
 ) -> anyhow::Result<BatchStream> {
     let display = path.display().to_string();
-    let open = || File::open(path).with_context(|| format!("cannot open {display}"));
-    let mut file = open()?;
+    let mut file = File::open(path).with_context(|| format!("cannot open {display}"))?;
     let schema = infer_schema(&display, &mut file, format)?;
     file.rewind().with_context(|| format!("cannot read {display}"))?;
     let projection = columns.map(|columns| crate::source::column_indices(&display, &schema, columns)).transpose()?;
@@ -93,8 +91,8 @@ pub fn open_text(
             // The reader takes a quote left open at the end as closing there, swallowing every
             // row after it into one field; that is refused instead.
             let unclosed = std::iter::once(()).filter_map(move |()| {
-                let line = open_quote.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()?;
-                Some(Err(anyhow::anyhow!(
+                let line = open_quote.load(Ordering::Relaxed);
+                (line > 0).then(|| Err(anyhow::anyhow!(
                     "{display}: the quote opened on line {line} is never closed, so every row after it would be read \
                      as one field; close it (a quote inside a quoted field is written twice: \"\")"
                 )))
@@ -200,18 +198,19 @@ fn numbered(
 
 /// A CSV file's bytes as they are read, watched for a quote left open: in a well-formed file
 /// quotes pair up (one inside a quoted field is doubled), so the count of `"` is even at the
-/// end. Holds the line the last unpaired quote was opened on, once the file is read to its end.
+/// end. Once the file is read to its end, `open_at_end` holds the line the last unpaired
+/// quote was opened on (lines count from 1), or 0 where every quote closed.
 struct QuoteWatch<R> {
     inner: R,
     inside: bool,
     line: usize,
     opened_on: usize,
-    open_at_end: std::sync::Arc<std::sync::Mutex<Option<usize>>>,
+    open_at_end: Arc<AtomicUsize>,
 }
 
 impl<R> QuoteWatch<R> {
-    fn new(inner: R) -> (Self, std::sync::Arc<std::sync::Mutex<Option<usize>>>) {
-        let open_at_end = std::sync::Arc::new(std::sync::Mutex::new(None));
+    fn new(inner: R) -> (Self, Arc<AtomicUsize>) {
+        let open_at_end = Arc::new(AtomicUsize::new(0));
         (Self { inner, inside: false, line: 1, opened_on: 0, open_at_end: open_at_end.clone() }, open_at_end)
     }
 }
@@ -232,7 +231,7 @@ impl<R: std::io::Read> std::io::Read for QuoteWatch<R> {
             }
         }
         if read == 0 && !buf.is_empty() && self.inside {
-            *self.open_at_end.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(self.opened_on);
+            self.open_at_end.store(self.opened_on, Ordering::Relaxed);
         }
         Ok(read)
     }
@@ -413,5 +412,8 @@ mod tests {
         assert!(describe_unknown("x.bin", b"\x7fELF\x02\x01\x01\0\0").contains("binary"));
         assert_eq!(TextFormat::of("DATA.CSV"), Some(TextFormat::Csv { delimiter: b',' }));
         assert_eq!(TextFormat::of("data.parquet"), None);
+        // A directory is listed by DATA_EXTENSIONS: every text format's extension is there.
+        let text = crate::source::DATA_EXTENSIONS.iter().filter(|e| TextFormat::of(&format!("x.{e}")).is_some());
+        assert_eq!(text.copied().collect::<Vec<_>>(), ["csv", "tsv", "jsonl", "ndjson", "txt"]);
     }
 }

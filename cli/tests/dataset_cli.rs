@@ -100,6 +100,16 @@ const SCHEDULER_INDEXES: [&str; 4] =
 /// Environment variables to set, by name.
 type Variables = &'static [(&'static str, &'static str)];
 
+/// `pipeline run --shards COUNT` into `out` as a copy of an array job whose scheduler set
+/// `vars` (and no other scheduler's index).
+fn array_copy(out: &Path, count: &str, vars: Variables) -> std::process::Output {
+    let mut command = run_command(&reviews(), out, &["--rows-per-part", "40", "--shards", count]);
+    for name in SCHEDULER_INDEXES {
+        command.env_remove(name);
+    }
+    command.envs(vars.iter().copied()).output().expect("run")
+}
+
 /// Each array-job scheduler numbers its copies in its own variables; `--shards` reads them.
 #[test]
 fn each_schedulers_array_job_finds_its_shard() {
@@ -123,14 +133,8 @@ fn each_schedulers_array_job_finds_its_shard() {
         ("auto", &[("AWS_BATCH_JOB_ARRAY_INDEX", "2"), ("AWS_BATCH_JOB_ARRAY_SIZE", "4")]),
         ("auto", &[("CLOUD_RUN_TASK_INDEX", "3"), ("CLOUD_RUN_TASK_COUNT", "4")]),
     ];
-    for (index, (count, vars)) in copies.iter().enumerate() {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_pipeline"));
-        command.args(["run", "--rows-per-part", "40", "--shards", count]);
-        command.arg("--input").arg(reviews()).arg("--model").arg(tiny_model()).arg("--output").arg(&out);
-        for name in SCHEDULER_INDEXES {
-            command.env_remove(name);
-        }
-        let output = command.envs(vars.iter().copied()).output().expect("run");
+    for (index, (count, vars)) in copies.into_iter().enumerate() {
+        let output = array_copy(&out, count, vars);
         assert!(output.status.success(), "{vars:?}: {}", stderr(&output));
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(stdout.contains(&format!("shard {index}/4: 2 parts written")), "{vars:?}: {stdout}");
@@ -144,13 +148,7 @@ fn each_schedulers_array_job_finds_its_shard() {
         ("3", &[("AWS_BATCH_JOB_ARRAY_INDEX", "1"), ("AWS_BATCH_JOB_ARRAY_SIZE", "4")], "runs 4 copies"),
     ];
     for (count, vars, message) in refusals {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_pipeline"));
-        command.args(["run", "--shards", count, "--output"]).arg(dir.path().join("refused"));
-        command.arg("--input").arg(reviews());
-        for name in SCHEDULER_INDEXES {
-            command.env_remove(name);
-        }
-        let output = command.envs(vars.iter().copied()).output().expect("run");
+        let output = array_copy(&dir.path().join("refused"), count, vars);
         assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
         assert!(stderr(&output).contains(message), "{}", stderr(&output));
     }

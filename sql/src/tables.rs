@@ -32,7 +32,7 @@ use runtime::output::keys;
 use runtime::output::origin::{SameRun, refuse_mixed_runs};
 
 /// The URLs DataFusion reads `files` by.
-fn table_urls(files: &[InputFile]) -> Result<Vec<ListingTableUrl>> {
+pub(crate) fn table_urls(files: &[InputFile]) -> Result<Vec<ListingTableUrl>> {
     files
         .iter()
         .map(|file| match file {

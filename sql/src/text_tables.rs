@@ -10,12 +10,14 @@ use batch_io::inputs::{InputFiles, resolve_input_files};
 use batch_io::object_storage::is_url;
 use batch_io::text_formats::{INFER_ROWS, TextFormat, schema_of};
 use datafusion::catalog::TableProvider;
-use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig};
 use datafusion::execution::SessionState;
 use datafusion::execution::options::ReadOptions;
 use datafusion::prelude::{CsvReadOptions, JsonReadOptions};
 
 use batch_io::source::InputFile;
+
+use crate::tables::table_urls;
 
 /// The table over the text files at `location`, and the files; `None` where the location's
 /// extension is not a text format's (Parquet, a Delta table, a directory).
@@ -27,23 +29,25 @@ pub async fn text_table(
     if is_url(location) {
         bail!("{location} is {} in object storage; pipeline sql reads it from a local file only", format.name());
     }
+    if format == TextFormat::Lines {
+        bail!(
+            "{location} is plain text, which pipeline run reads (a document per line) and pipeline sql does not; \
+             classify it with pipeline run, or query it as CSV"
+        );
+    }
     let extension = location.rsplit_once('.').map(|(_, extension)| extension.to_owned()).unwrap_or_default();
-    let location_owned = location.to_owned();
-    let input = tokio::task::spawn_blocking(move || resolve_input_files(&location_owned, &[extension.as_str()]))
-        .await
-        .context("listing a table's files failed")??;
-    let paths: Vec<&std::path::Path> = input
-        .files
-        .iter()
-        .filter_map(|file| match file {
-            InputFile::Local(path) => Some(path.as_path()),
-            InputFile::Remote(_) => None,
-        })
-        .collect();
-    let text_columns = match (format, paths.first()) {
-        (TextFormat::Csv { .. }, Some(first)) => Some(schema_of(first, format)?),
-        _ => None,
-    };
+    let owned = location.to_owned();
+    // Listing the files and reading a CSV header are file I/O: off the query runtime's threads.
+    let (input, text_columns) = tokio::task::spawn_blocking(move || {
+        let input = resolve_input_files(&owned, &[extension.as_str()])?;
+        let text_columns = match (format, input.files.first()) {
+            (TextFormat::Csv { .. }, Some(InputFile::Local(first))) => Some(schema_of(first, format)?),
+            _ => None,
+        };
+        anyhow::Ok((input, text_columns))
+    })
+    .await
+    .context("listing a table's files failed")??;
     let options = match format {
         TextFormat::Csv { delimiter } => {
             let mut read = CsvReadOptions::new().has_header(true).delimiter(delimiter);
@@ -52,19 +56,9 @@ pub async fn text_table(
             }
             listing_options(state, read)
         }
-        TextFormat::JsonLines => {
-            listing_options(state, JsonReadOptions::default().schema_infer_max_records(INFER_ROWS))
-        }
-        TextFormat::Lines => bail!(
-            "{location} is plain text, which pipeline run reads (a document per line) and pipeline sql does not; \
-             classify it with pipeline run, or query it as CSV"
-        ),
+        _ => listing_options(state, JsonReadOptions::default().schema_infer_max_records(INFER_ROWS)),
     };
-    let mut urls = Vec::with_capacity(paths.len());
-    for path in &paths {
-        urls.push(ListingTableUrl::parse(std::path::absolute(path)?.to_string_lossy())?);
-    }
-    let config = ListingTableConfig::new_with_multi_paths(urls).with_listing_options(options);
+    let config = ListingTableConfig::new_with_multi_paths(table_urls(&input.files)?).with_listing_options(options);
     let config = match text_columns {
         Some(schema) => config.with_schema(schema),
         None => config

@@ -85,17 +85,8 @@ impl Plan {
         // A single file is one unit per input; a dataset splits them into parts.
         let layouts: Vec<FileLayout> =
             streams.iter().map(|s| if dataset { s.row_groups.clone() } else { None }).collect();
-        let whole: Vec<String> =
-            files.iter().zip(&streams).filter(|(_, s)| s.row_groups.is_none()).map(|(f, _)| f.to_string()).collect();
-        if dataset && spec.shard.count > 1 && !whole.is_empty() {
-            // Sharding splits units, and such a file is one: say so rather than leave a shard idle.
-            tracing::warn!(
-                "{} input file(s) ({}{}) are read whole, each one unit of work: one part, on one shard, whatever \
-                 --rows-per-part says; split them, or convert them to Parquet, to spread them over parts and shards",
-                whole.len(),
-                whole.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
-                if whole.len() > 3 { ", …" } else { "" }
-            );
+        if dataset && spec.shard.count > 1 {
+            warn_of_files_read_whole(files, &streams);
         }
         let units = plan_units(&layouts, spec.rows_per_part);
         let todo: Vec<WorkUnit> = units.iter().filter(|u| spec.shard.owns(u)).copied().collect();
@@ -243,4 +234,20 @@ pub(crate) fn input_identity(file: &InputFile) -> anyhow::Result<InputIdentity> 
         size: meta.len(),
         version: modified.map_or_else(String::new, |d| d.as_nanos().to_string()),
     })
+}
+
+/// Sharding splits units, and a file without row groups (Arrow IPC, CSV, JSON Lines, text) is
+/// one: say so, rather than leave shards idle without a word.
+fn warn_of_files_read_whole(files: &[InputFile], streams: &[BatchStream]) {
+    let whole: Vec<String> =
+        files.iter().zip(streams).filter(|(_, s)| s.row_groups.is_none()).map(|(f, _)| f.to_string()).collect();
+    if !whole.is_empty() {
+        tracing::warn!(
+            "{} input file(s) ({}{}) are read whole, each one unit of work: one part, on one shard, whatever \
+             --rows-per-part says; split them, or convert them to Parquet, to spread them over parts and shards",
+            whole.len(),
+            whole.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+            if whole.len() > 3 { ", …" } else { "" }
+        );
+    }
 }

@@ -650,18 +650,22 @@ mod tests {
         assert_eq!(rows, columns);
     }
 
-    /// `--drop` leaves a column out with the scale its bytes need, and refuses what a table
-    /// does not have or a scale without its bytes.
-    #[test]
-    fn dropped_columns_go_with_their_scales() {
-        let optional = OptionalColumns {
+    /// A one-class model that writes attention and contributions, and nothing else optional.
+    fn attention_and_pushes() -> OptionalColumns {
+        OptionalColumns {
             attention: true,
             contribution: true,
             sentences: false,
             embedding_dim: None,
             label_thresholds: None,
-        };
-        let table = || OutputTable::for_model(optional.clone(), AttentionEncoding::Compact);
+        }
+    }
+
+    /// `--drop` leaves a column out with the scale its bytes need, and refuses what a table
+    /// does not have or a scale without its bytes.
+    #[test]
+    fn dropped_columns_go_with_their_scales() {
+        let table = || OutputTable::for_model(attention_and_pushes(), AttentionEncoding::Compact);
         let names = |table: OutputTable| table.columns.iter().map(|c| c.name).collect::<Vec<_>>();
         let all = names(table());
         let kept = names(table().without(&["attention".to_owned(), "contribution".to_owned()]).expect("drop"));
@@ -760,13 +764,7 @@ mod tests {
             sentences: None,
             truncated: false,
         };
-        let optional = OptionalColumns {
-            attention: true,
-            contribution: true,
-            sentences: false,
-            embedding_dim: None,
-            label_thresholds: None,
-        };
+        let optional = attention_and_pushes();
         let table = OutputTable::for_model(optional.clone(), AttentionEncoding::Compact);
         let names: Vec<String> = table.fields().iter().map(|f| f.name().clone()).collect();
         assert_eq!(
