@@ -173,6 +173,101 @@ fn finalize_writes_success_only_when_every_part_is_there() {
     assert!(out.join("_SUCCESS").exists());
 }
 
+/// Two input files, `b` and `c`, of the fixture's first 200 rows (4 parts of 50), and `a`,
+/// the last 100, kept aside: a file a later run finds new, and which sorts first.
+fn grown_inputs(dir: &Path) -> (PathBuf, PathBuf) {
+    let input = dir.join("in");
+    std::fs::create_dir(&input).expect("mkdir");
+    reviews_slice(&input.join("b.parquet"), 0, 100, 50);
+    reviews_slice(&input.join("c.parquet"), 100, 100, 50);
+    let new = dir.join("a.parquet");
+    reviews_slice(&new, 200, 100, 50);
+    (input, new)
+}
+
+fn modified(path: &Path) -> std::time::SystemTime {
+    std::fs::metadata(path).expect("meta").modified().expect("mtime")
+}
+
+#[test]
+fn a_rerun_over_grown_inputs_classifies_only_the_new_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (input, new) = grown_inputs(dir.path());
+    let out = dir.path().join("out");
+    let output = run(&input, &out, &["--rows-per-part", "50"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let before: Vec<_> = parts_of(&out).iter().map(|p| modified(p)).collect();
+    assert_eq!(before.len(), 4);
+
+    // `a.parquet` sorts before the others, and still takes the parts after theirs.
+    std::fs::copy(&new, input.join("a.parquet")).expect("copy");
+    let output = run(&input, &out, &["--rows-per-part", "50"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(summary.starts_with("100 rows"), "{summary}");
+    assert!(summary.contains("2 parts written, 4 already committed, of 6 in all; complete"), "{summary}");
+    assert!(stderr(&output).contains("classifying the 1 new one(s)"), "{}", stderr(&output));
+    let after: Vec<_> = parts_of(&out).iter().map(|p| modified(p)).collect();
+    assert_eq!(after[..4], before[..], "the earlier parts are left as they were");
+    let single = dir.path().join("single.parquet");
+    assert!(run(&reviews(), &single, &[]).status.success());
+    assert_same_rows(&read(&single), &read_dataset(&out));
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("_SUCCESS")).expect("_SUCCESS")).expect("json");
+    assert_eq!(manifest["rows"], 300);
+    assert_eq!(manifest["parts"].as_array().expect("parts").len(), 6);
+    let inputs: Vec<&str> =
+        manifest["inputs"].as_array().expect("inputs").iter().filter_map(|i| i["location"].as_str()).collect();
+    assert!(inputs[2].ends_with("a.parquet"), "{inputs:?}");
+
+    let output = run(&input, &out, &["--rows-per-part", "50"]);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("0 parts written, 6 already committed"));
+
+    // An input the dataset holds that is gone, or changed, is refused: its rows are there.
+    let kept = files_in(&out);
+    std::fs::rename(input.join("b.parquet"), dir.path().join("b.parquet")).expect("mv");
+    let output = run(&input, &out, &["--rows-per-part", "50"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("b.parquet is no longer read"), "{}", stderr(&output));
+    std::fs::rename(dir.path().join("b.parquet"), input.join("b.parquet")).expect("mv");
+    reviews_slice(&input.join("c.parquet"), 100, 90, 50);
+    let output = run(&input, &out, &["--rows-per-part", "50"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("c.parquet changed size"), "{}", stderr(&output));
+    assert_eq!(files_in(&out), kept, "nothing touched");
+}
+
+#[test]
+fn shards_extend_a_dataset_and_finalize_lists_both_runs_parts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (input, new) = grown_inputs(dir.path());
+    let out = dir.path().join("out");
+    assert!(run(&input, &out, &["--rows-per-part", "50"]).status.success());
+    std::fs::copy(&new, input.join("a.parquet")).expect("copy");
+    // Parts 4 and 5 are new: one for each shard.
+    let output = run(&input, &out, &["--rows-per-part", "50", "--shard", "0/2"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        summary.contains("1 part written, 2 already committed, of 6 in all; other parts still to come"),
+        "{summary}"
+    );
+    // The earlier run's _SUCCESS stands, true of what it lists, until the new one is written.
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("_SUCCESS")).expect("_SUCCESS")).expect("json");
+    assert_eq!(manifest["rows"], 200);
+    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
+    assert!(stderr(&finalize).contains("missing 1 part(s): part-00005.parquet"), "{}", stderr(&finalize));
+    assert!(run(&input, &out, &["--rows-per-part", "50", "--shard", "1/2"]).status.success());
+    std::fs::remove_file(out.join("_SUCCESS")).expect("rm");
+    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
+    assert!(finalize.status.success(), "{}", stderr(&finalize));
+    assert!(String::from_utf8_lossy(&finalize.stdout).contains("300 rows in 6 parts"));
+    let single = dir.path().join("single.parquet");
+    assert!(run(&reviews(), &single, &[]).status.success());
+    assert_same_rows(&read(&single), &read_dataset(&out));
+}
+
 #[test]
 fn another_runs_output_is_refused_unless_overwrite() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -132,6 +132,16 @@ pub fn many_reviews(path: &Path, copies: usize, group: usize) {
     writer.close().expect("close");
 }
 
+/// Rows `from..from + rows` of the fixture reviews as their own file, in row groups of `group`.
+pub fn reviews_slice(path: &Path, from: usize, rows: usize, group: usize) {
+    let batch = read(&reviews()).slice(from, rows);
+    let properties = WriterProperties::builder().set_max_row_group_row_count(Some(group)).build();
+    let file = File::create(path).expect("create");
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(properties)).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
 /// (id, prediction, probabilities) per row, sorted by id; no id may appear twice.
 pub fn rows_by_id(batch: &RecordBatch) -> Vec<(String, String, Vec<f32>)> {
     let mut rows: Vec<(String, String, Vec<f32>)> = strings(batch, "id")

@@ -65,6 +65,21 @@ fn truncate() -> String {
     runtime::long_documents::LongDocuments::Truncate.to_string()
 }
 
+impl RunFingerprint {
+    /// Whether `other` is a run with the same model and options, over whatever inputs: its
+    /// parts read from an input both runs read unchanged are this run's parts too, which is
+    /// what lets a rerun over grown inputs classify only the new files.
+    pub fn same_options(&self, other: &RunFingerprint) -> bool {
+        let without_inputs = |run: &RunFingerprint| RunFingerprint {
+            input_count: 0,
+            inputs_sha256: String::new(),
+            parts: 0,
+            ..run.clone()
+        };
+        without_inputs(self) == without_inputs(other)
+    }
+}
+
 /// The digest of a run's inputs that its fingerprint carries.
 pub fn inputs_sha256(inputs: &[InputIdentity]) -> String {
     use sha2::{Digest, Sha256};
@@ -93,6 +108,9 @@ pub struct Run {
 pub enum EarlierInputs<'a> {
     All(&'a [InputIdentity]),
     OnePart(Option<&'a InputIdentity>),
+    /// The inputs of a complete earlier run that this one extends: new inputs are welcome,
+    /// but each of these must still be read, unchanged.
+    Extended(&'a [InputIdentity]),
 }
 
 impl Run {
@@ -109,6 +127,19 @@ impl Run {
                 ));
             }
         }
+        found.extend(self.option_differences(earlier));
+        if found.is_empty() && now.parts != earlier.parts {
+            found.push(format!("the run had {} parts, now {}", earlier.parts, now.parts));
+        }
+        found
+    }
+
+    /// What differs between this run and an `earlier` one but the inputs: the model and every
+    /// option that changes the output. Empty where a part of the earlier run, read from an
+    /// input this run reads unchanged, holds what this run would write.
+    pub fn option_differences(&self, earlier: &RunFingerprint) -> Vec<String> {
+        let now = &self.fingerprint;
+        let mut found = Vec::new();
         if now.model_sha256 != earlier.model_sha256 {
             found.push(format!(
                 "the model differs (sha256 {} → {})",
@@ -136,17 +167,53 @@ impl Run {
         );
         option("--drop", none_if_empty(&earlier.dropped), none_if_empty(&now.dropped));
         option("--rows-per-part", earlier.rows_per_part.to_string(), now.rows_per_part.to_string());
-        if found.is_empty() && now.parts != earlier.parts {
-            found.push(format!("the run had {} parts, now {}", earlier.parts, now.parts));
+        found
+    }
+
+    /// Why a committed part of an `earlier` run, read from `read_from`, does not hold what
+    /// this run writes to the same part, whose rows it reads from `expected`: empty where it
+    /// does (the same run, or the same options over an input this run reads unchanged at
+    /// the same place).
+    pub fn part_differences(
+        &self,
+        earlier: &RunFingerprint,
+        read_from: Option<&InputIdentity>,
+        expected: Option<&InputIdentity>,
+    ) -> Vec<String> {
+        if *earlier == self.fingerprint {
+            return Vec::new();
+        }
+        let mut found = self.option_differences(earlier);
+        match read_from {
+            Some(input) if Some(input) == expected => {}
+            Some(input) => {
+                let changes = self.input_differences(EarlierInputs::OnePart(Some(input)));
+                if changes.is_empty() {
+                    found.push(format!(
+                        "it holds rows of {}, which this run writes to another part (an unfinished run read the \
+                         inputs in another order: finish it with its own inputs first)",
+                        input.location
+                    ));
+                }
+                found.extend(changes);
+            }
+            None => found.push(format!(
+                "the input files differ (the run read {} file(s), this one reads {}), and the part, written \
+                 by an older version, does not name its own",
+                earlier.input_count, self.fingerprint.input_count
+            )),
         }
         found
     }
 
-    fn input_differences(&self, earlier: EarlierInputs<'_>) -> Vec<String> {
+    /// What differs between this run's inputs and an `earlier` run's, as
+    /// [`EarlierInputs`] says which of them count.
+    pub fn input_differences(&self, earlier: EarlierInputs<'_>) -> Vec<String> {
         let now: BTreeMap<&str, &InputIdentity> = self.inputs.iter().map(|i| (i.location.as_str(), i)).collect();
         let (before, complete): (Vec<&InputIdentity>, bool) = match earlier {
             EarlierInputs::All(inputs) => (inputs.iter().collect(), true),
             EarlierInputs::OnePart(input) => (input.into_iter().collect(), false),
+            EarlierInputs::Extended(inputs) => (inputs.iter().collect(), false),
         };
         let mut found = Vec::new();
         let before_locations: BTreeMap<&str, &InputIdentity> =

@@ -65,11 +65,11 @@ impl RunManifest {
                 Some(_) if self.changed(record, digests) => {
                     found.push(format!("{} was changed after it was committed (its digest differs)", record.name));
                 }
-                Some(part) if part.rows != record.rows || part.run != self.run => found.push(format!(
+                Some(part) if part.rows != record.rows || !self.holds(part) => found.push(format!(
                     "{} holds {} rows of {}, where {} rows of this run were committed",
                     record.name,
                     part.rows,
-                    if part.run == self.run { "this run" } else { "another run" },
+                    if self.holds(part) { "this run" } else { "another run" },
                     record.rows
                 )),
                 Some(_) => {}
@@ -83,6 +83,13 @@ impl RunManifest {
             found.push(format!("it counts {} rows where its parts hold {listed}", self.rows));
         }
         found
+    }
+
+    /// Whether `part` is one of this manifest's run: written by it, or by an earlier run with
+    /// the same options that this one extended, from one of its inputs.
+    fn holds(&self, part: &CommittedPart) -> bool {
+        part.run == self.run
+            || (part.run.same_options(&self.run) && part.input.as_ref().is_some_and(|i| self.inputs.contains(i)))
     }
 
     /// The parts whose bytes differ from those committed: they cannot be trusted, and are
@@ -343,30 +350,38 @@ impl DatasetDir {
         }
     }
 
-    /// Checks what is already in the directory against this `run`. Parts (or a `_SUCCESS`) of
-    /// a different run are refused with what differs, unless `overwrite`, which deletes them.
-    /// A `_SUCCESS` of this run whose parts are no longer all there is removed, and the
-    /// missing parts are to do again.
-    pub fn committed(&self, run: &Run, overwrite: bool) -> anyhow::Result<Committed> {
+    /// Checks what is already in the directory against this `run`, whose unit `i` reads input
+    /// `unit_files[i]`. Parts (or a `_SUCCESS`) of a different run are refused with what
+    /// differs, unless `overwrite`, which deletes them. A `_SUCCESS` of this run whose parts
+    /// are no longer all there is removed, and the missing parts are to do again.
+    ///
+    /// A complete earlier run with the same model and options, over inputs this run still
+    /// reads unchanged, is extended rather than refused: its parts are this run's parts of
+    /// those inputs (the plan put them first, see [`DatasetDir::earlier_input_order`]), and
+    /// only the new inputs are to do. Its `_SUCCESS` stays until this run writes its own, so
+    /// that a reader meanwhile sees the earlier dataset whole.
+    pub fn committed(&self, run: &Run, unit_files: &[usize], overwrite: bool) -> anyhow::Result<Committed> {
         let (parts, success) = self.scan()?;
         let mut foreign: Vec<String> = Vec::new();
+        let mut extended = None;
         if let Some(manifest) = &success
             && manifest.run != run.fingerprint
         {
-            let mut differences = run.differences(&manifest.run, EarlierInputs::All(&manifest.inputs));
+            let mut differences = run.option_differences(&manifest.run);
+            differences.extend(run.input_differences(EarlierInputs::Extended(&manifest.inputs)));
             if differences.is_empty() {
-                differences.push("its run fingerprint differs".to_owned());
+                extended = Some(manifest);
+            } else {
+                foreign.push(format!("{SUCCESS}: {}", differences.join("; ")));
             }
-            foreign.push(format!("{SUCCESS}: {}", differences.join("; ")));
         }
-        if foreign.is_empty()
-            && let Some((index, part)) = parts.iter().find(|(_, p)| p.run != run.fingerprint)
-        {
-            let mut differences = run.differences(&part.run, EarlierInputs::OnePart(part.input.as_ref()));
-            if differences.is_empty() {
-                differences.push("its run fingerprint differs".to_owned());
-            }
-            foreign.push(format!("{}: {}", part_name(*index), differences.join("; ")));
+        if foreign.is_empty() {
+            let expected = |index: usize| unit_files.get(index).and_then(|&file| run.inputs.get(file));
+            let mismatch = parts.iter().find_map(|(&index, part)| {
+                let differences = run.part_differences(&part.run, part.input.as_ref(), expected(index));
+                (!differences.is_empty()).then(|| format!("{}: {}", part_name(index), differences.join("; ")))
+            });
+            foreign.extend(mismatch);
         }
         if !foreign.is_empty() {
             if !overwrite {
@@ -383,13 +398,39 @@ impl DatasetDir {
         if let Some(manifest) = &success {
             let mut digests = part_digests(&parts)?;
             let untrue = manifest.untrue(&parts, &digests);
-            if untrue.is_empty() {
+            if untrue.is_empty() && extended.is_none() {
                 return Ok(Committed::Complete);
             }
-            self.withdraw_success(&untrue)?;
-            self.remove_changed_parts(manifest, &mut parts, &mut digests)?;
+            if !untrue.is_empty() {
+                self.withdraw_success(&untrue)?;
+                self.remove_changed_parts(manifest, &mut parts, &mut digests)?;
+            }
+        }
+        if let Some(manifest) = extended {
+            let new = run.inputs.iter().filter(|i| !manifest.inputs.contains(i)).count();
+            tracing::info!(
+                "{} holds the rows of {} input file(s) classified with the same model and options; classifying \
+                 the {new} new one(s) and adding them to it",
+                self.location(),
+                manifest.inputs.len()
+            );
         }
         Ok(Committed::Partial { committed: parts.keys().copied().filter(|&i| i < run.fingerprint.parts).collect() })
+    }
+
+    /// The inputs an earlier run into this output read, in its order: those its `_SUCCESS`
+    /// lists, then those its parts name, by part. A rerun over grown inputs reads these
+    /// first, so that each keeps its units, and its parts stand.
+    pub fn earlier_input_order(&self) -> anyhow::Result<Vec<String>> {
+        let (parts, success) = self.scan()?;
+        let mut order: Vec<String> =
+            success.map(|m| m.inputs.into_iter().map(|i| i.location).collect()).unwrap_or_default();
+        for input in parts.into_values().filter_map(|p| p.input) {
+            if !order.contains(&input.location) {
+                order.push(input.location);
+            }
+        }
+        Ok(order)
     }
 
     /// Removes a `_SUCCESS` that no longer tells the truth, so that no reader trusts an
@@ -459,7 +500,10 @@ impl DatasetDir {
     /// footers name. A `_SUCCESS` already there is checked against the parts first.
     pub fn finalize(&self, run: Option<&Run>, started_at: chrono::DateTime<chrono::Utc>) -> anyhow::Result<Finalized> {
         let (parts, success) = self.scan()?;
-        let fingerprint = match (run, parts.values().next(), &success) {
+        // Without the run, the newest of the parts' runs: an extended dataset holds parts of
+        // the earlier run too, and the newest one's units are all of them.
+        let newest = parts.values().max_by_key(|p| p.run.parts);
+        let fingerprint = match (run, newest, &success) {
             (Some(run), _, _) => run.fingerprint.clone(),
             (None, Some(part), _) => part.run.clone(),
             (None, None, Some(manifest)) => manifest.run.clone(),
@@ -479,7 +523,7 @@ impl DatasetDir {
             self.withdraw_success(&untrue)?;
             self.remove_changed_parts(&manifest, &mut parts, found)?;
         }
-        if let Some((index, _)) = parts.iter().find(|(_, p)| p.run != fingerprint) {
+        if let Some((index, _)) = parts.iter().find(|(_, p)| !p.run.same_options(&fingerprint)) {
             bail!(
                 "{} belongs to a different run than the other parts of {}; rerun with --overwrite",
                 part_name(*index),

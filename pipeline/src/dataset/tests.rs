@@ -140,3 +140,27 @@ fn report_pages_are_the_only_strangers_a_dataset_tolerates() {
     assert!(!is_report_page("notes.txt"));
     assert!(!is_report_page("other.parquet"));
 }
+
+#[test]
+fn a_part_of_a_run_over_fewer_inputs_stands_only_where_this_run_reads_it_unchanged_in_place() {
+    let earlier = run_of(inputs());
+    let mut grown = inputs();
+    grown.push(InputIdentity { location: "s3://corpus/0.parquet".into(), size: 5, version: "y".into() });
+    let now = run_of(grown.clone());
+    assert!(now.fingerprint.same_options(&earlier.fingerprint));
+    let read_from = earlier.inputs.first();
+    assert!(now.part_differences(&earlier.fingerprint, read_from, grown.first()).is_empty());
+    // The same input, read by this run into another part: the units moved.
+    let moved = now.part_differences(&earlier.fingerprint, read_from, grown.get(1)).join("; ");
+    assert!(moved.contains("which this run writes to another part"), "{moved}");
+    let mut changed = grown.clone();
+    changed[0].size = 7;
+    let now = run_of(changed.clone());
+    let found = now.part_differences(&earlier.fingerprint, read_from, changed.first()).join("; ");
+    assert_eq!(found, "input s3://corpus/a.parquet changed size (100 → 7 bytes)");
+    let mut other_options = run_of(grown.clone());
+    other_options.fingerprint.max_tokens = 64;
+    assert!(!other_options.fingerprint.same_options(&earlier.fingerprint));
+    let found = other_options.part_differences(&earlier.fingerprint, read_from, grown.first()).join("; ");
+    assert_eq!(found, "--max-tokens was 512, now 64");
+}

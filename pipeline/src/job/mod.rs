@@ -94,7 +94,11 @@ fn run_stages(
     let dataset = spec.output_format == OutputFormat::Delta || is_dataset(&spec.output);
     preflight::check_outputs(spec, &input, package, dataset)?;
     outputs_checked.store(true, std::sync::atomic::Ordering::SeqCst);
-    let files = input.files;
+    let mut files = input.files;
+    if dataset && spec.output_format == OutputFormat::Parquet {
+        let earlier = DatasetDir::prepare(&spec.output)?.earlier_input_order()?;
+        files = plan::earlier_inputs_first(files, &earlier)?;
+    }
     let classifier = open_classifier(package, spec)?;
     let table = OutputTable::for_model(classifier.optional_columns(spec.embedding), spec.attention)
         .abstaining_below(spec.min_confidence)

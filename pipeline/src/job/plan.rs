@@ -152,7 +152,8 @@ impl Plan {
                 DatasetDir::prepare(&staging)?
             }
         };
-        match dir.committed(&run, spec.overwrite)? {
+        let unit_files: Vec<usize> = self.all_units.iter().map(|u| u.file).collect();
+        match dir.committed(&run, &unit_files, spec.overwrite)? {
             Committed::Complete => self.todo.clear(),
             Committed::Partial { committed } => self.todo.retain(|u| committed.binary_search(&u.index).is_err()),
         }
@@ -211,6 +212,24 @@ impl Plan {
             })
             .sum()
     }
+}
+
+/// The input files with those an earlier run into a dataset output read first, in its order
+/// (`earlier`: their locations), then the new ones as given: each earlier file keeps the
+/// units it had, so that its committed parts are this run's, and only the new files are
+/// classified.
+pub(crate) fn earlier_inputs_first(files: Vec<InputFile>, earlier: &[String]) -> anyhow::Result<Vec<InputFile>> {
+    if earlier.is_empty() {
+        return Ok(files);
+    }
+    let mut ranked = Vec::with_capacity(files.len());
+    for (given, file) in files.into_iter().enumerate() {
+        let location = input_identity(&file)?.location;
+        let rank = earlier.iter().position(|e| *e == location).unwrap_or(earlier.len() + given);
+        ranked.push((rank, file));
+    }
+    ranked.sort_by_key(|(rank, _)| *rank);
+    Ok(ranked.into_iter().map(|(_, file)| file).collect())
 }
 
 /// An input file's identity for the run fingerprint: its resolved path (or URL), size and
