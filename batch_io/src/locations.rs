@@ -43,11 +43,7 @@ pub fn resolve_inputs(location: &str, extensions: &[&str]) -> anyhow::Result<Inp
     let (kind, mut files): (LocationKind, Vec<PathBuf>) = match std::fs::metadata(path) {
         Ok(meta) if meta.is_file() => (LocationKind::File, vec![path.to_path_buf()]),
         Ok(meta) if meta.is_dir() => {
-            let files = std::fs::read_dir(path)
-                .with_context(|| format!("cannot list {location}"))?
-                .filter_map(|entry| entry.ok().map(|e| e.path()))
-                .filter(|p| p.is_file() && has_extension(p, extensions))
-                .collect();
+            let files = files_in_directory(path, extensions).with_context(|| format!("cannot list {location}"))?;
             (LocationKind::Directory { extensions: extensions.iter().map(|e| (*e).to_owned()).collect() }, files)
         }
         Ok(meta) => bail!(
@@ -70,6 +66,49 @@ pub fn resolve_inputs(location: &str, extensions: &[&str]) -> anyhow::Result<Inp
         bail!("input {location} matches no *.{} file", listing());
     }
     Ok(InputLocation { location: location.to_owned(), kind, files })
+}
+
+/// A directory's files with one of `extensions`, and those in its partition directories
+/// (`prediction=pos/`, see [`is_partition_directory`]) at any depth.
+fn files_in_directory(dir: &Path, extensions: &[&str]) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut directories = vec![dir.to_path_buf()];
+    while let Some(here) = directories.pop() {
+        for entry in std::fs::read_dir(&here)? {
+            let path = entry?.path();
+            let partition = path.file_name().and_then(|n| n.to_str()).is_some_and(is_partition_directory);
+            if path.is_dir() && partition {
+                directories.push(path);
+            } else if path.is_file() && has_extension(&path, extensions) {
+                files.push(path);
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// What Hive, Spark, DuckDB and Polars read as a null value in a partition directory's name.
+pub const NULL_PARTITION_VALUE: &str = "__HIVE_DEFAULT_PARTITION__";
+
+/// Whether a directory named `segment` is one level of a Hive-style partitioned dataset
+/// (`name=value`): its files are the dataset's, with the value as a column.
+pub fn is_partition_directory(segment: &str) -> bool {
+    !segment.starts_with(['.', '_']) && segment.split_once('=').is_some_and(|(name, _)| !name.is_empty())
+}
+
+/// The partition columns of a file at `relative` (its path under a dataset's root, `/`
+/// between segments): each `name=value` directory's name and value, unescaped, with
+/// [`NULL_PARTITION_VALUE`] as `None`.
+pub fn partition_values(relative: &str) -> Vec<(String, Option<String>)> {
+    let mut segments: Vec<&str> = relative.split('/').filter(|s| !s.is_empty()).collect();
+    segments.pop();
+    let unescaped = |text: &str| percent_encoding::percent_decode_str(text).decode_utf8_lossy().into_owned();
+    segments
+        .into_iter()
+        .filter(|segment| is_partition_directory(segment))
+        .filter_map(|segment| segment.split_once('='))
+        .map(|(name, value)| (unescaped(name), (value != NULL_PARTITION_VALUE).then(|| unescaped(value))))
+        .collect()
 }
 
 fn has_extension(path: &Path, extensions: &[impl AsRef<str>]) -> bool {

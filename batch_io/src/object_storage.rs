@@ -372,6 +372,29 @@ impl RemotePrefix {
         format!("{}/{name}", self.url)
     }
 
+    /// The object at `relative` (`a=1/part-00000.parquet`) under this prefix, its segments
+    /// taken as they are: keys listed under it come back to the same object.
+    pub fn descendant(&self, relative: &str) -> anyhow::Result<ObjectPath> {
+        let mut path = self.path.clone();
+        for segment in relative.split('/') {
+            let part = object_store::path::PathPart::parse(segment)
+                .map_err(|e| anyhow::anyhow!("{relative} is not a valid object name under {}: {e}", self.url))?;
+            path = path.join(part);
+        }
+        Ok(path)
+    }
+
+    /// The keys of every object under this prefix, at any depth, relative to it, sorted.
+    pub fn list_relative(&self) -> anyhow::Result<Vec<String>> {
+        let root = self.path.as_ref().len();
+        let mut names: Vec<String> = list_all(self)?
+            .into_iter()
+            .map(|o| o.meta.location.as_ref().get(root..).unwrap_or_default().trim_start_matches('/').to_owned())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
     /// Names of the objects directly under this prefix (not in sub-prefixes).
     pub fn list_names(&self) -> anyhow::Result<Vec<String>> {
         let listing = block_on(self.store.list_with_delimiter(Some(&self.path)))?
@@ -423,8 +446,16 @@ pub fn list_inputs(location: &str, extensions: &[&str]) -> anyhow::Result<Vec<Re
     }
     let mut objects = list_all(&prefix)?;
     let depth = prefix.path.parts().count() + 1;
+    // Directly under the prefix, or in its partition directories (`prediction=pos/`).
+    let in_partitions = |location: &ObjectPath| {
+        let parts: Vec<_> = location.parts().collect();
+        parts.len() >= depth
+            && parts
+                .get(depth - 1..parts.len() - 1)
+                .is_some_and(|dirs| dirs.iter().all(|d| crate::locations::is_partition_directory(d.as_ref())))
+    };
     objects.retain(|o| {
-        o.meta.location.parts().count() == depth
+        in_partitions(&o.meta.location)
             && o.meta.location.extension().is_some_and(|e| extensions.contains(&e))
             && !o.meta.location.filename().is_some_and(|n| n.starts_with('.') || n.starts_with('_'))
     });

@@ -13,6 +13,7 @@ pub mod delta;
 pub mod job;
 pub mod model_source;
 pub mod output;
+pub mod partitions;
 pub mod reporting;
 pub mod scheduler;
 pub mod stages;

@@ -1,7 +1,7 @@
 //! Where the write stage writes: one Parquet file, or one part per unit of work in a dataset
-//! output. Each is made visible whole by [`OutputFile::finish`]; dropped early, it leaves
-//! nothing a reader can see. Row groups arrive already encoded (by the assemble stage), and
-//! are only appended here.
+//! output (one file per partition directory with `--partition-by`). Each file is made visible
+//! whole by [`OutputFile::finish`]; dropped early, it leaves nothing a reader can see. Row
+//! groups arrive already encoded (by the assemble stage), and are only appended here.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,7 +20,12 @@ use parquet::file::writer::SerializedFileWriter;
 use runtime::output::keys;
 
 use crate::dataset::DatasetDir;
+use crate::partitions::Partitioning;
 use crate::units::WorkUnit;
+
+/// A chunk's rows, encoded: a row group for each partition directory it has rows in ("" for
+/// the output itself), each as its column chunks in schema order.
+pub type EncodedChunk = Vec<(String, Vec<ArrowColumnChunk>)>;
 
 /// zstd's level for the columns that are compressed (text, tokens): 6 keeps the
 /// passed-through text and the tokens 15 % smaller than level 1 for a few percent of the
@@ -95,13 +100,19 @@ pub enum Output {
     File(OutputFile),
     /// One part per unit of work in this dataset output, each published when complete.
     /// `part_inputs[f]` is the identity of input file `f` (JSON), which each part read from
-    /// it carries in its metadata.
-    Parts { dir: DatasetDir, current: Option<OutputFile>, committed: usize, part_inputs: Vec<String> },
+    /// it carries in its metadata. `open`: the current unit's files, by directory.
+    Parts {
+        dir: DatasetDir,
+        open: BTreeMap<String, OutputFile>,
+        committed: usize,
+        part_inputs: Vec<String>,
+        partitioning: Option<Partitioning>,
+    },
 }
 
 impl Output {
-    pub fn parts(dir: DatasetDir, part_inputs: Vec<String>) -> Self {
-        Output::Parts { dir, current: None, committed: 0, part_inputs }
+    pub fn parts(dir: DatasetDir, part_inputs: Vec<String>, partitioning: Option<Partitioning>) -> Self {
+        Output::Parts { dir, open: BTreeMap::new(), committed: 0, part_inputs, partitioning }
     }
 
     /// Whether each unit of work has a file of its own (so row groups count from 0 per unit).
@@ -109,43 +120,53 @@ impl Output {
         matches!(self, Output::Parts { .. })
     }
 
-    /// Appends one chunk's row group (none for a chunk without rows), in input order; the
-    /// last chunk of a unit commits that unit's part.
+    /// Appends one chunk's row groups (none for a chunk without rows), in input order; the
+    /// last chunk of a unit commits that unit's part: all of its files, each of which says how
+    /// many there are, or, for a unit without rows, one empty file.
     pub fn append(
         &mut self,
         unit: &WorkUnit,
         ends_unit: bool,
         format: &ParquetLayout,
-        row_group: Option<Vec<ArrowColumnChunk>>,
+        chunk: EncodedChunk,
     ) -> anyhow::Result<()> {
-        match self {
-            Output::File(file) => row_group.map_or(Ok(()), |chunks| file.append(chunks)),
-            Output::Parts { dir, current, committed, part_inputs } => {
-                let part = match current {
-                    Some(part) => part,
-                    None => {
-                        let mut part = OutputFile::create(&dir.part(unit.index), format)?;
-                        part.writer.append_key_value_metadata(KeyValue::new(
-                            keys::PART_UNIT.to_owned(),
-                            unit.index.to_string(),
-                        ));
-                        if let Some(input) = part_inputs.get(unit.file) {
-                            part.writer
-                                .append_key_value_metadata(KeyValue::new(keys::PART_INPUT.to_owned(), input.clone()));
-                        }
-                        current.insert(part)
-                    }
-                };
-                if let Some(chunks) = row_group {
-                    part.append(chunks)?;
-                }
-                if ends_unit && let Some(part) = current.take() {
-                    part.finish()?;
-                    *committed += 1;
-                }
-                Ok(())
+        let (dir, open, committed, part_inputs, partitioning) = match self {
+            Output::File(file) => return chunk.into_iter().try_for_each(|(_, row_group)| file.append(row_group)),
+            Output::Parts { dir, open, committed, part_inputs, partitioning } => {
+                (dir, open, committed, part_inputs, partitioning)
             }
+        };
+        if let Some(partitioning) = partitioning {
+            let new = chunk.iter().filter(|(directory, _)| !open.contains_key(directory)).count();
+            partitioning.check_directories(open.len() + new)?;
         }
+        let input = part_inputs.get(unit.file);
+        for (directory, row_group) in chunk {
+            let part = match open.entry(directory) {
+                std::collections::btree_map::Entry::Occupied(slot) => slot.into_mut(),
+                std::collections::btree_map::Entry::Vacant(slot) => {
+                    let part = OutputFile::part(dir, slot.key(), unit, input, format)?;
+                    slot.insert(part)
+                }
+            };
+            part.append(row_group)?;
+        }
+        if !ends_unit {
+            return Ok(());
+        }
+        if open.is_empty() {
+            let directory = partitioning.as_ref().map(Partitioning::empty_unit_directory).unwrap_or_default();
+            open.insert(directory.clone(), OutputFile::part(dir, &directory, unit, input, format)?);
+        }
+        let files = open.len();
+        for (_, mut part) in std::mem::take(open) {
+            if partitioning.is_some() {
+                part.writer.append_key_value_metadata(KeyValue::new(keys::PART_FILES.to_owned(), files.to_string()));
+            }
+            part.finish()?;
+        }
+        *committed += 1;
+        Ok(())
     }
 }
 
@@ -163,6 +184,23 @@ impl OutputFile {
         // encoded elsewhere and appended to the file writer underneath.
         let (writer, _) = writer.into_serialized_writer()?;
         Ok(Self { target: destination.to_string(), writer })
+    }
+
+    /// A file of `unit`'s part in `directory`, which says which unit it holds and the input
+    /// it was read from.
+    fn part(
+        dir: &DatasetDir,
+        directory: &str,
+        unit: &WorkUnit,
+        input: Option<&String>,
+        format: &ParquetLayout,
+    ) -> anyhow::Result<Self> {
+        let mut part = OutputFile::create(&dir.part(directory, unit.index)?, format)?;
+        part.writer.append_key_value_metadata(KeyValue::new(keys::PART_UNIT.to_owned(), unit.index.to_string()));
+        if let Some(input) = input {
+            part.writer.append_key_value_metadata(KeyValue::new(keys::PART_INPUT.to_owned(), input.clone()));
+        }
+        Ok(part)
     }
 
     /// Appends one row group, given as its column chunks in schema order.

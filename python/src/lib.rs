@@ -60,8 +60,8 @@ fn python_error(error: anyhow::Error) -> PyErr {
 }
 
 /// `run`'s own keyword arguments, beside the [`SHARED`] ones.
-const RUN_OWN: [&str; 7] =
-    ["pass_through", "max_batch_tokens", "window", "rows_per_part", "overwrite", "shard", "threads"];
+const RUN_OWN: [&str; 8] =
+    ["pass_through", "max_batch_tokens", "window", "rows_per_part", "partition_by", "overwrite", "shard", "threads"];
 
 /// `run`'s own keyword arguments: [`RUN_OWN`] and the output and reporting options.
 fn run_own() -> impl Iterator<Item = &'static str> {
@@ -494,6 +494,7 @@ fn run(
             "max_batch_tokens" => spec.max_batch_tokens = Some(value.extract()?),
             "window" => spec.chunk_rows = Some(value.extract()?),
             "rows_per_part" => spec.rows_per_part = value.extract()?,
+            "partition_by" => spec.partition_by = value.extract()?,
             "overwrite" => spec.overwrite = value.extract()?,
             "shard" => shard = Some(value.extract()?),
             "threads" => threads = Some(value.extract()?),

@@ -85,9 +85,15 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     }
 
     let first = inputs.files.first().context("the input holds no file")?;
+    // A partitioned dataset's directories name columns its files do not hold.
+    let partitioned = sql::tables::partitioned_dataset(&options.input, &inputs).map(|(root, _)| root);
+    let partition_values = |file: &batch_io::source::InputFile| match &partitioned {
+        Some(root) => partition_values_of(root, file),
+        None => Vec::new(),
+    };
     // An empty projection reads only the footer: the schema and metadata decide the layout.
     let probe = open_span(first, BATCH_ROWS, Some(&[]), RowSpan::Whole)?;
-    let layout_schema = Arc::new(schema_of(&probe));
+    let layout_schema = Arc::new(with_partition_fields(schema_of(&probe), &partition_values(first)));
     let mut layout = Layout::of(&layout_schema, &first.to_string(), options.label_column.as_deref())?;
     let run = run_info(options, inputs.files.len(), &layout, layout_schema.metadata());
     drop(probe);
@@ -106,10 +112,12 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     }
     for file in &inputs.files {
         let name = file.to_string();
-        let stream = open_span(file, BATCH_ROWS, Some(&columns), RowSpan::Whole)?;
+        let values = partition_values(file);
+        let in_file: Vec<String> = columns.iter().filter(|c| values.iter().all(|(n, _)| n != *c)).cloned().collect();
+        let stream = open_span(file, BATCH_ROWS, Some(&in_file), RowSpan::Whole)?;
         let mut row = 0usize;
         for batch in stream.batches {
-            let batch = batch?;
+            let batch = with_partition_columns(batch?, &values)?;
             let chosen = filter
                 .as_ref()
                 .map(|f| f.matches(&batch))
@@ -129,6 +137,47 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     let html = page::render(&run, &tally)?;
     write_whole(&destination, html.as_bytes())?;
     Ok(ReportSummary { rows: tally.rows, files: inputs.files.len(), seconds: started.elapsed().as_secs_f64() })
+}
+
+/// The `name=value` directories between `root` and `file` (a partitioned dataset's).
+fn partition_values_of(root: &str, file: &batch_io::source::InputFile) -> Vec<(String, Option<String>)> {
+    let path = file.to_string();
+    let relative = path.strip_prefix(root.trim_end_matches('/')).unwrap_or(&path);
+    batch_io::locations::partition_values(relative)
+}
+
+/// `schema` with a text field for each partition column it lacks.
+fn with_partition_fields(
+    schema: arrow::datatypes::Schema,
+    values: &[(String, Option<String>)],
+) -> arrow::datatypes::Schema {
+    let metadata = schema.metadata().clone();
+    let mut fields: Vec<arrow::datatypes::FieldRef> = schema.fields().iter().cloned().collect();
+    for (name, _) in values {
+        if schema.index_of(name).is_err() {
+            fields.push(Arc::new(arrow::datatypes::Field::new(name, arrow::datatypes::DataType::Utf8, true)));
+        }
+    }
+    arrow::datatypes::Schema::new(fields).with_metadata(metadata)
+}
+
+/// `batch` with each partition column's value (from the file's directories) on every row.
+fn with_partition_columns(
+    batch: arrow::array::RecordBatch,
+    values: &[(String, Option<String>)],
+) -> anyhow::Result<arrow::array::RecordBatch> {
+    if values.is_empty() {
+        return Ok(batch);
+    }
+    let schema = with_partition_fields(batch.schema().as_ref().clone(), values);
+    let mut columns = batch.columns().to_vec();
+    for (name, value) in values {
+        if batch.schema().index_of(name).is_err() {
+            let column = arrow::array::StringArray::from(vec![value.as_deref(); batch.num_rows()]);
+            columns.push(Arc::new(column));
+        }
+    }
+    Ok(arrow::array::RecordBatch::try_new(Arc::new(schema), columns)?)
 }
 
 /// Tallies over several models, label sets or encodings would mean nothing: every file after

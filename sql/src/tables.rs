@@ -110,7 +110,8 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<ResolvedFiles> {
         }
     }
     let schema = first.filter(|_| delta).map(|(_, schema)| Arc::new(schema));
-    Ok(ResolvedFiles { input, pushes: pushes_towards, schema })
+    let partitioned = if delta { None } else { partitioned_dataset(location, &input) };
+    Ok(ResolvedFiles { input, pushes: pushes_towards, schema, partitioned })
 }
 
 pub use pipeline::delta::as_written_in;
@@ -123,6 +124,26 @@ pub struct ResolvedFiles {
     /// The schema to read every file with, where inferring it from the files would not do: a
     /// Delta table, whose rewritten files hold our byte lists as `short`.
     pub schema: Option<SchemaRef>,
+    /// A Hive-style partitioned dataset (`pipeline run --partition-by`): its root, and the
+    /// columns its directories name, in order.
+    pub partitioned: Option<(String, Vec<String>)>,
+}
+
+/// The root and partition columns of `location` where it is a directory or prefix whose files
+/// lie in `name=value` directories, as the first file's path names them.
+pub fn partitioned_dataset(location: &str, input: &InputFiles) -> Option<(String, Vec<String>)> {
+    let relative = match (input.local.as_ref(), input.files.first()?) {
+        (Some(local), InputFile::Local(path)) if matches!(local.kind, LocationKind::Directory { .. }) => {
+            path.strip_prefix(&local.location).ok()?.to_string_lossy().replace('\\', "/")
+        }
+        (None, InputFile::Remote(object)) if !location.contains(['*', '?', '[']) => {
+            object.url.strip_prefix(location.trim_end_matches('/'))?.to_owned()
+        }
+        _ => return None,
+    };
+    let columns: Vec<String> =
+        batch_io::locations::partition_values(&relative).into_iter().map(|(name, _)| name).collect();
+    (!columns.is_empty()).then(|| (location.to_owned(), columns))
 }
 
 /// The Parquet files behind a location, and what a Delta table's properties say of every one
@@ -200,6 +221,9 @@ pub async fn find_parquet_files(location: &str) -> anyhow::Result<ResolvedFiles>
 /// A table over `resolved`'s files, with its schema, or else the schema merged from their
 /// footers.
 pub async fn parquet_table(state: &SessionState, resolved: &ResolvedFiles) -> Result<Arc<dyn TableProvider>> {
+    if let Some((root, columns)) = &resolved.partitioned {
+        return partitioned_table(state, root, columns).await;
+    }
     // The files were chosen above, whatever their extension.
     let options = ParquetReadOptions::default()
         .to_listing_options(state.config(), state.default_table_options())
@@ -211,6 +235,22 @@ pub async fn parquet_table(state: &SessionState, resolved: &ResolvedFiles) -> Re
         None => config.infer_schema(state).await?,
     };
     Ok(Arc::new(ListingTable::try_new(config)?))
+}
+
+/// A table over the `*.parquet` files under `root`'s partition directories, with their
+/// `columns` (text) read from the directory names, as DataFusion reads Hive-style datasets.
+async fn partitioned_table(state: &SessionState, root: &str, columns: &[String]) -> Result<Arc<dyn TableProvider>> {
+    let url = if is_url(root) {
+        format!("{}/", root.trim_end_matches('/'))
+    } else {
+        format!("{}/", std::path::absolute(root)?.to_string_lossy().trim_end_matches('/'))
+    };
+    let options = ParquetReadOptions::default()
+        .to_listing_options(state.config(), state.default_table_options())
+        .with_file_extension(".parquet")
+        .with_table_partition_cols(columns.iter().map(|c| (c.clone(), arrow::datatypes::DataType::Utf8)).collect());
+    let config = ListingTableConfig::new(ListingTableUrl::parse(&url)?).with_listing_options(options);
+    Ok(Arc::new(ListingTable::try_new(config.infer_schema(state).await?)?))
 }
 
 /// Resolves table names that are not registered but look like paths (`FROM 'dir/*.parquet'`).

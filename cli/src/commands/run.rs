@@ -17,13 +17,14 @@ use runtime::output::AttentionEncoding;
 use crate::args::{BackendFlags, LongDocumentFlags};
 
 /// Every flag of `run` that `--finalize` does not use: given with it, it would be ignored.
-const FINALIZE_CONFLICTS: [&str; 28] = [
+const FINALIZE_CONFLICTS: [&str; 29] = [
     "input",
     "model",
     "output",
     "shard",
     "shards",
     "rows_per_part",
+    "partition_by",
     "overwrite",
     "text_column",
     "pass_through",
@@ -81,6 +82,12 @@ pub struct RunArgs {
     /// Dataset outputs: the most rows in one part (parts never cross a row group).
     #[arg(long, default_value_t = defaults::ROWS_PER_PART, value_parser = at_least_one)]
     rows_per_part: usize,
+    /// Dataset outputs: write each part's rows into Hive-style directories by these columns'
+    /// values (`prediction=pos/part-00000.parquet`), as DuckDB, Polars, Spark and `pipeline
+    /// sql` read them; the columns leave the files. Any output or passed-through column of
+    /// text, whole numbers or true/false.
+    #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
+    partition_by: Vec<String>,
     /// Dataset outputs: delete another run's parts (and its _SUCCESS) instead of refusing.
     #[arg(long)]
     overwrite: bool,
@@ -230,6 +237,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         kill_before_commit: args.kill_before_commit,
         shard,
         rows_per_part: args.rows_per_part,
+        partition_by: args.partition_by,
         overwrite: args.overwrite,
         output_format: args.output_format,
         reporting: Reporting {

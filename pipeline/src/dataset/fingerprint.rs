@@ -47,6 +47,9 @@ pub struct RunFingerprint {
     /// `--drop`: output columns left out; runs before it, and runs without it, kept them all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<String>,
+    /// `--partition-by`, in order; runs before it, and runs without it, wrote no directories.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partition_by: Vec<String>,
     pub rows_per_part: usize,
     /// Units in the whole run, over all shards.
     pub parts: usize,
@@ -166,6 +169,7 @@ impl Run {
             now.contribution_towards.clone(),
         );
         option("--drop", none_if_empty(&earlier.dropped), none_if_empty(&now.dropped));
+        option("--partition-by", none_if_empty(&earlier.partition_by), none_if_empty(&now.partition_by));
         option("--rows-per-part", earlier.rows_per_part.to_string(), now.rows_per_part.to_string());
         found
     }

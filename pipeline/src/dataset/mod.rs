@@ -9,7 +9,12 @@
 //! from. A rerun into the same directory skips the parts already committed by the same run,
 //! and refuses parts of a different run unless told to discard them.
 //!
-//! `_SUCCESS` lists every part with its row count, and is believed only while that is true:
+//! With `--partition-by`, a unit's part is one file per partition directory
+//! (`prediction=pos/part-00007.parquet`), each of which says how many files its part has: a
+//! part is committed once all of them are there.
+//!
+//! `_SUCCESS` lists every part's files with their row counts, and is believed only while that
+//! is true:
 //! a rerun or `--finalize` that finds a listed part missing or changed removes it and says
 //! which parts must be written again.
 
@@ -26,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use runtime::output::keys;
 
+use crate::partitions::is_partition_directory;
 use crate::units::{part_index, part_name};
 
 mod fingerprint;
@@ -53,30 +59,36 @@ pub struct RunManifest {
 }
 
 impl RunManifest {
-    /// Why this manifest no longer tells the truth about the parts found: a part it lists is
+    /// Why this manifest no longer tells the truth about the parts found: a file it lists is
     /// missing, holds another row count or other bytes than were committed, or the totals
     /// or the run contradict the parts. Empty while it is true.
-    /// `digests` are the parts' digests as they are now ([`part_digests`]).
-    fn untrue(&self, parts: &BTreeMap<usize, CommittedPart>, digests: &BTreeMap<usize, String>) -> Vec<String> {
+    /// `digests` are the files' digests as they are now ([`part_digests`]).
+    fn untrue(&self, parts: &BTreeMap<usize, CommittedPart>, digests: &BTreeMap<String, String>) -> Vec<String> {
         let mut found = Vec::new();
         for record in &self.parts {
-            match part_index(&record.name).and_then(|index| parts.get(&index)) {
-                None => found.push(format!("{} ({} rows) is missing", record.name, record.rows)),
-                Some(_) if self.changed(record, digests) => {
-                    found.push(format!("{} was changed after it was committed (its digest differs)", record.name));
+            let part = part_index(&record.name).and_then(|index| parts.get(&index));
+            let file = part.and_then(|part| part.files.get(&record.name));
+            match (part, file) {
+                (Some(part), Some(file)) => {
+                    if self.changed(record, digests) {
+                        found.push(format!("{} was changed after it was committed (its digest differs)", record.name));
+                    } else if file.rows != record.rows || !self.holds(part) {
+                        found.push(format!(
+                            "{} holds {} rows of {}, where {} rows of this run were committed",
+                            record.name,
+                            file.rows,
+                            if self.holds(part) { "this run" } else { "another run" },
+                            record.rows
+                        ));
+                    }
                 }
-                Some(part) if part.rows != record.rows || !self.holds(part) => found.push(format!(
-                    "{} holds {} rows of {}, where {} rows of this run were committed",
-                    record.name,
-                    part.rows,
-                    if self.holds(part) { "this run" } else { "another run" },
-                    record.rows
-                )),
-                Some(_) => {}
+                _ => found.push(format!("{} ({} rows) is missing", record.name, record.rows)),
             }
         }
-        if self.parts.len() != self.run.parts {
-            found.push(format!("it lists {} parts of {}", self.parts.len(), self.run.parts));
+        let units: std::collections::BTreeSet<usize> =
+            self.parts.iter().filter_map(|record| part_index(&record.name)).collect();
+        if units.len() != self.run.parts {
+            found.push(format!("it lists {} parts of {}", units.len(), self.run.parts));
         }
         let listed: u64 = self.parts.iter().map(|record| record.rows).sum();
         if self.rows != listed {
@@ -94,19 +106,22 @@ impl RunManifest {
 
     /// The parts whose bytes differ from those committed: they cannot be trusted, and are
     /// to be written again.
-    fn changed_parts(&self, digests: &BTreeMap<usize, String>) -> Vec<usize> {
+    fn changed_parts(&self, digests: &BTreeMap<String, String>) -> Vec<usize> {
         self.parts.iter().filter(|record| self.changed(record, digests)).filter_map(|r| part_index(&r.name)).collect()
     }
 
     /// Whether the part `record` lists is there with other bytes than it recorded.
-    fn changed(&self, record: &PartRecord, digests: &BTreeMap<usize, String>) -> bool {
-        let now = part_index(&record.name).and_then(|index| digests.get(&index));
+    fn changed(&self, record: &PartRecord, digests: &BTreeMap<String, String>) -> bool {
+        let now = digests.get(&record.name);
         record.digest.as_ref().zip(now).is_some_and(|(then, now)| then != now)
     }
 }
 
+/// One file of a part.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PartRecord {
+    /// Its name under the output: `part-00007.parquet`, or with `--partition-by`
+    /// `prediction=pos/part-00007.parquet`.
     pub name: String,
     pub rows: u64,
     /// What the part's bytes were when it was committed: `sha256:…` of a local file, or
@@ -116,17 +131,43 @@ pub struct PartRecord {
     pub digest: Option<String>,
 }
 
-/// A committed part, as read from its footer.
+/// A unit's part, as read from its files' footers.
 #[derive(Debug, Clone)]
 struct CommittedPart {
-    rows: u64,
     run: RunFingerprint,
     /// The input file it was read from (absent in parts of older versions).
     input: Option<InputIdentity>,
-    /// The unit whose rows it holds (absent in parts of older versions).
-    unit: Option<usize>,
+    /// Its files by name under the output (one, unless the run was partitioned).
+    files: BTreeMap<String, PartFile>,
+    /// How many files the unit wrote, as each of them says (1 where they do not).
+    expected_files: usize,
+}
+
+impl CommittedPart {
+    /// Whether every file of the part is there: a run killed while publishing a partitioned
+    /// part's files leaves some of them.
+    fn complete(&self) -> bool {
+        self.files.len() == self.expected_files
+    }
+}
+
+/// One file of a committed part.
+#[derive(Debug, Clone)]
+struct PartFile {
+    rows: u64,
     /// Where it is, for its digest ([`part_digests`]), computed only when a manifest is
     /// checked or written: reading every local part whole is not for every scan.
+    file: InputFile,
+}
+
+/// A part's file, as read from its footer.
+struct FooterOfPart {
+    rows: u64,
+    run: RunFingerprint,
+    input: Option<InputIdentity>,
+    /// The unit whose rows it holds (absent in parts of older versions).
+    unit: Option<usize>,
+    files: usize,
     file: InputFile,
 }
 
@@ -197,8 +238,9 @@ impl DatasetDir {
         }
         let this = Self { place: Place::Local(dir.to_path_buf()) };
         for name in this.entries()? {
-            if let Some(target) = temporary_target(&name) {
-                remove_stale_temporaries(&dir.join(target))?;
+            let (directory, file_name) = name.rsplit_once('/').unwrap_or(("", &name));
+            if let Some(target) = temporary_target(file_name) {
+                remove_stale_temporaries(&dir.join(directory).join(target))?;
             }
         }
         Ok(this)
@@ -212,37 +254,68 @@ impl DatasetDir {
         }
     }
 
-    /// Where the part of unit `index` goes.
-    pub fn part(&self, index: usize) -> Destination {
-        self.destination(&part_name(index))
+    /// Where the part of unit `index` goes: into `directory` (a partition's, or "" for the
+    /// output itself), created if need be.
+    pub fn part(&self, directory: &str, index: usize) -> anyhow::Result<Destination> {
+        if directory.is_empty() {
+            return Ok(self.destination(&part_name(index)));
+        }
+        if let Place::Local(dir) = &self.place {
+            let partition = dir.join(directory);
+            std::fs::create_dir_all(&partition).with_context(|| format!("cannot create {}", partition.display()))?;
+        }
+        Ok(self.destination(&format!("{directory}/{}", part_name(index))))
     }
 
+    /// Where `name` (a path under the output) is.
     fn destination(&self, name: &str) -> Destination {
         match &self.place {
             Place::Local(dir) => Destination::Local(dir.join(name)),
             Place::Remote(prefix) => Destination::Object {
                 store: prefix.store.clone(),
-                path: prefix.child(name),
+                // Names come from our own listing or our own escaping: valid segments.
+                path: prefix.descendant(name).unwrap_or_else(|_| prefix.child(name)),
                 url: prefix.child_url(name),
             },
         }
     }
 
+    /// Every name under the output, with those inside partition directories as
+    /// `name=value/…/file` (objects under other prefixes are not the output's: left out).
     fn entries(&self) -> anyhow::Result<Vec<String>> {
         let dir = match &self.place {
-            Place::Remote(prefix) => return prefix.list_names(),
+            Place::Remote(prefix) => {
+                let mut names = prefix.list_relative()?;
+                names.retain(|name| {
+                    let mut segments: Vec<&str> = name.split('/').collect();
+                    segments.pop();
+                    segments.into_iter().all(is_partition_directory)
+                });
+                return Ok(names);
+            }
             Place::Local(dir) => dir,
         };
         let mut names = Vec::new();
-        for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
-            let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
-            match entry.file_name().into_string() {
-                Ok(name) => names.push(name),
-                Err(name) => bail!(
-                    "output {} holds {}, which is not part of a run; choose an empty or new directory",
-                    dir.display(),
-                    name.to_string_lossy()
-                ),
+        let mut directories = vec![String::new()];
+        while let Some(relative) = directories.pop() {
+            let here = dir.join(&relative);
+            for entry in std::fs::read_dir(&here).with_context(|| format!("cannot list {}", here.display()))? {
+                let entry = entry.with_context(|| format!("cannot list {}", here.display()))?;
+                let name = match entry.file_name().into_string() {
+                    Ok(name) => name,
+                    Err(name) => bail!(
+                        "output {} holds {}, which is not part of a run; choose an empty or new directory",
+                        dir.display(),
+                        here.join(name).display()
+                    ),
+                };
+                let name = if relative.is_empty() { name } else { format!("{relative}/{name}") };
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                if is_dir && name.rsplit('/').next().is_some_and(is_partition_directory) {
+                    directories.push(name);
+                } else {
+                    names.push(name);
+                }
             }
         }
         names.sort();
@@ -254,14 +327,16 @@ impl DatasetDir {
     /// else in the directory (but a live writer's temporary) is refused: this is not a run's
     /// output.
     fn scan(&self) -> anyhow::Result<(BTreeMap<usize, CommittedPart>, Option<RunManifest>)> {
-        let mut parts = BTreeMap::new();
+        let mut parts: BTreeMap<usize, CommittedPart> = BTreeMap::new();
         let mut success = None;
         for name in self.entries()? {
+            let file_name = name.rsplit('/').next().unwrap_or(&name);
+            let at_top = !name.contains('/');
             if name == SUCCESS {
                 success = Some(self.read_manifest()?);
-            } else if let Some(index) = part_index(&name) {
-                let part = self.read_part(&name)?;
-                if let Some(unit) = part.unit.filter(|&unit| unit != index) {
+            } else if let Some(index) = part_index(file_name) {
+                let footer = self.read_part(&name)?;
+                if let Some(unit) = footer.unit.filter(|&unit| unit != index) {
                     bail!(
                         "{} holds the rows of {}, not of its own unit: it was copied or renamed; delete it, \
                          and rerun to write it again",
@@ -269,8 +344,29 @@ impl DatasetDir {
                         part_name(unit)
                     );
                 }
-                parts.insert(index, part);
-            } else if temporary_target(&name).is_none() && !is_report_page(&name) {
+                let file = PartFile { rows: footer.rows, file: footer.file };
+                match parts.entry(index) {
+                    std::collections::btree_map::Entry::Vacant(slot) => {
+                        slot.insert(CommittedPart {
+                            run: footer.run,
+                            input: footer.input,
+                            files: BTreeMap::from([(name, file)]),
+                            expected_files: footer.files,
+                        });
+                    }
+                    std::collections::btree_map::Entry::Occupied(mut slot) => {
+                        let part = slot.get_mut();
+                        if part.run != footer.run {
+                            bail!(
+                                "{} holds files of {} from two runs; delete the output, or rerun with --overwrite",
+                                self.location(),
+                                part_name(index)
+                            );
+                        }
+                        part.files.insert(name, file);
+                    }
+                }
+            } else if temporary_target(file_name).is_none() && !(at_top && is_report_page(&name)) {
                 bail!(
                     "output {} holds {name}, which is not part of a run; choose an empty or new directory",
                     self.location()
@@ -284,7 +380,7 @@ impl DatasetDir {
         Ok(match &self.place {
             Place::Local(dir) => InputFile::Local(dir.join(name)),
             Place::Remote(prefix) => {
-                let path = prefix.child(name);
+                let path = prefix.descendant(name)?;
                 let url = prefix.child_url(name);
                 let meta = block_on(prefix.store.head(&path))?
                     .map_err(|e| request_failed(&format!("cannot read {url}"), e))?;
@@ -293,7 +389,7 @@ impl DatasetDir {
         })
     }
 
-    fn read_part(&self, name: &str) -> anyhow::Result<CommittedPart> {
+    fn read_part(&self, name: &str) -> anyhow::Result<FooterOfPart> {
         let file = self.input_file(name)?;
         let unreadable = || format!("{file} is not a readable part; delete it, or rerun with --overwrite");
         let footer = parquet_footer(&file).with_context(unreadable)?;
@@ -316,7 +412,9 @@ impl DatasetDir {
         };
         let input = value(keys::PART_INPUT).and_then(|text| serde_json::from_str(text).ok());
         let unit = value(keys::PART_UNIT).and_then(|text| text.parse().ok());
-        Ok(CommittedPart { rows: u64::try_from(metadata.num_rows()).unwrap_or(0), run, input, unit, file })
+        let files = value(keys::PART_FILES).and_then(|text| text.parse().ok()).unwrap_or(1);
+        let rows = u64::try_from(metadata.num_rows()).unwrap_or(0);
+        Ok(FooterOfPart { rows, run, input, unit, files, file })
     }
 
     fn read_manifest(&self) -> anyhow::Result<RunManifest> {
@@ -391,10 +489,10 @@ impl DatasetDir {
                     foreign.join("; ")
                 );
             }
-            self.clear(parts.keys().copied())?;
+            self.clear(&parts)?;
             return Ok(Committed::Partial { committed: Vec::new() });
         }
-        let mut parts = parts;
+        let mut parts = self.remove_incomplete_parts(parts)?;
         if let Some(manifest) = &success {
             let mut digests = part_digests(&parts)?;
             let untrue = manifest.untrue(&parts, &digests);
@@ -450,22 +548,49 @@ impl DatasetDir {
         &self,
         manifest: &RunManifest,
         parts: &mut BTreeMap<usize, CommittedPart>,
-        digests: &mut BTreeMap<usize, String>,
+        digests: &mut BTreeMap<String, String>,
     ) -> anyhow::Result<()> {
         for index in manifest.changed_parts(digests) {
-            tracing::warn!("{} changed after it was committed; deleted it, to be written again", self.part(index));
-            self.delete(&part_name(index))?;
-            parts.remove(&index);
-            digests.remove(&index);
+            let Some(part) = parts.remove(&index) else { continue };
+            tracing::warn!(
+                "{} changed after it was committed; deleted it, to be written again",
+                self.destination(&part_name(index))
+            );
+            for name in part.files.keys() {
+                self.delete(name)?;
+                digests.remove(name);
+            }
         }
         Ok(())
     }
 
+    /// Deletes the files of parts that lack some of theirs (a run killed while publishing a
+    /// partitioned part), which are then to do again, and returns the complete parts.
+    fn remove_incomplete_parts(
+        &self,
+        parts: BTreeMap<usize, CommittedPart>,
+    ) -> anyhow::Result<BTreeMap<usize, CommittedPart>> {
+        let (complete, incomplete): (BTreeMap<_, _>, BTreeMap<_, _>) =
+            parts.into_iter().partition(|(_, p)| p.complete());
+        for (index, part) in incomplete {
+            tracing::warn!(
+                "{} has {} of its {} files (a run stopped while publishing them); deleted them, to be written again",
+                part_name(index),
+                part.files.len(),
+                part.expected_files
+            );
+            for name in part.files.keys() {
+                self.delete(name)?;
+            }
+        }
+        Ok(complete)
+    }
+
     /// Deletes `_SUCCESS` first (the output is no longer complete), then the parts.
-    fn clear(&self, parts: impl Iterator<Item = usize>) -> anyhow::Result<()> {
+    fn clear(&self, parts: &BTreeMap<usize, CommittedPart>) -> anyhow::Result<()> {
         self.delete(SUCCESS)?;
-        for index in parts {
-            self.delete(&part_name(index))?;
+        for name in parts.values().flat_map(|part| part.files.keys()) {
+            self.delete(name)?;
         }
         Ok(())
     }
@@ -484,13 +609,15 @@ impl DatasetDir {
             if part.run != run.fingerprint {
                 bail!("{} in {} belongs to another run; remove it and rerun", part_name(index), self.location());
             }
-            let size = match &part.file {
+            // A table's parts are never partitioned (refused before the run): one file each.
+            let Some((name, file)) = part.files.iter().next() else { continue };
+            let size = match &file.file {
                 InputFile::Local(path) => {
                     std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.len()
                 }
                 InputFile::Remote(object) => object.meta.size,
             };
-            staged.insert(index, crate::delta::StagedPart { name: part_name(index), size, rows: part.rows });
+            staged.insert(index, crate::delta::StagedPart { name: name.clone(), size, rows: file.rows });
         }
         Ok(staged)
     }
@@ -513,7 +640,7 @@ impl DatasetDir {
         };
         let mut parts = parts;
         // Computed once: checked against a `_SUCCESS` there, then written into the new one.
-        let mut digests: Option<BTreeMap<usize, String>> = None;
+        let mut digests: Option<BTreeMap<String, String>> = None;
         if let Some(manifest) = success.filter(|m| m.run == fingerprint) {
             let found = digests.insert(part_digests(&parts)?);
             let untrue = manifest.untrue(&parts, found);
@@ -530,7 +657,8 @@ impl DatasetDir {
                 self.location()
             );
         }
-        let missing: Vec<usize> = (0..fingerprint.parts).filter(|i| !parts.contains_key(i)).collect();
+        let missing: Vec<usize> =
+            (0..fingerprint.parts).filter(|i| !parts.get(i).is_some_and(CommittedPart::complete)).collect();
         if !missing.is_empty() {
             return Ok(Finalized::Missing(missing));
         }
@@ -553,7 +681,8 @@ impl DatasetDir {
         let records: Vec<PartRecord> = parts
             .iter()
             .filter(|(index, _)| **index < fingerprint.parts)
-            .map(|(index, part)| PartRecord { name: part_name(*index), rows: part.rows, digest: digests.remove(index) })
+            .flat_map(|(_, part)| part.files.iter())
+            .map(|(name, file)| PartRecord { name: name.clone(), rows: file.rows, digest: digests.remove(name) })
             .collect();
         let manifest = RunManifest {
             pipeline_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -574,8 +703,12 @@ impl DatasetDir {
 }
 
 /// Each part's digest as it is now ([`part_digest`]).
-fn part_digests(parts: &BTreeMap<usize, CommittedPart>) -> anyhow::Result<BTreeMap<usize, String>> {
-    parts.iter().map(|(index, part)| Ok((*index, part_digest(&part.file)?))).collect()
+fn part_digests(parts: &BTreeMap<usize, CommittedPart>) -> anyhow::Result<BTreeMap<String, String>> {
+    parts
+        .values()
+        .flat_map(|part| part.files.iter())
+        .map(|(name, file)| Ok((name.clone(), part_digest(&file.file)?)))
+        .collect()
 }
 
 /// A part's bytes as they are now: the sha256 of a local file (read whole: a part damaged

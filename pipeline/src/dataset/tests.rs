@@ -23,6 +23,7 @@ fn run_of(inputs: Vec<InputIdentity>) -> Run {
         min_confidence: None,
         contribution_towards: "label:pos".into(),
         dropped: Vec::new(),
+        partition_by: Vec::new(),
         rows_per_part: 2500,
         parts: 4,
     };

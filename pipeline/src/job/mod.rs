@@ -113,6 +113,7 @@ fn run_stages(
     let writer = WriteStage {
         output,
         layout: plan.layout,
+        partitioning: plan.partitioning,
         kept_columns: &plan.kept_columns,
         table,
         labels: &package.manifest.labels,

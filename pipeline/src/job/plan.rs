@@ -21,6 +21,7 @@ use super::spec::{OutputFormat, RunSpec};
 use crate::dataset::{Committed, DatasetDir, InputIdentity, Run, RunFingerprint, inputs_sha256, towards_prediction};
 use crate::delta::{DeltaOutput, FileKey, UnitKey, shard_key, unit_key};
 use crate::output::{Output, OutputFile, ParquetLayout};
+use crate::partitions::Partitioning;
 use crate::units::{FileLayout, WorkUnit, plan_units};
 
 pub struct Plan {
@@ -29,6 +30,8 @@ pub struct Plan {
     /// Input columns read: the kept ones and the text.
     pub read_columns: Vec<String>,
     pub layout: ParquetLayout,
+    /// `--partition-by`: how rows split into directories, and the files' layout.
+    pub partitioning: Option<Partitioning>,
     /// The units this process is to do.
     pub todo: Vec<WorkUnit>,
     /// Every unit of the run, every shard's (a Delta table knows a file as done once all of its
@@ -110,6 +113,7 @@ impl Plan {
                         .unwrap_or_else(towards_prediction),
                     // As a set: `--drop a,b` and `--drop b,a,a` are the same run.
                     dropped: spec.drop.iter().cloned().collect::<std::collections::BTreeSet<_>>().into_iter().collect(),
+                    partition_by: spec.partition_by.clone(),
                     rows_per_part: spec.rows_per_part,
                     parts: units.len(),
                 };
@@ -119,13 +123,21 @@ impl Plan {
         if let Some(run) = &run {
             metadata.insert(keys::RUN_FINGERPRINT.to_owned(), serde_json::to_string(&run.fingerprint)?);
         }
-        let layout = ParquetLayout::new(Arc::new(output_schema.with_metadata(metadata)), spec.attention.is_sparse())?;
+        if !spec.partition_by.is_empty() {
+            metadata.insert(keys::PARTITION_BY.to_owned(), spec.partition_by.join(","));
+        }
+        let sparse = spec.attention.is_sparse();
+        let layout = ParquetLayout::new(Arc::new(output_schema.with_metadata(metadata)), sparse)?;
+        let partitioning = (!spec.partition_by.is_empty())
+            .then(|| Partitioning::new(&spec.partition_by, layout.schema(), sparse))
+            .transpose()?;
         let file_rows = streams.iter().map(|s| s.rows).collect();
         let footers = streams.into_iter().map(|s| s.footer).collect();
         Ok(Self {
             kept_columns,
             read_columns,
             layout,
+            partitioning,
             todo,
             all_units: units,
             skipped: 0,
@@ -159,7 +171,7 @@ impl Plan {
         }
         self.skipped = owned - self.todo.len();
         let part_inputs = run.inputs.iter().map(serde_json::to_string).collect::<Result<_, _>>()?;
-        Ok((Output::parts(dir.clone(), part_inputs), Some(dir)))
+        Ok((Output::parts(dir.clone(), part_inputs, self.partitioning.clone()), Some(dir)))
     }
 
     /// A Delta table output: the table checked (or created) before any work, this shard's

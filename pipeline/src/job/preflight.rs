@@ -36,6 +36,9 @@ pub fn check_outputs(
     if !dataset && options.shard != Shard::WHOLE {
         bail!("--shard and --shards need a dataset output: give --output a directory (a path without .parquet)");
     }
+    if !dataset && !options.partition_by.is_empty() {
+        bail!("--partition-by needs a dataset output: give --output a directory (a path without .parquet)");
+    }
     let output = options.output.as_str();
     // What no output may overwrite: the local inputs (now or on a rerun) and the model.
     let inputs: Vec<InputLocation> = input.local.iter().cloned().chain([package.as_input()]).collect();

@@ -127,6 +127,9 @@ pub struct RunSpec {
     pub shard: Shard,
     /// Dataset outputs only: the most rows in one part.
     pub rows_per_part: usize,
+    /// Dataset outputs only: the columns whose values name the parts' directories
+    /// (`--partition-by`, see [`crate::partitions`]).
+    pub partition_by: Vec<String>,
     /// Dataset outputs only: delete another run's parts instead of refusing them.
     pub overwrite: bool,
     pub output_format: OutputFormat,
@@ -159,6 +162,7 @@ impl RunSpec {
             cancel: None,
             shard: Shard::WHOLE,
             rows_per_part: defaults::ROWS_PER_PART,
+            partition_by: Vec::new(),
             overwrite: false,
             output_format: OutputFormat::Parquet,
             reporting: Reporting {
@@ -207,6 +211,11 @@ impl RunSpec {
             anyhow::ensure!(
                 !self.output.to_ascii_lowercase().ends_with(".parquet"),
                 "--output-format delta writes a table, which is a directory: give --output a path without .parquet"
+            );
+            anyhow::ensure!(
+                self.partition_by.is_empty(),
+                "--partition-by writes Hive-style directories of a Parquet dataset; a Delta table keeps its own \
+                 partitioning, which this version does not write: leave --partition-by out, or write a dataset"
             );
             anyhow::ensure!(
                 !self.overwrite,

@@ -15,21 +15,25 @@ use runtime::text::Vocabulary;
 
 use super::{Inferred, timed};
 use crate::output::ParquetLayout;
+use crate::partitions::Partitioning;
 
-/// A chunk's row group, encoded: one column chunk per Parquet leaf, in schema order.
-pub type RowGroup = Vec<ArrowColumnChunk>;
+pub use crate::output::EncodedChunk;
 
 /// One chunk to assemble, and where to send its row group.
 pub struct Job {
     pub chunk: Inferred,
     /// The row group's index within its file or part.
     pub row_group: usize,
-    pub done: SyncSender<anyhow::Result<RowGroup>>,
+    pub done: SyncSender<anyhow::Result<EncodedChunk>>,
 }
 
 /// What every assembling thread shares.
 pub struct Assembler<'a> {
+    /// The whole output's layout, which the chunk's columns are built in.
     pub format: &'a ParquetLayout,
+    /// `--partition-by`: how the rows split into directories, without the partition columns.
+    pub partitioning: Option<&'a Partitioning>,
+    /// Encodes the files' row groups: of `format`, or of the partitioning's layout.
     pub encoder: ArrowRowGroupWriterFactory,
     /// Input columns copied to the output, in order.
     pub kept_columns: &'a [String],
@@ -60,7 +64,7 @@ impl Assembler<'_> {
     }
 
     /// Takes the chunk by value, so that its predictions are freed before encoding.
-    fn encode(&self, inferred: Inferred, row_group: usize) -> anyhow::Result<RowGroup> {
+    fn encode(&self, inferred: Inferred, row_group: usize) -> anyhow::Result<EncodedChunk> {
         let Inferred { chunk, predictions, .. } = inferred;
         let mut columns: Vec<ArrayRef> = self
             .kept_columns
@@ -72,6 +76,18 @@ impl Assembler<'_> {
         drop((chunk, predictions));
         // Checks that the columns fit the schema and have the same length.
         let batch = RecordBatch::try_new(self.format.schema().clone(), columns)?;
+        match self.partitioning {
+            None => Ok(vec![(String::new(), self.encode_rows(&batch, row_group)?)]),
+            Some(partitioning) => partitioning
+                .split(&batch)?
+                .into_iter()
+                .map(|(directory, rows)| Ok((directory, self.encode_rows(&rows, row_group)?)))
+                .collect(),
+        }
+    }
+
+    /// `batch` as one row group of the files' layout.
+    fn encode_rows(&self, batch: &RecordBatch, row_group: usize) -> anyhow::Result<Vec<ArrowColumnChunk>> {
         let mut writers = self.encoder.create_column_writers(row_group)?;
         let mut leaf_writers = writers.iter_mut();
         for (field, column) in batch.schema_ref().fields().iter().zip(batch.columns()) {

@@ -11,9 +11,10 @@ use anyhow::Context;
 use runtime::classifier::TextCounts;
 use runtime::output::OutputTable;
 
-use super::assemble::{Assembler, Job, RowGroup};
+use super::assemble::{Assembler, EncodedChunk, Job};
 use super::{Inferred, Line, next, timed};
 use crate::output::{Output, ParquetLayout};
+use crate::partitions::Partitioning;
 use batch_io::progress::Progress;
 
 /// The most chunks assembled at once. Each thread holds a chunk's predictions and the
@@ -27,6 +28,8 @@ const MOST_ASSEMBLE_THREADS: usize = 12;
 pub struct WriteStage<'a> {
     pub output: Output,
     pub layout: ParquetLayout,
+    /// `--partition-by`: the rows split into directories, and the files' layout.
+    pub partitioning: Option<Partitioning>,
     /// Input columns copied to the output, in order.
     pub kept_columns: &'a [String],
     pub table: OutputTable,
@@ -60,7 +63,7 @@ struct Pending {
     counts: TextCounts,
     /// Where its row group will arrive; `None` for a chunk without rows, which still opens
     /// (and, if it ends the unit, commits) an empty unit's part.
-    row_group: Option<Receiver<anyhow::Result<RowGroup>>>,
+    row_group: Option<Receiver<anyhow::Result<EncodedChunk>>>,
 }
 
 impl WriteStage<'_> {
@@ -68,6 +71,7 @@ impl WriteStage<'_> {
         let WriteStage {
             output,
             layout: format,
+            partitioning,
             kept_columns,
             table,
             labels,
@@ -76,9 +80,12 @@ impl WriteStage<'_> {
             panic_after_first_window,
         } = self;
         let threads = assemble_threads.clamp(1, MOST_ASSEMBLE_THREADS);
+        // The files' layout: the output's, or without the partition columns.
+        let file_format = partitioning.as_ref().map_or(&format, Partitioning::layout);
         let assembler = Assembler {
             format: &format,
-            encoder: format.row_group_encoder()?,
+            partitioning: partitioning.as_ref(),
+            encoder: file_format.row_group_encoder()?,
             kept_columns,
             table: &table,
             labels,
@@ -89,7 +96,7 @@ impl WriteStage<'_> {
         let jobs = Mutex::new(jobs);
         let mut appender = Appender {
             output,
-            format: &format,
+            format: file_format,
             progress,
             panic_after_first_window,
             rows: 0,
@@ -176,8 +183,8 @@ impl Appender<'_> {
     /// Waits for `pending`'s row group (not counted as busy), then appends it.
     fn append(&mut self, line: &Line<'_>, pending: Pending, busy: &mut Duration) -> anyhow::Result<()> {
         let row_group = match pending.row_group {
-            Some(encoded) => Some(encoded.recv().map_err(|_| anyhow::anyhow!("an assemble thread stopped"))??),
-            None => None,
+            Some(encoded) => encoded.recv().map_err(|_| anyhow::anyhow!("an assemble thread stopped"))??,
+            None => Vec::new(),
         };
         let unit = line.units.get(pending.unit).context("a chunk names a unit not in the run")?;
         timed(busy, || self.output.append(unit, pending.ends_unit, self.format, row_group))?;
@@ -197,7 +204,7 @@ fn hand_out(
     to_assemble: &SyncSender<Job>,
     chunk: Inferred,
     row_group: usize,
-) -> anyhow::Result<Receiver<anyhow::Result<RowGroup>>> {
+) -> anyhow::Result<Receiver<anyhow::Result<EncodedChunk>>> {
     let (done, encoded) = sync_channel(1);
     match to_assemble.send(Job { chunk, row_group, done }) {
         Ok(()) => Ok(encoded),

@@ -33,6 +33,12 @@ pub const PART_INPUT: &str = "pipeline.part_input";
 /// A dataset part: the index of the unit of work it holds, so a part copied or renamed over a
 /// sibling still says which rows it holds.
 pub const PART_UNIT: &str = "pipeline.part_unit";
+/// A dataset part with `--partition-by`: how many files (one per partition directory) its
+/// unit wrote, so that a part whose publishing was cut short is known incomplete. Absent: 1.
+pub const PART_FILES: &str = "pipeline.part_files";
+/// `--partition-by`: the columns, comma-separated, that left the files for their directory
+/// names (`prediction=pos/`).
+pub const PARTITION_BY: &str = "pipeline.partition_by";
 
 /// Whether `key` is one of ours rather than an input's (a pandas schema, say).
 pub fn is_ours(key: &str) -> bool {
