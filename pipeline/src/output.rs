@@ -106,13 +106,14 @@ pub enum Output {
         open: BTreeMap<String, OutputFile>,
         committed: usize,
         part_inputs: Vec<String>,
-        partitioning: Option<Partitioning>,
+        /// Boxed: its layout is large, and the single file's variant needs none.
+        partitioning: Option<Box<Partitioning>>,
     },
 }
 
 impl Output {
     pub fn parts(dir: DatasetDir, part_inputs: Vec<String>, partitioning: Option<Partitioning>) -> Self {
-        Output::Parts { dir, open: BTreeMap::new(), committed: 0, part_inputs, partitioning }
+        Output::Parts { dir, open: BTreeMap::new(), committed: 0, part_inputs, partitioning: partitioning.map(Box::new) }
     }
 
     /// Whether each unit of work has a file of its own (so row groups count from 0 per unit).
@@ -155,7 +156,7 @@ impl Output {
             return Ok(());
         }
         if open.is_empty() {
-            let directory = partitioning.as_ref().map(Partitioning::empty_unit_directory).unwrap_or_default();
+            let directory = partitioning.as_ref().map(|p| p.empty_unit_directory()).unwrap_or_default();
             open.insert(directory.clone(), OutputFile::part(dir, &directory, unit, input, format)?);
         }
         let files = open.len();
