@@ -431,3 +431,52 @@ fn a_model_in_object_storage_is_downloaded_once_and_cached() {
     assert!(!missing.exists());
     assert_eq!(downloaded(), 2);
 }
+
+#[test]
+fn a_partitioned_dataset_in_a_bucket_grows_by_its_new_objects_and_reads_back() {
+    let Some(s3) = S3Server::start("a_partitioned_dataset_in_a_bucket_grows_by_its_new_objects_and_reads_back") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, from) in [("b", 0), ("c", 100), ("a", 200)] {
+        let slice = dir.path().join(format!("{name}.parquet"));
+        reviews_slice(&slice, from, 100, 50);
+        if name != "a" {
+            s3.put(&format!("in/{name}.parquet"), &slice);
+        }
+    }
+    let args = [
+        "run",
+        "--input",
+        "s3://corpus/in/",
+        "--output",
+        "s3://corpus/out/",
+        "--rows-per-part",
+        "50",
+        "--partition-by",
+        "prediction",
+    ];
+    let output = s3.run(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let first = s3.list("out");
+    assert!(first.iter().all(|k| k == "out/_SUCCESS" || k.starts_with("out/prediction=")), "{first:?}");
+    // `a` sorts first, and is the only one classified.
+    s3.put("in/a.parquet", &dir.path().join("a.parquet"));
+    let output = s3.run(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("2 parts written, 4 already committed, of 6 in all"));
+    let keys = s3.list("out");
+    assert!(first.iter().all(|k| keys.contains(k)), "{keys:?}");
+
+    let query = "SELECT prediction, count(*) AS n FROM t GROUP BY prediction ORDER BY prediction";
+    let from_bucket = s3.sql(&["--table", "t=s3://corpus/out/", "--format", "csv", query]);
+    assert!(from_bucket.status.success(), "{}", stderr(&from_bucket));
+    let local = dir.path().join("local.parquet");
+    assert!(run(&reviews(), &local, &[]).status.success());
+    let local_table = format!("t={}", local.display());
+    let expected = s3.sql(&["--table", &local_table, "--format", "csv", query]);
+    assert_eq!(String::from_utf8_lossy(&from_bucket.stdout), String::from_utf8_lossy(&expected.stdout));
+    let report = s3.report(&["--input", "s3://corpus/out/", "--output", "s3://corpus/report.html"]);
+    assert!(report.status.success(), "{}", stderr(&report));
+    assert!(String::from_utf8_lossy(&report.stdout).starts_with("300 rows"), "{}", String::from_utf8_lossy(&report.stdout));
+}

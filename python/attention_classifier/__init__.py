@@ -225,9 +225,9 @@ def run(input: str, output: str = "predictions.parquet", *, model: Optional[Path
     Raises ``TransientError`` where ``pipeline`` exits 75 (retry), ``PipelineError`` otherwise."""
     _counts(**{name: options.get(name) for name in ("batch_size", "max_batch_tokens", "window", "max_tokens",
                                                     "long_document_stride", "rows_per_part", "threads")})
-    for listed in ("pass_through", "drop"):
+    for listed in ("pass_through", "drop", "partition_by"):
         if isinstance(options.get(listed), str):
-            # As `--pass-through id,label` and `--drop attention,tokens` read them.
+            # As `--pass-through id,label`, `--drop attention,tokens` and `--partition-by a,b` read them.
             options[listed] = options[listed].split(",")
     options.setdefault("ort_search_dirs", onnxruntime_dirs())
     if "ort_library" in options:

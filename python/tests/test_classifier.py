@@ -431,6 +431,20 @@ def test_run_errors_name_the_python_parameters_too(tmp_path):
     assert "overwrite=True" in str(raised.value) and "--overwrite" not in str(raised.value), raised.value
 
 
+def test_run_partitions_a_dataset_as_pipeline_run_does(tmp_path):
+    out = tmp_path / "dataset"
+    summary = ac.run(str(REVIEWS), str(out) + "/", rows_per_part=100, partition_by="prediction")
+    assert summary["rows"] == 300, summary
+    directories = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert directories == ["prediction=neg", "prediction=pos"], directories
+    parts = sorted(out.glob("prediction=*/part-*.parquet"))
+    assert sum(pq.read_metadata(p).num_rows for p in parts) == 300
+    assert "prediction" not in pq.read_schema(parts[0]).names
+    with pytest.raises(ac.PipelineError) as raised:
+        ac.run(str(REVIEWS), str(tmp_path / "other") + "/", partition_by=["confidence"])
+    assert "partition_by=confidence" in str(raised.value) and "--" not in str(raised.value), raised.value
+
+
 def test_the_module_writes_nothing_into_home(tmp_path):
     """ONNX Runtime's telemetry (a device id and an event store under ~/.cache/Microsoft) stays
     off: classifying leaves the home directory with the model cache and nothing else."""
