@@ -516,10 +516,25 @@ impl DatasetDir {
         Ok(Committed::Partial { committed: parts.keys().copied().filter(|&i| i < run.fingerprint.parts).collect() })
     }
 
+    /// The inputs an earlier run into the output at `location` read, in its order (see
+    /// [`Self::earlier_input_order`]); none where there is no output yet, which is left
+    /// uncreated.
+    pub fn earlier_inputs_at(location: &str) -> anyhow::Result<Vec<String>> {
+        if !is_url(location) && !Path::new(location).is_dir() {
+            return Ok(Vec::new());
+        }
+        let place = if is_url(location) {
+            Place::Remote(remote_prefix(location)?)
+        } else {
+            Place::Local(PathBuf::from(location))
+        };
+        Self { place }.earlier_input_order()
+    }
+
     /// The inputs an earlier run into this output read, in its order: those its `_SUCCESS`
     /// lists, then those its parts name, by part. A rerun over grown inputs reads these
     /// first, so that each keeps its units, and its parts stand.
-    pub fn earlier_input_order(&self) -> anyhow::Result<Vec<String>> {
+    fn earlier_input_order(&self) -> anyhow::Result<Vec<String>> {
         let (parts, success) = self.scan()?;
         let mut order: Vec<String> =
             success.map(|m| m.inputs.into_iter().map(|i| i.location).collect()).unwrap_or_default();

@@ -96,7 +96,7 @@ fn run_stages(
     outputs_checked.store(true, std::sync::atomic::Ordering::SeqCst);
     let mut files = input.files;
     if dataset && spec.output_format == OutputFormat::Parquet {
-        let earlier = DatasetDir::prepare(&spec.output)?.earlier_input_order()?;
+        let earlier = DatasetDir::earlier_inputs_at(&spec.output)?;
         files = plan::earlier_inputs_first(files, &earlier)?;
     }
     let classifier = open_classifier(package, spec)?;
