@@ -568,6 +568,12 @@ fn a_partitioned_dataset_reads_back_in_duckdb_polars_and_sql_with_its_column() {
     assert!(files.iter().all(|f| f.starts_with("prediction=neg/part-") || f.starts_with("prediction=pos/part-")));
     let first = read(&out.join(&files[0]));
     assert!(first.schema().index_of("prediction").is_err(), "the column lives in the directory names");
+    // A rerun finds it complete, and believes its _SUCCESS.
+    let success = modified(&out.join("_SUCCESS"));
+    let output = run(&reviews(), &out, &["--rows-per-part", "100", "--partition-by", "prediction"]);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("0 parts written, 3 already committed"));
+    assert!(!stderr(&output).contains("WARN"), "{}", stderr(&output));
+    assert_eq!(modified(&out.join("_SUCCESS")), success);
     let expected = predictions_of_a_single_run(dir.path());
     let expected_text: Vec<String> = expected.iter().map(|(p, n)| format!("{p} {n}")).collect();
 
@@ -605,6 +611,35 @@ for prediction, n in frame.group_by("prediction").len().sort("prediction").rows(
 }
 
 #[test]
+fn partition_columns_read_back_typed_with_their_nulls_in_sql_and_the_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    let args = ["--partition-by", "abstained,prediction", "--min-confidence", "0.9"];
+    let output = run(&reviews(), &out, &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary = String::from_utf8_lossy(&output.stdout).into_owned();
+    let abstained: usize = summary
+        .split(" abstained")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no abstained count: {summary}"));
+    assert!(abstained > 0, "{summary}");
+    assert!(out.join("abstained=true/prediction=__HIVE_DEFAULT_PARTITION__").is_dir());
+    let query = "SELECT arrow_typeof(abstained) AS t, count(*) AS n FROM 'out/' WHERE abstained AND prediction IS NULL GROUP BY 1";
+    let output = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .current_dir(dir.path())
+        .args(["sql", query, "--format", "csv"])
+        .output()
+        .expect("sql");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(String::from_utf8_lossy(&output.stdout).lines().nth(1), Some(format!("Boolean,{abstained}").as_str()));
+    let page = dir.path().join("report.html");
+    let output = pipeline(&["report"], &[("--input", &out), ("--output", &page)]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+#[test]
 fn a_partitioned_part_missing_a_file_is_written_again_whole() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out");
@@ -618,7 +653,7 @@ fn a_partitioned_part_missing_a_file_is_written_again_whole() {
     assert!(stderr(&finalize).contains("missing 1 part(s): part-00001.parquet"), "{}", stderr(&finalize));
     let output = run(&reviews(), &out, &args);
     assert!(output.status.success(), "{}", stderr(&output));
-    assert!(stderr(&output).contains("part-00001.parquet has 1 of its 2 files"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("part-00001.parquet has 1 files where its run wrote 2"), "{}", stderr(&output));
     assert!(String::from_utf8_lossy(&output.stdout).contains("1 part written, 2 already committed"));
     assert_eq!(partition_files(&out), complete);
     let manifest: serde_json::Value =
@@ -631,9 +666,11 @@ fn a_partitioned_part_missing_a_file_is_written_again_whole() {
 fn partitioning_that_cannot_work_is_refused_before_any_work() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out");
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--partition-by", "confidence"], "--partition-by confidence: its values are Float32"),
         (&["--partition-by", "topic"], "--partition-by topic: the run writes no such column"),
+        (&["--partition-by", "label,"], "--partition-by names an empty column"),
+        (&["--partition-by", "a=b"], "--partition-by a=b: its name holds characters a directory name escapes"),
         (&["--partition-by", "prediction", "--output-format", "delta"], "a Delta table keeps its own partitioning"),
         (&["--partition-by", "prediction", "--drop", "prediction"], "--drop prediction"),
     ];

@@ -478,5 +478,9 @@ fn a_partitioned_dataset_in_a_bucket_grows_by_its_new_objects_and_reads_back() {
     assert_eq!(String::from_utf8_lossy(&from_bucket.stdout), String::from_utf8_lossy(&expected.stdout));
     let report = s3.report(&["--input", "s3://corpus/out/", "--output", "s3://corpus/report.html"]);
     assert!(report.status.success(), "{}", stderr(&report));
-    assert!(String::from_utf8_lossy(&report.stdout).starts_with("300 rows"), "{}", String::from_utf8_lossy(&report.stdout));
+    assert!(
+        String::from_utf8_lossy(&report.stdout).starts_with("300 rows"),
+        "{}",
+        String::from_utf8_lossy(&report.stdout)
+    );
 }

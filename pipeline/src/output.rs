@@ -113,7 +113,13 @@ pub enum Output {
 
 impl Output {
     pub fn parts(dir: DatasetDir, part_inputs: Vec<String>, partitioning: Option<Partitioning>) -> Self {
-        Output::Parts { dir, open: BTreeMap::new(), committed: 0, part_inputs, partitioning: partitioning.map(Box::new) }
+        Output::Parts {
+            dir,
+            open: BTreeMap::new(),
+            committed: 0,
+            part_inputs,
+            partitioning: partitioning.map(Box::new),
+        }
     }
 
     /// Whether each unit of work has a file of its own (so row groups count from 0 per unit).

@@ -19,6 +19,21 @@ pub use batch_io::locations::{NULL_PARTITION_VALUE as NULL_VALUE, is_partition_d
 /// with this many values is an identifier, not a partition.
 const MOST_DIRECTORIES_PER_UNIT: usize = 1_000;
 
+/// The longest name most file systems and object stores' tools take for one directory.
+const MOST_DIRECTORY_NAME_BYTES: usize = 255;
+
+/// `pipeline.partition_by`'s value: each of `names` with its type in `schema` (the output's).
+pub fn metadata_value(names: &[String], schema: &Schema) -> anyhow::Result<String> {
+    let pairs: Vec<(&String, String)> = names
+        .iter()
+        .map(|name| {
+            let data_type = schema.field_with_name(name).map(|f| f.data_type().to_string()).unwrap_or_default();
+            (name, data_type)
+        })
+        .collect();
+    Ok(serde_json::to_string(&pairs)?)
+}
+
 /// The columns a run partitions by, and the layout of its files (without them).
 #[derive(Debug, Clone)]
 pub struct Partitioning {
@@ -35,6 +50,16 @@ impl Partitioning {
     pub fn new(names: &[String], full: &SchemaRef, sparse_floats: bool) -> anyhow::Result<Self> {
         let mut columns = Vec::with_capacity(names.len());
         for name in names {
+            if name.is_empty() {
+                bail!("--partition-by names an empty column: give COLUMN,... without empty names");
+            }
+            if escape(name) != *name {
+                bail!(
+                    "--partition-by {name}: its name holds characters a directory name escapes (/ = % : and the \
+                     like), which each reader reads back differently; rename the column in the input, or \
+                     partition by another"
+                );
+            }
             let Ok(index) = full.index_of(name) else {
                 let written: Vec<&str> = full.fields().iter().map(|f| f.name().as_str()).collect();
                 bail!(
@@ -46,7 +71,8 @@ impl Partitioning {
             if !partitionable(data_type) {
                 bail!(
                     "--partition-by {name}: its values are {data_type}, which make no directory names; partition by \
-                     a column of text, whole numbers or true/false, such as prediction or a passed-through label"
+                     a column of text, whole numbers, true/false or dates, such as prediction or a passed-through \
+                     label"
                 );
             }
             if columns.iter().any(|(other, _)| other == name) {
@@ -107,6 +133,14 @@ impl Partitioning {
                 }
                 let value = if column.is_null(row) { String::new() } else { formatter.value(row).to_string() };
                 let value = if value.is_empty() { NULL_VALUE.to_owned() } else { escape(&value) };
+                if name.len() + 1 + value.len() > MOST_DIRECTORY_NAME_BYTES {
+                    bail!(
+                        "--partition-by {name}: a value {} bytes long as a directory name (row {row} of this \
+                         chunk), over the {MOST_DIRECTORY_NAME_BYTES} a file system allows; partition by a column of \
+                         short values (a label, a date, a country)",
+                        name.len() + 1 + value.len()
+                    );
+                }
                 let _ = write!(directory, "{}={value}", escape(name));
             }
             rows_by_directory.entry(directory).or_default().push(u32::try_from(row)?);
@@ -128,7 +162,10 @@ fn partitionable(data_type: &DataType) -> bool {
         DataType::Dictionary(_, values) => partitionable(values),
         other => {
             other.is_integer()
-                || matches!(other, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Boolean)
+                || matches!(
+                    other,
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Boolean | DataType::Date32
+                )
         }
     }
 }
@@ -203,6 +240,13 @@ mod tests {
         assert!(error.contains("--partition-by confidence: its values are Float32"), "{error}");
         let error = Partitioning::new(&["label".to_owned()], &schema, false).expect_err("absent").to_string();
         assert!(error.contains("writes no such column; partition by one it writes (id, confidence)"), "{error}");
+        let error = Partitioning::new(&["a/b".to_owned()], &schema, false).expect_err("escaped").to_string();
+        assert!(error.contains("its name holds characters a directory name escapes"), "{error}");
+        let long: ArrayRef = Arc::new(StringArray::from(vec!["x".repeat(300)]));
+        let batch = RecordBatch::try_from_iter(vec![("id", long)]).expect("batch");
+        let partitioning = Partitioning::new(&["id".to_owned()], &batch.schema(), false).expect("partitioning");
+        let error = partitioning.split(&batch).expect_err("too long").to_string();
+        assert!(error.contains("a value 303 bytes long as a directory name"), "{error}");
         let error = Partitioning::new(&["id".to_owned(), "id".to_owned()], &schema, false).expect_err("twice");
         assert!(error.to_string().contains("twice"));
     }

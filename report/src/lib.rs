@@ -93,7 +93,18 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     };
     // An empty projection reads only the footer: the schema and metadata decide the layout.
     let probe = open_span(first, BATCH_ROWS, Some(&[]), RowSpan::Whole)?;
-    let layout_schema = Arc::new(with_partition_fields(schema_of(&probe), &partition_values(first)));
+    let file_schema = schema_of(&probe);
+    let partition_types = runtime::output::keys::recorded_partitions(file_schema.metadata());
+    let typed = |values: Vec<(String, Option<String>)>| -> Vec<PartitionValue> {
+        values
+            .into_iter()
+            .map(|(name, value)| {
+                let recorded = partition_types.iter().find(|(n, _)| *n == name).map(|(_, t)| t.clone());
+                (name, value, recorded.unwrap_or(arrow::datatypes::DataType::Utf8))
+            })
+            .collect()
+    };
+    let layout_schema = Arc::new(with_partition_fields(file_schema, &typed(partition_values(first))));
     let mut layout = Layout::of(&layout_schema, &first.to_string(), options.label_column.as_deref())?;
     let run = run_info(options, inputs.files.len(), &layout, layout_schema.metadata());
     drop(probe);
@@ -112,8 +123,8 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     }
     for file in &inputs.files {
         let name = file.to_string();
-        let values = partition_values(file);
-        let in_file: Vec<String> = columns.iter().filter(|c| values.iter().all(|(n, _)| n != *c)).cloned().collect();
+        let values = typed(partition_values(file));
+        let in_file: Vec<String> = columns.iter().filter(|c| values.iter().all(|(n, ..)| n != *c)).cloned().collect();
         let stream = open_span(file, BATCH_ROWS, Some(&in_file), RowSpan::Whole)?;
         let mut row = 0usize;
         for batch in stream.batches {
@@ -146,35 +157,40 @@ fn partition_values_of(root: &str, file: &batch_io::source::InputFile) -> Vec<(S
     batch_io::locations::partition_values(relative)
 }
 
-/// `schema` with a text field for each partition column it lacks.
-fn with_partition_fields(
-    schema: arrow::datatypes::Schema,
-    values: &[(String, Option<String>)],
-) -> arrow::datatypes::Schema {
+/// A partition column of a file: its name, its value (`None`: null) and its type.
+type PartitionValue = (String, Option<String>, arrow::datatypes::DataType);
+
+/// `schema` with a field for each partition column it lacks.
+fn with_partition_fields(schema: arrow::datatypes::Schema, values: &[PartitionValue]) -> arrow::datatypes::Schema {
     let metadata = schema.metadata().clone();
     let mut fields: Vec<arrow::datatypes::FieldRef> = schema.fields().iter().cloned().collect();
-    for (name, _) in values {
+    for (name, _, data_type) in values {
         if schema.index_of(name).is_err() {
-            fields.push(Arc::new(arrow::datatypes::Field::new(name, arrow::datatypes::DataType::Utf8, true)));
+            fields.push(Arc::new(arrow::datatypes::Field::new(name, data_type.clone(), true)));
         }
     }
     arrow::datatypes::Schema::new(fields).with_metadata(metadata)
 }
 
-/// `batch` with each partition column's value (from the file's directories) on every row.
+/// `batch` with each partition column's value (from the file's directories) on every row, of
+/// the type the run recorded.
 fn with_partition_columns(
     batch: arrow::array::RecordBatch,
-    values: &[(String, Option<String>)],
+    values: &[PartitionValue],
 ) -> anyhow::Result<arrow::array::RecordBatch> {
     if values.is_empty() {
         return Ok(batch);
     }
     let schema = with_partition_fields(batch.schema().as_ref().clone(), values);
     let mut columns = batch.columns().to_vec();
-    for (name, value) in values {
+    for (name, value, data_type) in values {
         if batch.schema().index_of(name).is_err() {
-            let column = arrow::array::StringArray::from(vec![value.as_deref(); batch.num_rows()]);
-            columns.push(Arc::new(column));
+            let text = arrow::array::StringArray::from(vec![value.as_deref(); batch.num_rows()]);
+            let options = arrow::compute::CastOptions { safe: false, ..Default::default() };
+            let column = arrow::compute::cast_with_options(&text, data_type, &options).with_context(|| {
+                format!("the directory {name}={} is not a {data_type}", value.as_deref().unwrap_or_default())
+            })?;
+            columns.push(column);
         }
     }
     Ok(arrow::array::RecordBatch::try_new(Arc::new(schema), columns)?)

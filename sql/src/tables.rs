@@ -109,8 +109,20 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<ResolvedFiles> {
             )?,
         }
     }
+    let recorded = first.as_ref().map(|(_, schema)| keys::recorded_partitions(schema.metadata())).unwrap_or_default();
     let schema = first.filter(|_| delta).map(|(_, schema)| Arc::new(schema));
     let partitioned = if delta { None } else { partitioned_dataset(location, &input) };
+    // Typed as the run recorded them; text where it did not (another writer's dataset).
+    let partitioned = partitioned.map(|(root, names)| {
+        let typed = names
+            .into_iter()
+            .map(|name| {
+                let recorded = recorded.iter().find(|(n, _)| *n == name).map(|(_, t)| t.clone());
+                (name, recorded.unwrap_or(arrow::datatypes::DataType::Utf8))
+            })
+            .collect();
+        (root, typed)
+    });
     Ok(ResolvedFiles { input, pushes: pushes_towards, schema, partitioned })
 }
 
@@ -125,8 +137,8 @@ pub struct ResolvedFiles {
     /// Delta table, whose rewritten files hold our byte lists as `short`.
     pub schema: Option<SchemaRef>,
     /// A Hive-style partitioned dataset (`pipeline run --partition-by`): its root, and the
-    /// columns its directories name, in order.
-    pub partitioned: Option<(String, Vec<String>)>,
+    /// columns its directories name, in order, with their types.
+    pub partitioned: Option<(String, Vec<(String, arrow::datatypes::DataType)>)>,
 }
 
 /// The root and partition columns of `location` where it is a directory or prefix whose files
@@ -238,8 +250,16 @@ pub async fn parquet_table(state: &SessionState, resolved: &ResolvedFiles) -> Re
 }
 
 /// A table over the `*.parquet` files under `root`'s partition directories, with their
-/// `columns` (text) read from the directory names, as DataFusion reads Hive-style datasets.
-async fn partitioned_table(state: &SessionState, root: &str, columns: &[String]) -> Result<Arc<dyn TableProvider>> {
+/// `columns` read from the directory names as DataFusion reads Hive-style datasets, then given
+/// their types back, with the null value's name as null.
+async fn partitioned_table(
+    state: &SessionState,
+    root: &str,
+    columns: &[(String, arrow::datatypes::DataType)],
+) -> Result<Arc<dyn TableProvider>> {
+    use arrow::datatypes::DataType;
+    use datafusion::logical_expr::{LogicalPlanBuilder, cast, lit, when};
+    use datafusion::prelude::ident;
     let url = if is_url(root) {
         format!("{}/", root.trim_end_matches('/'))
     } else {
@@ -248,9 +268,29 @@ async fn partitioned_table(state: &SessionState, root: &str, columns: &[String])
     let options = ParquetReadOptions::default()
         .to_listing_options(state.config(), state.default_table_options())
         .with_file_extension(".parquet")
-        .with_table_partition_cols(columns.iter().map(|c| (c.clone(), arrow::datatypes::DataType::Utf8)).collect());
+        .with_table_partition_cols(columns.iter().map(|(name, _)| (name.clone(), DataType::Utf8)).collect());
     let config = ListingTableConfig::new(ListingTableUrl::parse(&url)?).with_listing_options(options);
-    Ok(Arc::new(ListingTable::try_new(config.infer_schema(state).await?)?))
+    let table: Arc<dyn TableProvider> = Arc::new(ListingTable::try_new(config.infer_schema(state).await?)?);
+    let mut projection = Vec::new();
+    for field in table.schema().fields() {
+        let column = ident(field.name());
+        projection.push(match columns.iter().find(|(name, _)| name == field.name()) {
+            Some((name, data_type)) => {
+                let value_type = match data_type {
+                    DataType::Dictionary(_, values) => values.as_ref().clone(),
+                    other => other.clone(),
+                };
+                let null = datafusion::scalar::ScalarValue::try_from(&value_type)?;
+                when(column.clone().eq(lit(batch_io::locations::NULL_PARTITION_VALUE)), lit(null))
+                    .otherwise(cast(column, value_type))?
+                    .alias(name)
+            }
+            None => column,
+        });
+    }
+    let source = datafusion::datasource::provider_as_source(table);
+    let plan = LogicalPlanBuilder::scan("partitioned", source, None)?.project(projection)?.build()?;
+    Ok(datafusion::dataframe::DataFrame::new(state.clone(), plan).into_view())
 }
 
 /// Resolves table names that are not registered but look like paths (`FROM 'dir/*.parquet'`).

@@ -203,7 +203,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         let manifest = pipeline::job::finalize(&dir)?;
         let report =
-            format!("{dir} complete: {} rows in {} parts; _SUCCESS written\n", manifest.rows, manifest.parts.len());
+            format!("{dir} complete: {} rows in {} parts; _SUCCESS written\n", manifest.rows, manifest.run.parts);
         print_report(&report)?;
         return Ok(());
     }

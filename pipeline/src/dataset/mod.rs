@@ -66,7 +66,7 @@ impl RunManifest {
     fn untrue(&self, parts: &BTreeMap<usize, CommittedPart>, digests: &BTreeMap<String, String>) -> Vec<String> {
         let mut found = Vec::new();
         for record in &self.parts {
-            let part = part_index(&record.name).and_then(|index| parts.get(&index));
+            let part = record.unit().and_then(|index| parts.get(&index));
             let file = part.and_then(|part| part.files.get(&record.name));
             match (part, file) {
                 (Some(part), Some(file)) => {
@@ -85,8 +85,7 @@ impl RunManifest {
                 _ => found.push(format!("{} ({} rows) is missing", record.name, record.rows)),
             }
         }
-        let units: std::collections::BTreeSet<usize> =
-            self.parts.iter().filter_map(|record| part_index(&record.name)).collect();
+        let units: std::collections::BTreeSet<usize> = self.parts.iter().filter_map(PartRecord::unit).collect();
         if units.len() != self.run.parts {
             found.push(format!("it lists {} parts of {}", units.len(), self.run.parts));
         }
@@ -107,7 +106,7 @@ impl RunManifest {
     /// The parts whose bytes differ from those committed: they cannot be trusted, and are
     /// to be written again.
     fn changed_parts(&self, digests: &BTreeMap<String, String>) -> Vec<usize> {
-        self.parts.iter().filter(|record| self.changed(record, digests)).filter_map(|r| part_index(&r.name)).collect()
+        self.parts.iter().filter(|record| self.changed(record, digests)).filter_map(PartRecord::unit).collect()
     }
 
     /// Whether the part `record` lists is there with other bytes than it recorded.
@@ -129,6 +128,13 @@ pub struct PartRecord {
     /// manifests of older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+}
+
+impl PartRecord {
+    /// The unit whose rows the file holds, from its name (`prediction=pos/part-00007.parquet`: 7).
+    pub fn unit(&self) -> Option<usize> {
+        part_index(self.name.rsplit('/').next().unwrap_or(&self.name))
+    }
 }
 
 /// A unit's part, as read from its files' footers.
@@ -434,13 +440,26 @@ impl DatasetDir {
         })
     }
 
+    /// Deletes `name`; locally, also the partition directories it leaves empty.
     fn delete(&self, name: &str) -> anyhow::Result<()> {
         match self.destination(name) {
             Destination::Local(path) => match std::fs::remove_file(&path) {
                 Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
                     Err(error).with_context(|| format!("cannot delete {}", path.display()))
                 }
-                _ => Ok(()),
+                _ => {
+                    if let Place::Local(root) = &self.place {
+                        // Fails, harmlessly, at the first directory that still holds anything.
+                        let mut parent = path.parent();
+                        while let Some(dir) = parent.filter(|dir| *dir != root && dir.starts_with(root)) {
+                            if std::fs::remove_dir(dir).is_err() {
+                                break;
+                            }
+                            parent = dir.parent();
+                        }
+                    }
+                    Ok(())
+                }
             },
             Destination::Object { store, path, url } => {
                 block_on(store.delete(&path))?.map_err(|e| request_failed(&format!("cannot delete {url}"), e))
@@ -588,11 +607,18 @@ impl DatasetDir {
         let (complete, incomplete): (BTreeMap<_, _>, BTreeMap<_, _>) =
             parts.into_iter().partition(|(_, p)| p.complete());
         for (index, part) in incomplete {
+            let found = part.files.len();
+            let (expected, why) = (
+                part.expected_files,
+                if found < part.expected_files {
+                    "a run stopped while publishing them"
+                } else {
+                    "a file was copied in beside them"
+                },
+            );
             tracing::warn!(
-                "{} has {} of its {} files (a run stopped while publishing them); deleted them, to be written again",
-                part_name(index),
-                part.files.len(),
-                part.expected_files
+                "{} has {found} files where its run wrote {expected} ({why}); deleted them, to be written again",
+                part_name(index)
             );
             for name in part.files.keys() {
                 self.delete(name)?;

@@ -21,7 +21,7 @@ use super::spec::{OutputFormat, RunSpec};
 use crate::dataset::{Committed, DatasetDir, InputIdentity, Run, RunFingerprint, inputs_sha256, towards_prediction};
 use crate::delta::{DeltaOutput, FileKey, UnitKey, shard_key, unit_key};
 use crate::output::{Output, OutputFile, ParquetLayout};
-use crate::partitions::Partitioning;
+use crate::partitions::{self, Partitioning};
 use crate::units::{FileLayout, WorkUnit, plan_units};
 
 pub struct Plan {
@@ -124,7 +124,8 @@ impl Plan {
             metadata.insert(keys::RUN_FINGERPRINT.to_owned(), serde_json::to_string(&run.fingerprint)?);
         }
         if !spec.partition_by.is_empty() {
-            metadata.insert(keys::PARTITION_BY.to_owned(), spec.partition_by.join(","));
+            metadata
+                .insert(keys::PARTITION_BY.to_owned(), partitions::metadata_value(&spec.partition_by, &output_schema)?);
         }
         let sparse = spec.attention.is_sparse();
         let layout = ParquetLayout::new(Arc::new(output_schema.with_metadata(metadata)), sparse)?;

@@ -36,9 +36,28 @@ pub const PART_UNIT: &str = "pipeline.part_unit";
 /// A dataset part with `--partition-by`: how many files (one per partition directory) its
 /// unit wrote, so that a part whose publishing was cut short is known incomplete. Absent: 1.
 pub const PART_FILES: &str = "pipeline.part_files";
-/// `--partition-by`: the columns, comma-separated, that left the files for their directory
-/// names (`prediction=pos/`).
+/// `--partition-by`: the columns that left the files for their directory names
+/// (`prediction=pos/`), with their types, as a JSON list of `[name, type]` pairs
+/// (`[["prediction","Utf8"]]`), so that readers give them back typed.
 pub const PARTITION_BY: &str = "pipeline.partition_by";
+
+/// The partition columns and types [`PARTITION_BY`] records in `metadata`; none where it
+/// records none, or a type this version cannot read (those columns are read as text).
+pub fn recorded_partitions(
+    metadata: &std::collections::HashMap<String, String>,
+) -> Vec<(String, arrow::datatypes::DataType)> {
+    let Some(pairs) = metadata.get(PARTITION_BY).and_then(|v| serde_json::from_str::<Vec<(String, String)>>(v).ok())
+    else {
+        return Vec::new();
+    };
+    pairs
+        .into_iter()
+        .map(|(name, type_name)| {
+            let data_type = type_name.parse().unwrap_or(arrow::datatypes::DataType::Utf8);
+            (name, data_type)
+        })
+        .collect()
+}
 
 /// Whether `key` is one of ours rather than an input's (a pandas schema, say).
 pub fn is_ours(key: &str) -> bool {
