@@ -637,6 +637,19 @@ fn partition_columns_read_back_typed_with_their_nulls_in_sql_and_the_report() {
     let page = dir.path().join("report.html");
     let output = pipeline(&["report"], &[("--input", &out), ("--output", &page)]);
     assert!(output.status.success(), "{}", stderr(&output));
+    // One partition's directory still has its columns for the report, which reads them from the
+    // whole path; DataFusion cannot, and pipeline sql says which directory has them.
+    let output = pipeline(&["report"], &[("--input", &out.join("abstained=true")), ("--output", &page)]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with(&format!("{abstained} rows")));
+    let output = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .current_dir(dir.path())
+        .args(["sql", "SELECT count(*) FROM 'out/**/*.parquet'"])
+        .output()
+        .expect("sql");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("lack the column(s) abstained, prediction"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("give the dataset's directory (out/)"), "{}", stderr(&output));
 }
 
 #[test]
@@ -680,6 +693,10 @@ fn partitioning_that_cannot_work_is_refused_before_any_work() {
         assert!(stderr(&output).contains(expected), "{args:?}: {}", stderr(&output));
         assert!(!out.exists(), "{args:?}: nothing made");
     }
+    // A value too long for a directory name is found mid-run: the directory the run made goes.
+    let output = run(&reviews(), &out, &["--partition-by", "text"]);
+    assert!(stderr(&output).contains("over the 255 a file system allows"), "{}", stderr(&output));
+    assert!(!out.exists(), "the empty output directory is removed");
     let single = dir.path().join("one.parquet");
     let output = run(&reviews(), &single, &["--partition-by", "prediction"]);
     assert!(stderr(&output).contains("--partition-by needs a dataset output"), "{}", stderr(&output));

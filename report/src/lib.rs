@@ -87,24 +87,28 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     let first = inputs.files.first().context("the input holds no file")?;
     // A partitioned dataset's directories name columns its files do not hold.
     let partitioned = sql::tables::partitioned_dataset(&options.input, &inputs).map(|(root, _)| root);
-    let partition_values = |file: &batch_io::source::InputFile| match &partitioned {
-        Some(root) => partition_values_of(root, file),
-        None => Vec::new(),
-    };
     // An empty projection reads only the footer: the schema and metadata decide the layout.
     let probe = open_span(first, BATCH_ROWS, Some(&[]), RowSpan::Whole)?;
     let file_schema = schema_of(&probe);
     let partition_types = runtime::output::keys::recorded_partitions(file_schema.metadata());
-    let typed = |values: Vec<(String, Option<String>)>| -> Vec<PartitionValue> {
+    // The columns our run recorded are read from the whole path, so that a glob, a partition
+    // directory or one part has them too; another writer's, from below the directory given.
+    let partition_values = |file: &batch_io::source::InputFile| -> Vec<PartitionValue> {
+        let values = match &partitioned {
+            _ if !partition_types.is_empty() => partition_values_of("", file),
+            Some(root) => partition_values_of(root, file),
+            None => Vec::new(),
+        };
         values
             .into_iter()
-            .map(|(name, value)| {
-                let recorded = partition_types.iter().find(|(n, _)| *n == name).map(|(_, t)| t.clone());
-                (name, value, recorded.unwrap_or(arrow::datatypes::DataType::Utf8))
+            .filter_map(|(name, value)| match partition_types.iter().find(|(n, _)| *n == name) {
+                Some((_, data_type)) => Some((name, value, data_type.clone())),
+                None if partition_types.is_empty() => Some((name, value, arrow::datatypes::DataType::Utf8)),
+                None => None,
             })
             .collect()
     };
-    let layout_schema = Arc::new(with_partition_fields(file_schema, &typed(partition_values(first))));
+    let layout_schema = Arc::new(with_partition_fields(file_schema, &partition_values(first)));
     let mut layout = Layout::of(&layout_schema, &first.to_string(), options.label_column.as_deref())?;
     let run = run_info(options, inputs.files.len(), &layout, layout_schema.metadata());
     drop(probe);
@@ -123,7 +127,7 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     }
     for file in &inputs.files {
         let name = file.to_string();
-        let values = typed(partition_values(file));
+        let values = partition_values(file);
         let in_file: Vec<String> = columns.iter().filter(|c| values.iter().all(|(n, ..)| n != *c)).cloned().collect();
         let stream = open_span(file, BATCH_ROWS, Some(&in_file), RowSpan::Whole)?;
         let mut row = 0usize;

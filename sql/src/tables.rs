@@ -112,6 +112,7 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<ResolvedFiles> {
     let recorded = first.as_ref().map(|(_, schema)| keys::recorded_partitions(schema.metadata())).unwrap_or_default();
     let schema = first.filter(|_| delta).map(|(_, schema)| Arc::new(schema));
     let partitioned = if delta { None } else { partitioned_dataset(location, &input) };
+    warn_of_partition_columns_left_out(location, &input, &recorded, partitioned.as_ref());
     // Typed as the run recorded them; text where it did not (another writer's dataset).
     let partitioned = partitioned.map(|(root, names)| {
         let typed = names
@@ -139,6 +140,31 @@ pub struct ResolvedFiles {
     /// A Hive-style partitioned dataset (`pipeline run --partition-by`): its root, and the
     /// columns its directories name, in order, with their types.
     pub partitioned: Option<(String, Vec<(String, arrow::datatypes::DataType)>)>,
+}
+
+/// Files of a partitioned run read from a glob, a partition directory or one part lack the
+/// columns their directories name (DataFusion takes them only below the table's directory):
+/// say so, and which directory has them.
+fn warn_of_partition_columns_left_out(
+    location: &str,
+    input: &InputFiles,
+    recorded: &[(String, arrow::datatypes::DataType)],
+    partitioned: Option<&(String, Vec<String>)>,
+) {
+    let read: Vec<&String> = partitioned.map(|(_, names)| names.iter().collect()).unwrap_or_default();
+    let missing: Vec<&str> =
+        recorded.iter().map(|(n, _)| n.as_str()).filter(|n| !read.iter().any(|r| r == n)).collect();
+    let Some(first) = input.files.first().map(ToString::to_string) else { return };
+    if missing.is_empty() {
+        return;
+    }
+    let root =
+        first.split('/').take_while(|s| !batch_io::locations::is_partition_directory(s)).collect::<Vec<_>>().join("/");
+    tracing::warn!(
+        "{location}: its files lie in partition directories, and read from here they lack the column(s) {} those \
+         name; give the dataset's directory ({root}/) to have them",
+        missing.join(", ")
+    );
 }
 
 /// The root and partition columns of `location` where it is a directory or prefix whose files

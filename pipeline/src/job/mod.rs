@@ -72,10 +72,16 @@ pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSumm
     let model_sha256 = model_sha256(package);
     let files = input.as_ref().ok().map(|input| input.files.as_slice());
     let watch = crate::reporting::RunWatch::start(spec, files, model_sha256.as_deref().ok());
+    let new_directory = !is_url(&spec.output) && !Path::new(&spec.output).exists();
     let result = match (input, model_sha256) {
         (Ok(input), Ok(model_sha256)) => run_stages(package, spec, input, &model_sha256, watch.outputs_checked()),
         (Err(error), _) | (_, Err(error)) => Err(error),
     };
+    if result.is_err() && new_directory {
+        // A dataset directory this run made and left empty (refused mid-run before any part):
+        // nothing to resume from. One that holds parts stays, for the rerun.
+        let _ = std::fs::remove_dir(&spec.output);
+    }
     watch.finish(&result);
     result
 }
