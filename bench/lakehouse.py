@@ -1,4 +1,4 @@
-"""What a Delta table, metrics and lineage cost a run (README, "Tables, metrics and
+"""What a Delta table, metrics and lineage cost a run (docs/tables-metrics-lineage.md, "Tables, metrics and
 lineage"), each beside its comparison in the same run:
 
 1. IMDB test by 4 shards in turn (`--shard I/4`), into a Parquet dataset and into a Delta

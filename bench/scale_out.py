@@ -1,4 +1,4 @@
-"""Scale-out figures for `pipeline run` (README, "Scale out"), each beside its comparison in
+"""Scale-out figures for `pipeline run` (docs/scale-out.md, "Scale out"), each beside its comparison in
 the same run:
 
 1. IMDB test into a dataset by one process, then by 4 shard processes at once (`--shard

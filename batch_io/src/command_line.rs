@@ -1,6 +1,6 @@
 //! What both command-line programs (`pipeline`, and `export`, the old name of its training commands) do around their work: log to
 //! stderr, turn an error into its cause chain on stderr, and end with an exit code from one
-//! table (README, "Exit codes"):
+//! table (docs/contract.md, its exit codes):
 //!
 //! | code | meaning |
 //! |---|---|

@@ -1,5 +1,5 @@
 //! The edges of every program in the workspace: where its data comes from and how its results
-//! leave, under the batch-job contract (README, "The batch-job contract").
+//! leave, under the batch-job contract (docs/contract.md, "The batch-job contract").
 //!
 //! `locations` resolves input files (and refuses an output that an input would read) →
 //! `source` decodes them into Arrow record batches (Parquet and Arrow IPC there, CSV, JSON Lines

@@ -78,7 +78,7 @@ impl Progress {
         let (done, total) = (self.done, self.total);
         let of = total.map(|t| format!("/{t}")).unwrap_or_default();
         let what = if self.what.is_empty() { String::new() } else { format!("{}: ", self.what) };
-        // The fields a log shipper reads (README, "Logs for machines").
+        // The fields a log shipper reads (docs/scale-out.md, "Logs for machines").
         match self.unit {
             Unit::Rows => tracing::info!(rows_done = done, rows_total = total, "{what}{done}{of} rows done"),
             Unit::Docs => tracing::info!(docs_done = done, docs_total = total, "{what}{done}{of} docs done"),

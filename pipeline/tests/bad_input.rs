@@ -3,7 +3,7 @@
 //! never a panic. Cases are made by mutating valid files (random bytes would stop at the
 //! first magic-number check); each property prints how many got past its first check.
 //!
-//! CI runs a few dozen cases per property, the same ones every run. The long run (README, "Bad-input suite"):
+//! CI runs a few dozen cases per property, the same ones every run. The long run (docs/contract.md, "Bad-input suite"):
 //! `PROPTEST_CASES=25000 cargo test --release --workspace --test bad_input -- --nocapture`.
 
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! arguments (types, arity, NULLs, negative or huge counts, lists of other lengths), must
 //! end in a result or an error, never a panic.
 //!
-//! CI runs a few dozen cases. The long run (README, "Bad-input suite"):
+//! CI runs a few dozen cases. The long run (docs/contract.md, "Bad-input suite"):
 //! `PROPTEST_CASES=25000 cargo test --release --workspace --test bad_input -- --nocapture`.
 
 mod common;

@@ -1,4 +1,4 @@
-//! The output table's columns (README, "Output table"): one descriptor per column in
+//! The output table's columns (docs/run.md, "Output table"): one descriptor per column in
 //! [`COLUMNS`], saying its name, when a table has it, its Arrow type under each encoding and
 //! how predictions fill it. The schema, the arrays and the reserved names all derive from
 //! that one list, so they cannot disagree. `pipeline run` and the Python module write
@@ -634,12 +634,12 @@ mod tests {
     use super::*;
     use crate::output::SentenceAttention;
 
-    /// The README's output table lists every column, in the order a table has them: a new
-    /// column is not done until its row is there.
+    /// The output table in docs/run.md lists every column, in the order a table has them: a
+    /// new column is not done until its row is there.
     #[test]
-    fn the_readme_lists_every_column_in_order() {
-        let readme = std::fs::read_to_string(test_support::repo_root().join("README.md")).expect("README.md");
-        let section = readme.split("### Output table").nth(1).expect("an Output table section");
+    fn the_documented_output_table_lists_every_column_in_order() {
+        let docs = std::fs::read_to_string(test_support::repo_root().join("docs/run.md")).expect("docs/run.md");
+        let section = docs.split("\n## Output table").nth(1).expect("an Output table section");
         let rows: Vec<&str> = section
             .lines()
             .skip_while(|line| !line.starts_with("| column |"))
