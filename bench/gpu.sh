@@ -65,7 +65,7 @@ for tf32 in "${tf32_settings[@]}"; do
     flags=("${gpu_flags[@]}")
     [ "$tf32" = on ] && flags+=(--tf32)
     PIPELINE_CUDA_SESSIONS=${sessions_list[-1]} \
-    "$pipeline" run --input "$stage/test.parquet" "${flags[@]}" --batch-size 1024 --window 8192 --pass-through id \
+    "$pipeline" run --input "$stage/test.parquet" "${flags[@]}" --batch-size 1024 --chunk-rows 8192 --pass-through id \
         --output "$work/gpu-$tf32.parquet" --log-format json 2> "$work/gpu-$tf32.log"
     say "agreement with the CPU, TF32 $tf32 (docs,max |Δprob|,flipped): $(agreement "$work/gpu-$tf32.parquet")"
 done
@@ -96,7 +96,7 @@ bench_run() {
     local began ended
     began=$(date +%s.%N)
     env "${session_env[@]}" "$stage/$binary" run --input "$work/corpus-$corpus.parquet" "${gpu_flags[@]}" "$@" --batch-size "$batch" \
-        --window "$window" --pass-through id --output "$work/out.parquet" --metrics-json "$work/m.json" \
+        --chunk-rows "$window" --pass-through id --output "$work/out.parquet" --metrics-json "$work/m.json" \
         --log-format json 2> "$work/run.log" || { cat "$work/run.log" >&2; return 1; }
     ended=$(date +%s.%N)
     local util="n/a"

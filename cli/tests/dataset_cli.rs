@@ -320,7 +320,7 @@ fn kill_9_mid_part_then_a_rerun_gives_every_row_once_and_nothing_left_over() {
     assert!(run(&input, &single, &[]).status.success());
 
     let out = dir.path().join("out");
-    let args = ["--rows-per-part", "500", "--window", "100"];
+    let args = ["--rows-per-part", "500", "--chunk-rows", "100"];
     let mut child = Command::new(env!("CARGO_BIN_EXE_pipeline"))
         .arg("run")
         .args(args)

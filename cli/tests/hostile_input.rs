@@ -151,7 +151,7 @@ fn a_token_limit_of_zero_is_refused() {
     assert_refused(&run_with_model(&model, &out, &[]), 1, &["max_tokens 0"], &out);
     let output = run(&reviews(), &out, &["--max-tokens", "0"]);
     assert_refused(&output, 2, &["--max-tokens"], &out);
-    for flag in ["--batch-size", "--window", "--threads"] {
+    for flag in ["--batch-size", "--chunk-rows", "--threads"] {
         assert_refused(&run(&reviews(), &out, &[flag, "0"]), 2, &[flag], &out);
     }
     // Thousands of threads on two cores would look like a hang.
@@ -408,7 +408,7 @@ fn signals_remove_the_unfinished_output_and_a_rerun_clears_what_kill_9_left() {
 fn a_panic_is_reported_as_an_internal_error_and_removes_the_output() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out.parquet");
-    let output = run(&reviews(), &out, &["--window", "10", "--panic-after-first-window"]);
+    let output = run(&reviews(), &out, &["--chunk-rows", "10", "--panic-after-first-chunk"]);
     let err = stderr(&output);
     assert_eq!(exit_code(&output), Some(70), "{err}");
     // The report names where it panicked (file and line; the backtrace names the functions).
@@ -451,7 +451,7 @@ fn a_file_that_fails_mid_run_stops_every_stage_and_leaves_no_output() {
 
     let out = dir.path().join("out.parquet");
     let output = pipeline(
-        &["run", "--window", "500", "--text-column", "text"],
+        &["run", "--chunk-rows", "500", "--text-column", "text"],
         &[("--input", &inputs), ("--model", &tiny_model()), ("--output", &out)],
     );
     assert_refused(&output, 1, &["b.parquet rows 2000..2500"], &out);
@@ -577,7 +577,7 @@ fn probabilities_that_are_not_finite_stop_the_run_naming_the_rows() {
     let dir = tempfile::tempdir().expect("tempdir");
     let model = package_with_nan_past_100_tokens(dir.path(), "probs");
     let out = dir.path().join("out.parquet");
-    let output = run_with_model(&model, &out, &["--backend", "tract", "--window", "1000"]);
+    let output = run_with_model(&model, &out, &["--backend", "tract", "--chunk-rows", "1000"]);
     let long = first_review_past_100_tokens(dir.path());
     assert_refused(&output, 1, &["not finite", "reviews.parquet", &format!("row(s) {long},")], &out);
 }
@@ -592,7 +592,7 @@ fn attention_or_contributions_that_are_not_finite_stop_the_run_naming_the_rows()
         for attention in ["compact", "full"] {
             let out = dir.path().join("out.parquet");
             let output =
-                run_with_model(&model, &out, &["--backend", "tract", "--window", "1000", "--attention", attention]);
+                run_with_model(&model, &out, &["--backend", "tract", "--chunk-rows", "1000", "--attention", attention]);
             let needles = [what, "not finite", "reviews.parquet", &format!("row(s) {long},")];
             assert_refused(&output, 1, &needles, &out);
         }
@@ -709,7 +709,7 @@ fn slow_run_with(dir: &Path, out: &Path, extra: &[&str]) -> std::process::Child 
         }
     }
     Command::new(env!("CARGO_BIN_EXE_pipeline"))
-        .args(["run", "--window", "1", "--batch-size", "1"])
+        .args(["run", "--chunk-rows", "1", "--batch-size", "1"])
         .args(extra)
         .arg("--input")
         .arg(&data)
@@ -973,7 +973,7 @@ fn finalize_refuses_every_flag_it_would_ignore() {
 
 #[test]
 fn a_count_of_zero_says_at_least_one() {
-    for flag in ["--batch-size", "--window", "--rows-per-part", "--max-tokens", "--long-document-stride"] {
+    for flag in ["--batch-size", "--chunk-rows", "--rows-per-part", "--max-tokens", "--long-document-stride"] {
         let output = pipeline(&["run", "--input", "in.parquet", flag, "0"], &[]);
         let err = stderr(&output);
         assert_eq!(exit_code(&output), Some(2), "{flag}: {err}");

@@ -100,7 +100,7 @@ fn four_shards_through_the_deploy_script_with_one_killed_and_rerun_write_every_r
     let shard = |index: &(&str, &str)| {
         let mut script = Command::new(test_support::repo_root().join("deploy/run-shard.sh"));
         script
-            .args(["--model", &tiny.display().to_string(), "--rows-per-part", "500", "--window", "50"])
+            .args(["--model", &tiny.display().to_string(), "--rows-per-part", "500", "--chunk-rows", "50"])
             .envs(s3.env())
             .env("PIPELINE", env!("CARGO_BIN_EXE_pipeline"))
             .env("PIPELINE_INPUT", "s3://corpus/in/many.parquet")
@@ -322,7 +322,7 @@ fn a_signal_aborts_the_upload_of_a_single_file_output() {
             .arg(tiny_model())
             .arg("--input")
             .arg(&input)
-            .args(["--output", "s3://corpus/out/single.parquet", "--window", "1", "--batch-size", "1"])
+            .args(["--output", "s3://corpus/out/single.parquet", "--chunk-rows", "1", "--batch-size", "1"])
             .envs(s3.env())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

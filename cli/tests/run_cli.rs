@@ -91,17 +91,17 @@ fn writes_predictions_with_attention_in_input_order() {
 /// Batch size, window (and so how many windows are in flight between the stages), and
 /// threads change how the work is cut and scheduled, never the results.
 #[test]
-fn results_do_not_depend_on_batch_size_token_budget_window_or_threads() {
+fn results_do_not_depend_on_batch_size_token_budget_chunk_rows_or_threads() {
     let dir = tempfile::tempdir().expect("tempdir");
     let reference = dir.path().join("reference.parquet");
-    assert!(run(&reviews(), &reference, &["--batch-size", "64", "--window", "4096"]).status.success());
+    assert!(run(&reviews(), &reference, &["--batch-size", "64", "--chunk-rows", "4096"]).status.success());
     let reference = read(&reference);
     let settings: [&[&str]; 5] = [
-        &["--batch-size", "1", "--window", "7"],
+        &["--batch-size", "1", "--chunk-rows", "7"],
         &["--max-batch-tokens", "700"],
-        &["--batch-size", "300", "--max-batch-tokens", "1", "--window", "50"],
-        &["--batch-size", "5", "--window", "1", "--threads", "1"],
-        &["--batch-size", "300", "--window", "300", "--threads", "2"],
+        &["--batch-size", "300", "--max-batch-tokens", "1", "--chunk-rows", "50"],
+        &["--batch-size", "5", "--chunk-rows", "1", "--threads", "1"],
+        &["--batch-size", "300", "--chunk-rows", "300", "--threads", "2"],
     ];
     for (i, args) in settings.into_iter().enumerate() {
         let out = dir.path().join(format!("{i}.parquet"));
@@ -116,19 +116,24 @@ fn results_do_not_depend_on_batch_size_token_budget_window_or_threads() {
     }
 }
 
-/// Windows are assembled several at once but appended in input order (checked above), one
-/// row group each.
+/// Chunks are assembled several at once but appended in input order (checked above), one
+/// row group each; `--window`, the old name of `--chunk-rows`, still sets it, with a warning.
 #[test]
-fn each_window_is_one_row_group() {
+fn each_chunk_is_one_row_group() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = dir.path().join("windows.parquet");
-    let output = run(&reviews(), &out, &["--window", "7", "--threads", "4"]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&out).expect("open")).expect("parquet");
-    let rows: Vec<i64> = reader.metadata().row_groups().iter().map(|group| group.num_rows()).collect();
-    let mut expected = vec![7; 300 / 7];
-    expected.push(300 % 7);
-    assert_eq!(rows, expected);
+    let out = dir.path().join("chunks.parquet");
+    for flag in ["--chunk-rows", "--window"] {
+        let output = run(&reviews(), &out, &[flag, "7", "--threads", "4"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert_eq!(stderr(&output).contains("--window is now --chunk-rows"), flag == "--window", "{}", stderr(&output));
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&out).expect("open")).expect("parquet");
+        let rows: Vec<i64> = reader.metadata().row_groups().iter().map(|group| group.num_rows()).collect();
+        let mut expected = vec![7; 300 / 7];
+        expected.push(300 % 7);
+        assert_eq!(rows, expected, "{flag}");
+    }
+    let output = run(&reviews(), &out, &["--chunk-rows", "7", "--window", "8"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
 }
 
 #[test]
@@ -477,7 +482,7 @@ fn hierarchical_results_do_not_depend_on_batching() {
         .iter()
         .map(|(name, batch_size, window)| {
             let out = dir.path().join(format!("{name}.parquet"));
-            let output = run_fixture("tiny-han", &out, &["--batch-size", batch_size, "--window", window]);
+            let output = run_fixture("tiny-han", &out, &["--batch-size", batch_size, "--chunk-rows", window]);
             assert!(output.status.success(), "{}", stderr(&output));
             read(&out)
         })

@@ -188,7 +188,7 @@ class Classifier:
     def classify(self, data: Union[pa.Table, pa.RecordBatch]) -> pa.Table:
         """``data``'s columns followed by the prediction columns, row for row. Rows whose text
         is null or has no tokens get nulls. Rows are classified a few thousand at a time
-        (batches sorted by length within them), so memory holds the output and one such window;
+        (batches sorted by length within them), so memory holds the output and one such chunk;
         pass batches of thousands of rows rather than one at a time. The output's schema
         metadata names the model, its labels and the options, as ``pipeline run`` writes it."""
         if isinstance(data, pa.RecordBatch):
@@ -223,7 +223,11 @@ def run(input: str, output: str = "predictions.parquet", *, model: Optional[Path
     ``backend``, ``batch_size``, ``long_documents``, ``attention``, ``min_confidence``, ``shard`` (``"I/N"``),
     ``overwrite``, ``threads``, ...). Returns the run summary that ``--metrics-json`` writes.
     Raises ``TransientError`` where ``pipeline`` exits 75 (retry), ``PipelineError`` otherwise."""
-    _counts(**{name: options.get(name) for name in ("batch_size", "max_batch_tokens", "window", "max_tokens",
+    if "window" in options:
+        warnings.warn("window= is now chunk_rows= (rows read together, not token windows); the old name goes in "
+                      "the next release", DeprecationWarning, stacklevel=2)
+        options.setdefault("chunk_rows", options.pop("window"))
+    _counts(**{name: options.get(name) for name in ("batch_size", "max_batch_tokens", "chunk_rows", "max_tokens",
                                                     "long_document_stride", "rows_per_part", "threads")})
     for listed in ("pass_through", "drop", "partition_by"):
         if isinstance(options.get(listed), str):

@@ -60,8 +60,16 @@ fn python_error(error: anyhow::Error) -> PyErr {
 }
 
 /// `run`'s own keyword arguments, beside the [`SHARED`] ones.
-const RUN_OWN: [&str; 8] =
-    ["pass_through", "max_batch_tokens", "window", "rows_per_part", "partition_by", "overwrite", "shard", "threads"];
+const RUN_OWN: [&str; 8] = [
+    "pass_through",
+    "max_batch_tokens",
+    "chunk_rows",
+    "rows_per_part",
+    "partition_by",
+    "overwrite",
+    "shard",
+    "threads",
+];
 
 /// `run`'s own keyword arguments: [`RUN_OWN`] and the output and reporting options.
 fn run_own() -> impl Iterator<Item = &'static str> {
@@ -378,7 +386,7 @@ impl Classifier {
     /// The input's columns followed by the prediction columns of `pipeline run`, row for row.
     /// Rows are classified and their columns built a few thousand at a time (batches sorted by
     /// length within them), with a look for Ctrl-C in between: memory holds the output table
-    /// and one such window of predictions, not a prediction per row of the table.
+    /// and one such chunk of predictions, not a prediction per row of the table.
     fn classify(&self, py: Python<'_>, table: PyArrowType<Table>) -> PyResult<PyArrowType<Table>> {
         let (batches, schema) = table.0.into_inner();
         let output_schema = self.output_schema(&schema).map_err(python_error)?;
@@ -389,8 +397,8 @@ impl Classifier {
             while start < batch.num_rows() {
                 let rows = batch.slice(start, ROWS_BETWEEN_SIGNAL_CHECKS.min(batch.num_rows() - start));
                 start += rows.num_rows();
-                let window = py.detach(|| pool.install(|| self.classify_window(&rows, output_schema.clone())));
-                classified.push(window.map_err(python_error)?);
+                let chunk = py.detach(|| pool.install(|| self.classify_chunk(&rows, output_schema.clone())));
+                classified.push(chunk.map_err(python_error)?);
                 py.check_signals()?;
             }
         }
@@ -400,8 +408,8 @@ impl Classifier {
 }
 
 impl Classifier {
-    /// One window of rows with the prediction columns beside them.
-    fn classify_window(&self, rows: &RecordBatch, output_schema: SchemaRef) -> anyhow::Result<RecordBatch> {
+    /// One chunk of rows with the prediction columns beside them.
+    fn classify_chunk(&self, rows: &RecordBatch, output_schema: SchemaRef) -> anyhow::Result<RecordBatch> {
         let text = rows.column_by_name(&self.text_column).context("a record batch lost the text column")?;
         let text = text_array(text)?;
         let values = string_values(&text).context("the text column is not a string column")?;
@@ -492,7 +500,7 @@ fn run(
         match name {
             "pass_through" => spec.pass_through = Some(value.extract()?),
             "max_batch_tokens" => spec.max_batch_tokens = Some(value.extract()?),
-            "window" => spec.chunk_rows = Some(value.extract()?),
+            "chunk_rows" => spec.chunk_rows = Some(value.extract()?),
             "rows_per_part" => spec.rows_per_part = value.extract()?,
             "partition_by" => spec.partition_by = value.extract()?,
             "overwrite" => spec.overwrite = value.extract()?,

@@ -376,7 +376,7 @@ def test_ctrl_c_stops_run_and_publishes_nothing(tmp_path):
     pq.write_table(pa.concat_tables([pq.read_table(REVIEWS)] * 100), big)
     out = tmp_path / "out" / "predictions.parquet"
     out.parent.mkdir()
-    work = f"ac.run({str(big)!r}, {str(out)!r}, window=256)"
+    work = f"ac.run({str(big)!r}, {str(out)!r}, chunk_rows=256)"
     assert _seconds_to_stop_on_ctrl_c("", work, 2.0) < 15
     assert os.listdir(out.parent) == [], "no output and no temporary left"
     # With the default chunks, the whole input is read before the first chunk is classified:
@@ -399,8 +399,14 @@ def test_arguments_of_the_wrong_type_are_named():
             ac.Classifier(**arguments)
         assert said in str(raised.value), raised.value
     with pytest.raises(TypeError) as raised:
-        ac.run(str(REVIEWS), "never.parquet", window="many")
-    assert "window=" in str(raised.value), raised.value
+        ac.run(str(REVIEWS), "never.parquet", chunk_rows="many")
+    assert "chunk_rows=" in str(raised.value), raised.value
+
+
+def test_the_old_name_of_chunk_rows_still_works_with_a_warning(tmp_path):
+    with pytest.warns(DeprecationWarning, match="window= is now chunk_rows="):
+        summary = ac.run(str(REVIEWS), str(tmp_path / "out.parquet"), window=100)
+    assert summary["rows"] == 300, summary
 
 
 def test_a_classifier_pickles_as_the_arguments_it_was_made_with():

@@ -17,7 +17,7 @@ use runtime::output::AttentionEncoding;
 use crate::args::{BackendFlags, LongDocumentFlags};
 
 /// Every flag of `run` that `--finalize` does not use: given with it, it would be ignored.
-const FINALIZE_CONFLICTS: [&str; 29] = [
+const FINALIZE_CONFLICTS: [&str; 30] = [
     "input",
     "model",
     "output",
@@ -34,6 +34,7 @@ const FINALIZE_CONFLICTS: [&str; 29] = [
     "ort_library",
     "batch_size",
     "max_batch_tokens",
+    "chunk_rows",
     "window",
     "max_tokens",
     "long_documents",
@@ -44,7 +45,7 @@ const FINALIZE_CONFLICTS: [&str; 29] = [
     "embedding",
     "profile",
     "metrics_json",
-    "panic_after_first_window",
+    "panic_after_first_chunk",
     "null_model",
     "kill_before_commit",
 ];
@@ -115,9 +116,13 @@ pub struct RunArgs {
     /// document); a document longer than that runs alone. Default: no cap.
     #[arg(long, value_parser = at_least_one)]
     max_batch_tokens: Option<usize>,
-    /// Documents read, length-sorted and written together, which bounds memory (default: 2048
-    /// on a CPU, 8192 with --device cuda).
-    #[arg(long, value_parser = at_least_one)]
+    /// Rows read, length-sorted and written together (a chunk), which bounds memory (default:
+    /// 2048 on a CPU, 8192 with --device cuda).
+    #[arg(long, value_parser = at_least_one, conflicts_with = "window")]
+    chunk_rows: Option<usize>,
+    /// The old name of --chunk-rows (it named rows, not a long document's token windows);
+    /// still read, with a warning, until the next release.
+    #[arg(long, value_parser = at_least_one, hide = true)]
     window: Option<usize>,
     /// Token limit per document (default: the model's).
     #[arg(long, value_parser = at_least_one)]
@@ -174,9 +179,10 @@ pub struct RunArgs {
     /// The OpenLineage namespace of the job.
     #[arg(long, env = "OPENLINEAGE_NAMESPACE", default_value = defaults::OPENLINEAGE_NAMESPACE)]
     openlineage_namespace: String,
-    /// Test hook: panic after the first window (exercises exit code 70 and the clean-up).
+    /// Test hook: panic after the first chunk is written (exercises exit code 70 and the
+    /// clean-up).
     #[arg(long, hide = true)]
-    panic_after_first_window: bool,
+    panic_after_first_chunk: bool,
     /// Test hook: with a Delta output, SIGKILL this process after its parts are written and
     /// before it commits them.
     #[arg(long, hide = true)]
@@ -190,6 +196,11 @@ pub struct RunArgs {
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(threads) = args.threads {
         rayon::ThreadPoolBuilder::new().num_threads(threads).build_global()?;
+    }
+    if args.window.is_some() {
+        tracing::warn!(
+            "--window is now --chunk-rows (rows read together, not token windows); the old name goes in the next release"
+        );
     }
     if let Some(dir) = args.finalize {
         // A Delta table's shards each commit their own parts: there is no _SUCCESS to write.
@@ -224,7 +235,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         backend: args.backend.options(),
         batch_size: args.batch_size,
         max_batch_tokens: args.max_batch_tokens,
-        chunk_rows: args.window,
+        chunk_rows: args.chunk_rows.or(args.window),
         max_tokens: args.max_tokens,
         long_documents: args.long_documents.mode()?,
         attention: args.attention,
@@ -232,7 +243,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         embedding: args.embedding,
         min_confidence: args.min_confidence,
         metrics_json: args.metrics_json,
-        panic_after_first_window: args.panic_after_first_window,
+        panic_after_first_chunk: args.panic_after_first_chunk,
         null_model: args.null_model,
         kill_before_commit: args.kill_before_commit,
         shard,

@@ -16,7 +16,7 @@ pub struct InputIdentity {
 }
 
 /// What makes two runs the same run: a part written by one may stand in for the other's.
-/// Batch size, window, threads and backend are left out: results do not depend on them
+/// Batch size, chunk rows, threads and backend are left out: results do not depend on them
 /// (predictions identical, probabilities within 1e-5, tested in CI). The inputs enter as a
 /// count and a digest, so that the fingerprint, which every part carries, stays small however
 /// many files the run reads.

@@ -62,7 +62,7 @@ pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSumm
     spec.check()?;
     if spec.backend.device == Device::Cuda && (spec.batch_size.is_none() || spec.chunk_rows.is_none()) {
         tracing::info!(
-            "on CUDA: batches of {} documents, chunks of {} rows (a GPU's defaults; --batch-size and --window set others)",
+            "on CUDA: batches of {} documents, chunks of {} rows (a GPU's defaults; --batch-size and --chunk-rows set others)",
             spec.batch_size(),
             spec.chunk_rows()
         );
@@ -125,7 +125,7 @@ fn run_stages(
         labels: &package.manifest.labels,
         assemble_threads: rayon::current_num_threads(),
         progress: Progress::new("", Unit::Rows, rows_to_do),
-        panic_after_first_window: spec.panic_after_first_window,
+        panic_after_first_chunk: spec.panic_after_first_chunk,
     };
     let line = Line {
         files: &files,

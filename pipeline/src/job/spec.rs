@@ -97,7 +97,7 @@ pub struct RunSpec {
     /// `batch_size`: keeps batches of long documents from growing memory and latency.
     pub max_batch_tokens: Option<usize>,
     /// Rows in a chunk: the rows read, tokenized, length-sorted and written together
-    /// (`--window`), which bounds memory; `None`: the device's default ([`Self::chunk_rows`]).
+    /// (`--chunk-rows`), which bounds memory; `None`: the device's default ([`Self::chunk_rows`]).
     pub chunk_rows: Option<usize>,
     pub max_tokens: Option<usize>,
     /// What happens to documents past the token limit.
@@ -113,7 +113,7 @@ pub struct RunSpec {
     pub metrics_json: Option<PathBuf>,
     /// Test hook: panic after the first chunk is written, to exercise the internal-error
     /// path end to end (exit code 70, the unfinished output removed).
-    pub panic_after_first_window: bool,
+    pub panic_after_first_chunk: bool,
     /// Test hook: a Delta output's process kills itself with SIGKILL once its parts are
     /// written, before it commits them (a pod killed at the worst moment).
     pub kill_before_commit: bool,
@@ -156,7 +156,7 @@ impl RunSpec {
             embedding: false,
             min_confidence: None,
             metrics_json: None,
-            panic_after_first_window: false,
+            panic_after_first_chunk: false,
             kill_before_commit: false,
             null_model: false,
             cancel: None,
@@ -188,7 +188,7 @@ impl RunSpec {
         let counts = [
             ("--batch-size", self.batch_size),
             ("--max-batch-tokens", self.max_batch_tokens),
-            ("--window", self.chunk_rows),
+            ("--chunk-rows", self.chunk_rows),
             ("--max-tokens", self.max_tokens),
             ("--rows-per-part", Some(self.rows_per_part)),
         ];

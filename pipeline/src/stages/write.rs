@@ -38,7 +38,7 @@ pub struct WriteStage<'a> {
     pub assemble_threads: usize,
     pub progress: Progress,
     /// Test hook: panic after the first chunk is written (see `RunSpec`).
-    pub panic_after_first_window: bool,
+    pub panic_after_first_chunk: bool,
 }
 
 /// What the write stage wrote: the output (a single file still unpublished) and the totals.
@@ -77,7 +77,7 @@ impl WriteStage<'_> {
             labels,
             assemble_threads,
             progress,
-            panic_after_first_window,
+            panic_after_first_chunk,
         } = self;
         let threads = assemble_threads.clamp(1, MOST_ASSEMBLE_THREADS);
         // The files' layout: the output's, or without the partition columns.
@@ -98,7 +98,7 @@ impl WriteStage<'_> {
             output,
             format: file_format,
             progress,
-            panic_after_first_window,
+            panic_after_first_chunk,
             rows: 0,
             counts: TextCounts::default(),
         };
@@ -134,7 +134,7 @@ struct Appender<'a> {
     output: Output,
     format: &'a ParquetLayout,
     progress: Progress,
-    panic_after_first_window: bool,
+    panic_after_first_chunk: bool,
     rows: usize,
     counts: TextCounts,
 }
@@ -191,7 +191,7 @@ impl Appender<'_> {
         self.rows += pending.rows;
         self.counts.add(pending.counts);
         self.progress.advance(pending.rows);
-        if self.panic_after_first_window {
+        if self.panic_after_first_chunk {
             injected_panic();
         }
         Ok(())
@@ -212,8 +212,8 @@ fn hand_out(
     }
 }
 
-/// The test hook of `RunSpec::panic_after_first_window`.
+/// The test hook of `RunSpec::panic_after_first_chunk`.
 #[allow(clippy::panic)] // panicking is the point
 fn injected_panic() -> ! {
-    panic!("--panic-after-first-window was given");
+    panic!("--panic-after-first-chunk was given");
 }
