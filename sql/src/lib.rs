@@ -22,6 +22,6 @@ pub mod tables;
 mod text_tables;
 
 pub use functions::{ClassifyOptions, function_help};
-pub use output::{OutputFormat, TableView, write_results};
+pub use output::{ResultFormat, TableView, write_results};
 pub use row_filter::RowFilter;
 pub use session::SqlSession;

@@ -21,7 +21,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputFormat {
+pub enum ResultFormat {
     /// An aligned table for people.
     Table,
     /// CSV with a header; list and struct values are written as their text.
@@ -31,7 +31,7 @@ pub enum OutputFormat {
     Parquet,
 }
 
-impl batch_io::choice::Choice for OutputFormat {
+impl batch_io::choice::Choice for ResultFormat {
     const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
         (Self::Table, "table", "an aligned table for people"),
         (Self::Csv, "csv", "CSV with a header; list and struct values are written as their text"),
@@ -40,7 +40,7 @@ impl batch_io::choice::Choice for OutputFormat {
     ];
 }
 
-impl OutputFormat {
+impl ResultFormat {
     /// The format an output file's extension implies.
     pub fn from_extension(path: &Path) -> Option<Self> {
         match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
@@ -66,12 +66,12 @@ pub struct TableView {
 /// `metadata`: key-value metadata for a Parquet output. Returns the number of rows.
 pub async fn write_results(
     frame: DataFrame,
-    format: OutputFormat,
+    format: ResultFormat,
     output: Option<&Path>,
     view: TableView,
     metadata: HashMap<String, String>,
 ) -> anyhow::Result<usize> {
-    if format == OutputFormat::Parquet && output.is_none() {
+    if format == ResultFormat::Parquet && output.is_none() {
         bail!("--format parquet needs --output PATH");
     }
     let schema = readable_schema(&frame, metadata);
@@ -195,12 +195,12 @@ enum RowWriter<'a> {
 }
 
 impl<'a> RowWriter<'a> {
-    fn new(format: OutputFormat, schema: SchemaRef, out: &'a mut Sink) -> anyhow::Result<Self> {
+    fn new(format: ResultFormat, schema: SchemaRef, out: &'a mut Sink) -> anyhow::Result<Self> {
         Ok(match format {
-            OutputFormat::Table => RowWriter::Table { kept: Vec::new(), kept_rows: 0, out },
-            OutputFormat::Csv => RowWriter::Csv(arrow::csv::WriterBuilder::new().with_header(true).build(out)),
-            OutputFormat::Json => RowWriter::Json(arrow::json::LineDelimitedWriter::new(out)),
-            OutputFormat::Parquet => {
+            ResultFormat::Table => RowWriter::Table { kept: Vec::new(), kept_rows: 0, out },
+            ResultFormat::Csv => RowWriter::Csv(arrow::csv::WriterBuilder::new().with_header(true).build(out)),
+            ResultFormat::Json => RowWriter::Json(arrow::json::LineDelimitedWriter::new(out)),
+            ResultFormat::Parquet => {
                 let properties =
                     WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default())).build();
                 RowWriter::Parquet(ArrowWriter::try_new(out, schema, Some(properties))?)

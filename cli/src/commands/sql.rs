@@ -12,7 +12,7 @@ use batch_io::earlier_output::{OutputKind, check_replaceable_output};
 use batch_io::publish::{Destination, Sink};
 use clap::Args;
 use runtime::output::columns::CONTRIBUTION;
-use sql::{ClassifyOptions, OutputFormat, SqlSession, TableView, function_help, write_results};
+use sql::{ClassifyOptions, ResultFormat, SqlSession, TableView, function_help, write_results};
 
 /// The table a bare `pipeline sql` gets: the default output of `pipeline run`.
 const DEFAULT_TABLE: (&str, &str) = ("predictions", "predictions.parquet");
@@ -28,8 +28,8 @@ pub struct SqlArgs {
     #[arg(long = "table", value_name = "NAME=LOCATION")]
     tables: Vec<String>,
     /// Output format (default: from --output's extension, else a table).
-    #[arg(long, value_parser = flags::choice::<OutputFormat>())]
-    format: Option<OutputFormat>,
+    #[arg(long, value_parser = flags::choice::<ResultFormat>())]
+    format: Option<ResultFormat>,
     /// Write the result to this file (or object-storage URL) instead of stdout.
     #[arg(long)]
     output: Option<String>,
@@ -82,9 +82,9 @@ fn run_here(mut args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
     }
     let format = match (args.format, &args.output) {
         (Some(format), _) => format,
-        (None, Some(output)) => OutputFormat::from_extension(Path::new(output))
+        (None, Some(output)) => ResultFormat::from_extension(Path::new(output))
             .with_context(|| format!("cannot tell the format of {output} from its extension; add --format"))?,
-        (None, None) => OutputFormat::Table,
+        (None, None) => ResultFormat::Table,
     };
     if let Some(output) = &args.output {
         batch_io::locations::refuse_output_inside_table("--output", output)?;
@@ -101,10 +101,10 @@ fn run_here(mut args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
         (Some(Destination::Local(path)), _) => {
             batch_io::atomic_file::check_replaceable(path)?;
             let kind = match format {
-                OutputFormat::Table => OutputKind::TextTable,
-                OutputFormat::Csv => OutputKind::Csv,
-                OutputFormat::Json => OutputKind::JsonLines,
-                OutputFormat::Parquet => OutputKind::Parquet,
+                ResultFormat::Table => OutputKind::TextTable,
+                ResultFormat::Csv => OutputKind::Csv,
+                ResultFormat::Json => OutputKind::JsonLines,
+                ResultFormat::Parquet => OutputKind::Parquet,
             };
             check_replaceable_output("--output", path, kind)?;
             Some(path.clone())
@@ -178,7 +178,7 @@ async fn register_tables(session: &mut SqlSession, tables: &[String]) -> anyhow:
 async fn run_query(
     session: &SqlSession,
     query: &str,
-    format: OutputFormat,
+    format: ResultFormat,
     output: Option<(&str, &Path)>,
     view: TableView,
 ) -> anyhow::Result<Option<usize>> {
@@ -190,7 +190,7 @@ async fn run_query(
     // does, so that the report reads them the right way round.
     let keeps_pushes = frame.schema().fields().iter().any(|field| field.name() == CONTRIBUTION.name);
     let metadata =
-        if format == OutputFormat::Parquet && keeps_pushes { session.push_metadata() } else { HashMap::new() };
+        if format == ResultFormat::Parquet && keeps_pushes { session.push_metadata() } else { HashMap::new() };
     let rows = write_results(frame, format, output.map(|(_, file)| file), view, metadata)
         .await
         .map_err(|error| session.explain_execution(error))?;
@@ -236,7 +236,7 @@ async fn interactive(session: &SqlSession, view: TableView) -> anyhow::Result<()
         }
         let query = std::mem::take(&mut statement);
         let _ = editor.add_history_entry(query.trim());
-        if let Err(error) = run_query(session, &query, OutputFormat::Table, None, view).await {
+        if let Err(error) = run_query(session, &query, ResultFormat::Table, None, view).await {
             say(&format!("error: {error:#}"));
         }
     }
