@@ -96,6 +96,14 @@ pub fn is_partition_directory(segment: &str) -> bool {
     !segment.starts_with(['.', '_']) && segment.split_once('=').is_some_and(|(name, _)| !name.is_empty())
 }
 
+/// Whether the file at `relative` (its path under a dataset's root, `/` between segments) lies
+/// directly under the root or in its partition directories only.
+pub fn in_partition_directories(relative: &str) -> bool {
+    let mut directories: Vec<&str> = relative.split('/').collect();
+    directories.pop();
+    directories.into_iter().all(is_partition_directory)
+}
+
 /// The partition columns of a file at `relative` (its path under a dataset's root, `/`
 /// between segments): each `name=value` directory's name and value, unescaped, with
 /// [`NULL_PARTITION_VALUE`] as `None`.

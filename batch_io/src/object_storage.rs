@@ -448,11 +448,9 @@ pub fn list_inputs(location: &str, extensions: &[&str]) -> anyhow::Result<Vec<Re
     let depth = prefix.path.parts().count() + 1;
     // Directly under the prefix, or in its partition directories (`prediction=pos/`).
     let in_partitions = |location: &ObjectPath| {
-        let parts: Vec<_> = location.parts().collect();
-        parts.len() >= depth
-            && parts
-                .get(depth - 1..parts.len() - 1)
-                .is_some_and(|dirs| dirs.iter().all(|d| crate::locations::is_partition_directory(d.as_ref())))
+        let relative: Vec<_> = location.parts().skip(depth - 1).collect();
+        let relative: Vec<&str> = relative.iter().map(|part| part.as_ref()).collect();
+        !relative.is_empty() && crate::locations::in_partition_directories(&relative.join("/"))
     };
     objects.retain(|o| {
         in_partitions(&o.meta.location)

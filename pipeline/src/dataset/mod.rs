@@ -31,6 +31,8 @@ use serde::{Deserialize, Serialize};
 
 use runtime::output::keys;
 
+use batch_io::locations::in_partition_directories;
+
 use crate::partitions::is_partition_directory;
 use crate::units::{part_index, part_name};
 
@@ -292,11 +294,7 @@ impl DatasetDir {
         let dir = match &self.place {
             Place::Remote(prefix) => {
                 let mut names = prefix.list_relative()?;
-                names.retain(|name| {
-                    let mut segments: Vec<&str> = name.split('/').collect();
-                    segments.pop();
-                    segments.into_iter().all(is_partition_directory)
-                });
+                names.retain(|name| in_partition_directories(name));
                 return Ok(names);
             }
             Place::Local(dir) => dir,
