@@ -564,7 +564,7 @@ fn first_review_past_100_tokens(dir: &Path) -> usize {
     let finite = dir.join("finite.parquet");
     assert!(run_with_model(&repo_root().join("fixtures/tiny-san"), &finite, &[]).status.success());
     read(&finite)
-        .column_by_name("tokens")
+        .column_by_name("token_spans")
         .map(|tokens| {
             let tokens = tokens.as_any().downcast_ref::<arrow::array::ListArray>().expect("list");
             (0..tokens.len()).find(|&row| tokens.value_length(row) > 100).expect("a long review")

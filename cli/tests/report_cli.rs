@@ -24,10 +24,22 @@ fn default_predictions(dir: &Path) -> PathBuf {
     output
 }
 
-/// The same with `--attention full`: every weight and push as a float.
+/// The same with `--attention hops --pass-through id,label`: every hop's weights as bytes, and
+/// the tokens as strings, since the text is not in the output (the layout before #50).
+fn hops_predictions(dir: &Path) -> PathBuf {
+    let output = dir.join("hops.parquet");
+    let flags = ["run", "--attention", "hops", "--pass-through", "id,label"];
+    let run = pipeline(&flags, &[("--input", &reviews()), ("--output", &output)]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    output
+}
+
+/// The same with `--attention full`: every weight and push as a float (and the tokens as
+/// strings, like [`hops_predictions`]).
 fn full_predictions(dir: &Path) -> PathBuf {
     let output = dir.join("full.parquet");
-    let run = pipeline(&["run", "--attention", "full"], &[("--input", &reviews()), ("--output", &output)]);
+    let flags = ["run", "--attention", "full", "--pass-through", "id,label"];
+    let run = pipeline(&flags, &[("--input", &reviews()), ("--output", &output)]);
     assert!(run.status.success(), "{}", stderr(&run));
     output
 }
@@ -75,7 +87,6 @@ fn a_report_on_default_predictions_has_every_section() {
         "id=\"confidence\"",
         "id=\"class-tokens\"",
         "id=\"hop-entropy\"",
-        "id=\"hop-tokens\"",
         "id=\"most-confident\"",
         "id=\"least-confident\"",
         "id=\"misclassified\"",
@@ -92,8 +103,8 @@ fn a_report_on_default_predictions_has_every_section() {
     }
     assert_eq!(html.matches("<script").count(), 1, "one inline script");
     assert!(html.contains("<td>san</td>"), "the model variant from the Parquet metadata");
-    // 8 hops, each listed.
-    assert_eq!(html.matches("<span class=\"hop-label\">hop ").count() % 8, 0);
+    // Each hop's own weights are `--attention hops` only; the default keeps their entropies.
+    assert!(!html.contains("id=\"hop-tokens\""));
 
     // The same predictions as a dataset of parts give the same page but for the input line.
     let parts = dir.path().join("parts");
@@ -110,13 +121,13 @@ fn a_report_on_default_predictions_has_every_section() {
     assert!(accuracy(&html).is_some());
 }
 
-/// The default compact output loses nothing the report shows: the same confusion matrix, the
-/// same tokens per class and per hop up to near-equal neighbours, the same examples, the same
+/// Weights as bytes lose nothing the report shows: the same confusion matrix, the same tokens
+/// per class and per hop up to near-equal neighbours, the same examples, the same
 /// contributions.
 #[test]
 fn compact_predictions_give_the_report_of_full_ones() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let compact = default_predictions(dir.path());
+    let compact = hops_predictions(dir.path());
     let full = full_predictions(dir.path());
     assert!(std::fs::metadata(&compact).expect("compact").len() * 3 < std::fs::metadata(&full).expect("full").len());
     let page = |predictions: &Path, name: &str| {
@@ -177,6 +188,80 @@ fn compact_predictions_give_the_report_of_full_ones() {
     assert!(largest <= 0.005, "pushes differ by up to {largest}");
 }
 
+/// The default output (token spans, no hop's own weights; #50) gives the report and the SQL
+/// answers of the layout before it (token strings, every hop), whatever it left out.
+#[test]
+fn the_default_output_gives_the_report_and_sql_of_the_layout_before_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (default, before) = (default_predictions(dir.path()), hops_predictions(dir.path()));
+    let columns = |path: &Path| {
+        sql_last_line(
+            path,
+            "SELECT array_to_string(array_agg(column_name), ' ') FROM (SELECT column_name FROM information_schema.columns WHERE table_name = 'p')",
+        )
+    };
+    assert!(
+        columns(&default).contains("token_spans") && !columns(&default).contains("attention "),
+        "{}",
+        columns(&default)
+    );
+    assert!(columns(&before).contains("tokens") && !columns(&before).contains("token_spans"), "{}", columns(&before));
+    // The README's queries and docs/sql.md's, each over both.
+    let queries = [
+        "SELECT id, top_tokens(tokens, attention_summary, 4) FROM p ORDER BY id",
+        "SELECT prediction, top_attended(tokens, attention_summary, 20) FROM p GROUP BY prediction ORDER BY prediction",
+        "SELECT prediction, distinctive_attended(tokens, attention_summary, 10) FROM p GROUP BY prediction ORDER BY prediction",
+        "SELECT t, sum(x) FROM (SELECT unnest(tokens) AS t, unnest(contribution) * contribution_scale AS x FROM p) GROUP BY t ORDER BY 2 DESC, 1 LIMIT 20",
+        "SELECT id, attention_html(tokens, attention_summary), contribution_html(tokens, contribution, contribution_scale) FROM p ORDER BY id",
+        "SELECT avg(attention_entropy[1]), avg(attention_entropy[8]) FROM p",
+    ];
+    for query in queries {
+        let whole = |path: &Path| {
+            let sql = pipeline(
+                &["sql", "--format", "csv", query],
+                &[("--table", &PathBuf::from(format!("p={}", path.display())))],
+            );
+            assert!(sql.status.success(), "{query}: {}", stderr(&sql));
+            String::from_utf8_lossy(&sql.stdout).into_owned()
+        };
+        let (answer, answer_before) = (whole(&default), whole(&before));
+        assert!(answer.lines().count() > 1, "{query}: {answer}");
+        let first_difference = answer.lines().zip(answer_before.lines()).find(|(a, b)| a != b);
+        assert_eq!(first_difference, None, "{query}");
+        assert_eq!(answer.lines().count(), answer_before.lines().count(), "{query}");
+    }
+    // The report: every section both have, alike to the byte.
+    let page = |predictions: &Path, name: &str| {
+        let html_path = dir.path().join(name);
+        let output = report(predictions, &html_path, &["--examples", "3"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        std::fs::read_to_string(&html_path).expect("report")
+    };
+    let (default_page, before_page) = (page(&default, "default.html"), page(&before, "before.html"));
+    let section = |html: &str, id: &str, end: &str| -> String {
+        let start = html.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no {id}"));
+        html[start..].split(end).next().unwrap_or_default().to_owned()
+    };
+    let sections = [
+        ("confusion-matrix", "</table>"),
+        ("class-tokens", "</table>"),
+        ("class-pushes", "</table>"),
+        ("hop-entropy", "</figure>"),
+    ];
+    for (id, end) in sections {
+        assert_eq!(section(&default_page, id, end), section(&before_page, id, end), "{id}");
+    }
+    // Each card's pushes and summed attention, token by token (the layout before also drew each
+    // hop).
+    let examples = |html: &str| {
+        let maps = html.split("class=\"heatmap ").skip(1).filter(|map| !map.starts_with("hop"));
+        maps.map(|map| map.split("</div>").next().unwrap_or_default().to_owned()).collect::<Vec<_>>()
+    };
+    assert!(examples(&default_page).len() > 4);
+    assert_eq!(examples(&default_page), examples(&before_page));
+    assert!(!default_page.contains("id=\"hop-tokens\"") && before_page.contains("id=\"hop-tokens\""));
+}
+
 #[test]
 fn a_han_report_shades_sentences() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -234,7 +319,7 @@ fn bad_inputs_are_refused_with_what_to_do_and_no_report() {
 #[test]
 fn entropies_that_are_not_entropies_are_recomputed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let compact = read(&default_predictions(dir.path()));
+    let compact = read(&hops_predictions(dir.path()));
     let rows = compact.num_rows();
     let mut entropies = ListBuilder::new(arrow::array::Float32Builder::new());
     for row in 0..rows {
@@ -343,7 +428,8 @@ fn chromium(test: &str) -> Option<PathBuf> {
 fn the_report_renders_in_chromium_without_errors_and_shades_by_weight() {
     let Some(chrome) = chromium("the_report_renders_in_chromium_without_errors_and_shades_by_weight") else { return };
     let dir = tempfile::tempdir().expect("tempdir");
-    let predictions = default_predictions(dir.path());
+    // With every hop's weights: every section the page can have.
+    let predictions = hops_predictions(dir.path());
     let html_path = dir.path().join("report.html");
     let output = report(&predictions, &html_path, &["--examples", "2"]);
     assert!(output.status.success(), "{}", stderr(&output));
@@ -881,7 +967,7 @@ fn write_with_metadata(
     metadata: Vec<parquet::file::metadata::KeyValue>,
 ) {
     let schema = Arc::new(batch.schema().as_ref().clone().with_metadata(Default::default()));
-    let batch = batch.clone().with_schema(schema).expect("same columns");
+    let batch = arrow::array::RecordBatch::try_new(schema, batch.columns().to_vec()).expect("same columns");
     let properties =
         parquet::file::properties::WriterProperties::builder().set_key_value_metadata(Some(metadata)).build();
     let file = std::fs::File::create(path).expect("create");

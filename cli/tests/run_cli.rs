@@ -34,7 +34,7 @@ fn writes_predictions_with_attention_in_input_order() {
     let input = read(&reviews());
     assert_eq!(strings(&batch, "id"), strings(&input, "id"), "rows must keep the input order");
     let labels = ["neg", "pos"];
-    let tokens = batch.column_by_name("tokens").expect("tokens").as_list::<i32>();
+    let tokens = &token_lists(&batch);
     let attention = batch.column_by_name("attention").expect("attention").as_list::<i32>();
     let summaries = batch.column_by_name("attention_summary").expect("summary").as_list::<i32>();
     let predictions = strings(&batch, "prediction");
@@ -109,7 +109,7 @@ fn results_do_not_depend_on_batch_size_token_budget_chunk_rows_or_threads() {
         assert!(output.status.success(), "{args:?}: {}", stderr(&output));
         let batch = read(&out);
         // Every document's tokens differ, so equal token columns mean the rows are in order.
-        assert_eq!(batch.column_by_name("tokens"), reference.column_by_name("tokens"), "{args:?}: rows moved");
+        assert_eq!(token_lists(&batch), token_lists(&reference), "{args:?}: rows moved");
         assert_eq!(strings(&batch, "prediction"), strings(&reference, "prediction"), "{args:?}: predictions differ");
         let diff = max_diff(&probabilities(&batch), &probabilities(&reference));
         assert!(diff <= 1e-5, "{args:?}: probabilities differ by {diff}");
@@ -195,7 +195,7 @@ fn null_empty_and_overlong_texts_are_counted_per_row() {
     let predictions = strings(&batch, "prediction");
     assert!(predictions[0].is_some() && predictions[4].is_some());
     assert!(predictions[1].is_none() && predictions[2].is_none() && predictions[3].is_none());
-    let tokens = batch.column_by_name("tokens").expect("tokens").as_list::<i32>();
+    let tokens = &token_lists(&batch);
     assert_eq!(tokens.value(4).len(), 400, "a text over the limit is read whole, in windows");
     let truncated = batch.column_by_name("truncated").expect("truncated").as_boolean();
     assert!(!truncated.value(4) && truncated.is_null(1));
@@ -205,7 +205,7 @@ fn null_empty_and_overlong_texts_are_counted_per_row() {
     let summary = String::from_utf8_lossy(&output.stdout);
     assert!(summary.contains("5 rows (2 predicted, 1 null, 2 empty, 0 in windows, 1 truncated)"), "{summary}");
     let batch = read(&out);
-    let tokens = batch.column_by_name("tokens").expect("tokens").as_list::<i32>();
+    let tokens = &token_lists(&batch);
     assert_eq!(tokens.value(4).len(), 256, "overlong text truncated to the model's limit");
     let truncated = batch.column_by_name("truncated").expect("truncated").as_boolean();
     assert!(truncated.value(4) && !truncated.value(0));
@@ -255,7 +255,10 @@ fn long_documents_are_read_in_windows_or_by_head_and_tail() {
 }
 
 fn strings_of_list(batch: &arrow::array::RecordBatch, column: &str, row: usize) -> Vec<String> {
-    let list = batch.column_by_name(column).expect("column").as_list::<i32>().value(row);
+    let list = match column {
+        "tokens" => token_lists(batch).value(row),
+        _ => batch.column_by_name(column).expect("column").as_list::<i32>().value(row),
+    };
     list.as_string::<i32>().iter().map(|t| t.unwrap_or_default().to_owned()).collect()
 }
 
@@ -427,7 +430,7 @@ fn a_package_without_attention_writes_no_attention_columns() {
             "prediction_index",
             "confidence",
             "probabilities",
-            "tokens",
+            "token_spans",
             "truncated",
             "embedding"
         ]
@@ -446,7 +449,7 @@ fn a_hierarchical_package_writes_sentence_columns_that_add_up() {
     assert!(output.status.success(), "{}", stderr(&output));
     let batch = read(&out);
     assert_eq!(batch.num_rows(), 300);
-    let tokens = batch.column_by_name("tokens").expect("tokens").as_list::<i32>();
+    let tokens = &token_lists(&batch);
     let attention = batch.column_by_name("attention").expect("attention").as_list::<i32>();
     let lengths = batch.column_by_name("sentence_lengths").expect("sentence_lengths").as_list::<i32>();
     let weights = batch.column_by_name("sentence_attention").expect("sentence_attention").as_list::<i32>();
@@ -637,7 +640,13 @@ fn attention_output_can_be_summed_sparse_or_left_out_and_every_reader_copes() {
     let size = |path: &Path| std::fs::metadata(path).expect("meta").len();
     let names =
         |path: &Path| -> Vec<String> { read(path).schema().fields().iter().map(|f| f.name().clone()).collect() };
-    let choices = [("compact", true, true), ("summary", false, true), ("top-k:5", true, true), ("none", false, false)];
+    let choices = [
+        ("compact", false, true),
+        ("hops", true, true),
+        ("summary", false, true),
+        ("top-k:5", true, true),
+        ("none", false, false),
+    ];
     for (choice, has_hops, has_summary) in choices {
         let out = dir.path().join(format!("{choice}.parquet"));
         let output = run(&reviews(), &out, &["--attention", choice]);
@@ -667,10 +676,9 @@ fn attention_output_can_be_summed_sparse_or_left_out_and_every_reader_copes() {
         let heaviest = all.iter().copied().fold(0f32, f32::max);
         assert!(kept.contains(&heaviest), "hop {hop} keeps its heaviest weight");
     }
-    // compact (the default) keeps each hop as bytes relative to its heaviest token, and the
-    // exact entropy of each hop.
-    let default = dir.path().join("default.parquet");
-    assert!(run(&reviews(), &default, &[]).status.success());
+    // hops keeps each hop as bytes relative to its heaviest token, and the exact entropy of
+    // each hop, as compact (the default) does.
+    let default = dir.path().join("hops.parquet");
     let compact = read(&default);
     let entropies = compact.column_by_name("attention_entropy").expect("attention_entropy").as_list::<i32>().value(0);
     let entropies = entropies.as_primitive::<Float32Type>().values();

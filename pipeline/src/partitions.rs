@@ -11,7 +11,7 @@ use arrow::array::{Array, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 
-use crate::output::ParquetLayout;
+use crate::output::{LayoutHints, ParquetLayout};
 
 pub use batch_io::locations::{NULL_PARTITION_VALUE as NULL_VALUE, is_partition_directory};
 
@@ -45,9 +45,9 @@ pub struct Partitioning {
 }
 
 impl Partitioning {
-    /// `names` among the columns of `full` (the run's output schema); `sparse_floats` as for
+    /// `names` among the columns of `full` (the run's output schema); `hints` as for
     /// [`ParquetLayout::new`].
-    pub fn new(names: &[String], full: &SchemaRef, sparse_floats: bool) -> anyhow::Result<Self> {
+    pub fn new(names: &[String], full: &SchemaRef, hints: &LayoutHints) -> anyhow::Result<Self> {
         let mut columns = Vec::with_capacity(names.len());
         for name in names {
             if name.is_empty() {
@@ -83,7 +83,7 @@ impl Partitioning {
         let kept: Vec<usize> = (0..full.fields().len()).filter(|i| columns.iter().all(|(_, c)| c != i)).collect();
         let fields: Vec<_> = kept.iter().map(|&i| full.field(i).clone()).collect();
         let schema = Arc::new(Schema::new(fields).with_metadata(full.metadata().clone()));
-        Ok(Self { columns, kept, layout: ParquetLayout::new(schema, sparse_floats)? })
+        Ok(Self { columns, kept, layout: ParquetLayout::new(schema, hints)? })
     }
 
     /// The layout of each file: the output's schema without the partition columns.
@@ -205,7 +205,7 @@ mod tests {
     fn rows_go_to_escaped_hive_directories_in_order_without_their_columns() {
         let batch = batch();
         let names = ["label".to_owned(), "year".to_owned()];
-        let partitioning = Partitioning::new(&names, &batch.schema(), false).expect("partitioning");
+        let partitioning = Partitioning::new(&names, &batch.schema(), &LayoutHints::default()).expect("partitioning");
         let split = partitioning.split(&batch).expect("split");
         let found: Vec<(String, Vec<String>)> = split
             .iter()
@@ -236,18 +236,24 @@ mod tests {
             Field::new("id", DataType::Utf8, true),
             Field::new("confidence", DataType::Float32, true),
         ]));
-        let error = Partitioning::new(&["confidence".to_owned()], &schema, false).expect_err("float").to_string();
+        let error = Partitioning::new(&["confidence".to_owned()], &schema, &LayoutHints::default())
+            .expect_err("float")
+            .to_string();
         assert!(error.contains("--partition-by confidence: its values are Float32"), "{error}");
-        let error = Partitioning::new(&["label".to_owned()], &schema, false).expect_err("absent").to_string();
+        let error =
+            Partitioning::new(&["label".to_owned()], &schema, &LayoutHints::default()).expect_err("absent").to_string();
         assert!(error.contains("writes no such column; partition by one it writes (id, confidence)"), "{error}");
-        let error = Partitioning::new(&["a/b".to_owned()], &schema, false).expect_err("escaped").to_string();
+        let error =
+            Partitioning::new(&["a/b".to_owned()], &schema, &LayoutHints::default()).expect_err("escaped").to_string();
         assert!(error.contains("its name holds characters a directory name escapes"), "{error}");
         let long: ArrayRef = Arc::new(StringArray::from(vec!["x".repeat(300)]));
         let batch = RecordBatch::try_from_iter(vec![("id", long)]).expect("batch");
-        let partitioning = Partitioning::new(&["id".to_owned()], &batch.schema(), false).expect("partitioning");
+        let partitioning =
+            Partitioning::new(&["id".to_owned()], &batch.schema(), &LayoutHints::default()).expect("partitioning");
         let error = partitioning.split(&batch).expect_err("too long").to_string();
         assert!(error.contains("a value 303 bytes long as a directory name"), "{error}");
-        let error = Partitioning::new(&["id".to_owned(), "id".to_owned()], &schema, false).expect_err("twice");
+        let error = Partitioning::new(&["id".to_owned(), "id".to_owned()], &schema, &LayoutHints::default())
+            .expect_err("twice");
         assert!(error.to_string().contains("twice"));
     }
 
@@ -259,7 +265,7 @@ mod tests {
         }
         let batch = batch();
         let names = ["label".to_owned()];
-        let partitioning = Partitioning::new(&names, &batch.schema(), false).expect("partitioning");
+        let partitioning = Partitioning::new(&names, &batch.schema(), &LayoutHints::default()).expect("partitioning");
         let directories: Vec<String> = partitioning.split(&batch).expect("split").into_iter().map(|(d, _)| d).collect();
         let values: Vec<_> = directories
             .iter()

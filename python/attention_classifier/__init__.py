@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import threading
 import warnings
 from typing import Any, Optional, Sequence, Union
@@ -32,7 +33,7 @@ from . import _native  # noqa: E402
 from ._native import PipelineError, TransientError
 
 __version__: str = _native.__version__
-__all__ = ["Classifier", "run", "PipelineError", "TransientError", "onnxruntime_dirs", "__version__"]
+__all__ = ["Classifier", "run", "tokens", "PipelineError", "TransientError", "onnxruntime_dirs", "__version__"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -108,9 +109,9 @@ class Classifier:
     ``pipeline run``'s flags of the same names, with its defaults where left out (``None``):
     ``backend`` is ``auto`` (the default: ONNX Runtime if found, else tract), ``ort`` or
     ``tract``; ``long_documents`` is ``windows`` (the default), ``head-tail`` or ``truncate``;
-    ``attention`` is ``compact`` (the default), ``full``, ``summary``, ``top-k:N`` or
-    ``none``; ``drop`` lists output columns to leave out (``["attention"]``: the per-hop weights,
-    most of an output's size); ``batch_size`` is 64 on the CPU and 1,024 with ``device="cuda"``. ``min_confidence`` (a probability) leaves ``prediction`` null and sets
+    ``attention`` is ``compact`` (the default), ``hops`` (also every hop's weights), ``full``,
+    ``summary``, ``top-k:N`` or ``none``; ``drop`` lists output columns to leave out
+    (``["attention_entropy"]``); ``batch_size`` is 64 on the CPU and 1,024 with ``device="cuda"``. ``min_confidence`` (a probability) leaves ``prediction`` null and sets
     ``abstained`` where the most probable class is less likely than it. ``threads`` sizes the process's worker pool (default: all cores), once per
     process.
 
@@ -238,3 +239,41 @@ def run(input: str, output: str = "predictions.parquet", *, model: Optional[Path
         options["ort_library"] = _location(options["ort_library"])
     summary = _native.run(os.fspath(input), os.fspath(output), model=_location(model), **options)
     return json.loads(summary)
+
+
+_UNKNOWN_TOKEN = "[UNK]"
+# A special token a tokenizer matches in the text as written: `[PAD]`, `<unk>`.
+_SPECIAL_TOKEN = re.compile(r"\[[A-Z_/]+\]|<[a-z_/]+>")
+
+
+def tokens(text, token_spans):
+    """The tokens at ``token_spans`` in ``text``: what the model read, where ``pipeline run``
+    wrote each token's place in the text instead of its string (docs/run.md, "Output table").
+
+    Give one row's text (``str``) and spans (a list of int) for a list of ``str``, or the two
+    columns (``pyarrow`` arrays or chunked arrays) for a ``list<string>`` array. Each span is
+    ``gap * 2**32 + length`` in characters from the end of the token before, negative for a
+    word the model did not know (``[UNK]``); a token reads as its characters lower-cased."""
+    if isinstance(text, (pa.Array, pa.ChunkedArray)):
+        columns = (pa.Array, pa.ChunkedArray)
+        spans = token_spans if isinstance(token_spans, columns) else pa.array(token_spans)
+        rows = zip(text.to_pylist(), spans.to_pylist())
+        return pa.array([None if t is None or s is None else tokens(t, s) for t, s in rows], pa.list_(pa.string()))
+    words = []
+    end = 0
+    for value in token_spans:
+        magnitude = abs(value)
+        start = end + (magnitude >> 32)
+        end = start + (magnitude & 0xFFFFFFFF)
+        if end > len(text):
+            raise ValueError(f"token_spans reach past the end of the text (character {end}, of {len(text)}): give "
+                             "the text column the output was written from")
+        word = text[start:end]
+        if value < 0:
+            words.append(_UNKNOWN_TOKEN)
+        elif _SPECIAL_TOKEN.fullmatch(word):
+            words.append(word)
+        else:
+            # Character by character, as the tokenizer lower-cases.
+            words.append("".join(c.lower() for c in word))
+    return words

@@ -121,8 +121,8 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     let mut tally = Tally::new(options.examples, run.max_tokens, &run.labels, options.where_condition.as_deref());
     let mut columns = layout.columns();
     for column in filter.iter().flat_map(RowFilter::columns) {
-        if !columns.contains(column) {
-            columns.push(column.clone());
+        if !columns.contains(&column) {
+            columns.push(column);
         }
     }
     for file in &inputs.files {

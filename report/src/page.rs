@@ -351,6 +351,9 @@ fn hops(tally: &Tally) -> anyhow::Result<Markup> {
             (format!("{even:.2}")) " nats) attends to a few tokens; one near it attends to nothing in particular."
         }
         div.charts { figure id="hop-entropy" { figcaption { "Mean attention entropy per hop" } (PreEscaped(chart)) } }
+        @if tally.hops.iter().all(|hop| hop.attention.is_empty()) {
+            p.muted { "Each hop's own words need its weights: run with --attention hops." }
+        } @else {
         p.muted {
             "Hops whose ten most attended and ten distinctive words share at least " (ALIKE_WORDS)
             " with an earlier hop's are one row, under that hop's words."
@@ -366,6 +369,7 @@ fn hops(tally: &Tally) -> anyhow::Result<Markup> {
                     td.tokens { (group.distinctive.join(", ")) }
                 }
             }
+        }
         }
     })
 }

@@ -468,6 +468,19 @@ impl Tally {
                 }
                 hops.push(weights);
             }
+        } else if let Some(entropies) = &exact_entropies {
+            // Without each hop's weights (the default since #50), its entropies still say how
+            // focused it is.
+            for (hop, written) in entropies.iter().enumerate() {
+                let Some(entropy) = written.map(f64::from).filter(|e| e.is_finite() && *e >= 0.0) else { continue };
+                if self.hops.len() <= hop {
+                    self.hops.resize_with(hop + 1, HopTally::default);
+                }
+                if let Some(tally) = self.hops.get_mut(hop) {
+                    tally.entropy_sum += entropy;
+                    tally.rows += 1;
+                }
+            }
         }
         let summary = summary_of(batch, row, &hops);
         if let Some(summary) = &summary {

@@ -152,6 +152,11 @@ impl Classifier {
         self.encoder.max_tokens()
     }
 
+    /// Whether the output can hold each token's place in the text instead of its string.
+    pub fn gives_token_spans(&self) -> bool {
+        self.encoder.gives_token_spans()
+    }
+
     /// The optional output columns this model fills.
     pub fn optional_columns(&self, with_embedding: bool) -> OptionalColumns {
         OptionalColumns {
@@ -196,9 +201,15 @@ impl Classifier {
             counts.tokens += encoding.ids.len();
             match self.long_documents {
                 _ if encoding.ids.len() <= limit => {}
-                LongDocuments::Truncate => encoding.ids.truncate(limit),
+                LongDocuments::Truncate => {
+                    encoding.ids.truncate(limit);
+                    if let Some(spans) = &mut encoding.spans {
+                        spans.truncate(limit);
+                    }
+                }
                 LongDocuments::HeadTail => {
                     encoding.ids = long_documents::head_and_tail(&encoding.ids, limit);
+                    encoding.spans = encoding.spans.map(|spans| long_documents::head_and_tail(&spans, limit));
                     encoding.truncated = true;
                 }
                 LongDocuments::Windows { stride, .. } => {
@@ -212,7 +223,7 @@ impl Classifier {
                     for window in long_documents::windows(encoding.ids.len(), limit, stride) {
                         let start = window.start;
                         let ids = encoding.ids.get(window).unwrap_or_default().to_vec();
-                        let piece = EncodedText { ids, truncated: encoding.truncated };
+                        let piece = EncodedText { ids, spans: None, truncated: encoding.truncated };
                         documents.push(self.document(*row, start, piece)?);
                     }
                     let sentence_lengths = self.sentence_lengths(&encoding.ids)?;
@@ -275,7 +286,7 @@ impl Classifier {
         };
         for (row, (whole, sentence_lengths)) in encoded.windowed {
             let pieces = windows.remove(&row).unwrap_or_default();
-            let doc = long_documents::combine(pieces, whole.ids, sentence_lengths, aggregate, whole.truncated)?;
+            let doc = long_documents::combine(pieces, whole, sentence_lengths, aggregate)?;
             if let Some(slot) = rows.get_mut(row) {
                 *slot = Some(doc);
             }
@@ -312,6 +323,7 @@ impl Classifier {
             let mut doc = DocumentPrediction {
                 probabilities: probs.row(i)?.to_vec(),
                 token_ids: document.encoding.ids.clone(),
+                token_spans: document.encoding.spans.clone(),
                 attention: attention.map(|a| a.heads(i, len)).transpose()?,
                 contribution: contribution.map(|c| c.heads(i, len)).transpose()?,
                 embedding: embedding.map(|e| e.row(i).map(<[f32]>::to_vec)).transpose()?,

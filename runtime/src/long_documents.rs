@@ -9,6 +9,7 @@ use std::ops::Range;
 use anyhow::{Context, bail};
 
 use crate::output::{DocumentPrediction, SentenceAttention};
+use crate::text::EncodedText;
 
 /// Tokens read of one document in `head-tail` and `windows` modes; past this even windows
 /// cut (a 100,000-token document is a short novel, and costs 400 windows of 400 tokens).
@@ -166,7 +167,7 @@ impl LongDocuments {
 }
 
 /// The first quarter and the last three quarters of `limit` tokens of `ids`.
-pub fn head_and_tail(ids: &[i64], limit: usize) -> Vec<i64> {
+pub fn head_and_tail<T: Clone>(ids: &[T], limit: usize) -> Vec<T> {
     if ids.len() <= limit {
         return ids.to_vec();
     }
@@ -210,11 +211,11 @@ pub fn windows(tokens: usize, width: usize, stride: usize) -> Vec<Range<usize>> 
 /// weighted by the attention its tokens got.
 pub fn combine(
     mut windows: Vec<(usize, DocumentPrediction)>,
-    token_ids: Vec<i64>,
+    whole: EncodedText,
     sentence_lengths: Option<Vec<usize>>,
     aggregate: Aggregate,
-    truncated: bool,
 ) -> anyhow::Result<DocumentPrediction> {
+    let EncodedText { ids: token_ids, spans: token_spans, truncated } = whole;
     windows.sort_by_key(|(start, _)| *start);
     let count = windows.len();
     let first = windows.first().map(|(_, w)| w).context("a long document got no window back")?;
@@ -268,7 +269,16 @@ pub fn combine(
         }
         _ => None,
     };
-    Ok(DocumentPrediction { probabilities, token_ids, attention, contribution, embedding, sentences, truncated })
+    Ok(DocumentPrediction {
+        probabilities,
+        token_ids,
+        token_spans,
+        attention,
+        contribution,
+        embedding,
+        sentences,
+        truncated,
+    })
 }
 
 /// Adds a window's rows (hops or classes) starting at token `start`, times `share`, to the
@@ -295,6 +305,7 @@ mod tests {
         DocumentPrediction {
             probabilities,
             token_ids: vec![0; len],
+            token_spans: None,
             attention: Some(attention),
             contribution,
             embedding: None,
@@ -337,18 +348,23 @@ mod tests {
         assert_eq!(windows(450, 400, 400), vec![0..225, 225..450]);
     }
 
+    /// A document of six tokens, read in the windows below.
+    fn whole() -> EncodedText {
+        EncodedText { ids: (0..6).collect(), spans: None, truncated: false }
+    }
+
     #[test]
     fn windows_combine_into_one_prediction_over_the_whole_document() {
         let pieces = vec![
             (2, window(vec![0.2, 0.8], vec![vec![0.5, 0.25, 0.25, 0.0]])),
             (0, window(vec![0.6, 0.4], vec![vec![1.0, 0.0, 0.0, 0.0]])),
         ];
-        let doc = combine(pieces.clone(), (0..6).collect(), None, Aggregate::Mean, false).expect("combine");
+        let doc = combine(pieces.clone(), whole(), None, Aggregate::Mean).expect("combine");
         assert_eq!(doc.probabilities, vec![0.4, 0.6]);
         assert_eq!(doc.attention, Some(vec![vec![0.5, 0.0, 0.25, 0.125, 0.125, 0.0]]));
         // Tokens 2 and 3 are in both windows; 4 and 5 only in the second, 0 and 1 the first.
         assert_eq!(doc.contribution.as_ref().map(|c| c[0].clone()), Some(vec![0.5, 0.5, 1.0, 1.0, 0.5, 0.5]));
-        let max = combine(pieces, (0..6).collect(), Some(vec![3, 3]), Aggregate::Max, false).expect("combine");
+        let max = combine(pieces, whole(), Some(vec![3, 3]), Aggregate::Max).expect("combine");
         let expected = [0.6 / 1.4, 0.8 / 1.4];
         assert!(max.probabilities.iter().zip(expected).all(|(p, e)| (p - e).abs() < 1e-6), "{:?}", max.probabilities);
         assert_eq!(max.sentences.map(|s| s.weights), Some(vec![0.75, 0.25]));

@@ -1,12 +1,13 @@
-//! The word-level fast path gives exactly the ids, tokens and truncation of the `tokenizers`
-//! crate (tokens are spelled from the vocabulary by id, so the crate's own token strings are
-//! checked against that spelling): on generated text here (in CI), and over all of IMDB with
+//! The word-level fast path gives exactly the ids, tokens, truncation and offsets of the
+//! `tokenizers` crate (tokens are spelled from the vocabulary by id, so the crate's own token
+//! strings are checked against that spelling; the crate's offsets are bytes, ours characters): on generated text here (in CI), and over all of IMDB with
 //! `cargo test --release --workspace --test fast_tokenizer -- --ignored --nocapture`.
 
 use std::path::Path;
 use std::time::Instant;
 
 use proptest::prelude::*;
+use runtime::output::token_spans;
 use runtime::text::{TextEncoder, WordLevelFast};
 use test_support::repo_root;
 use tokenizers::Tokenizer;
@@ -26,8 +27,9 @@ fn assert_same(fast: &TextEncoder, crate_only: &TextEncoder, texts: &[&str]) {
     assert_eq!(differences(fast, crate_only, texts), Vec::<String>::new());
 }
 
-/// Each text on which the fast path's ids or truncation differ from the crate's, or on which
-/// the vocabulary spells the crate's ids other than the crate's own token strings.
+/// Each text on which the fast path's ids, truncation or spans differ from the crate's ids,
+/// truncation and offsets, or on which the vocabulary spells the crate's ids other than the
+/// crate's own token strings.
 fn differences(fast: &TextEncoder, crate_only: &TextEncoder, texts: &[&str]) -> Vec<String> {
     let (a, b) = (fast.encode_batch(texts).expect("fast"), crate_only.encode_batch(texts).expect("crate"));
     let crate_tokens = crate_only.tokenizer().encode_batch(texts.to_vec(), false).expect("crate encodes");
@@ -36,13 +38,36 @@ fn differences(fast: &TextEncoder, crate_only: &TextEncoder, texts: &[&str]) -> 
         let expected: Vec<&str> =
             encoding.get_tokens().iter().take(crate_only.max_tokens()).map(String::as_str).collect();
         let spelled = crate_only.vocabulary().tokens(&b.ids).expect("the crate's ids are in its vocabulary");
-        if a != b {
+        let in_characters = |byte: usize| text.get(..byte).map(|before| before.chars().count());
+        let offsets: Vec<Option<std::ops::Range<usize>>> = encoding
+            .get_offsets()
+            .iter()
+            .take(crate_only.max_tokens())
+            .map(|&(start, end)| Some(in_characters(start)?..in_characters(end)?))
+            .collect();
+        let spans: Option<Vec<Option<std::ops::Range<usize>>>> =
+            a.spans.as_ref().map(|spans| spans.iter().cloned().map(Some).collect());
+        if (&a.ids, a.truncated) != (&b.ids, b.truncated) {
             differences.push(format!("ids differ on {text:?}: fast {a:?}, crate {b:?}"));
         } else if spelled != expected {
             differences.push(format!("tokens differ on {text:?}: {spelled:?}, crate {expected:?}"));
+        } else if spans.as_ref() != Some(&offsets) {
+            differences.push(format!("spans differ on {text:?}: fast {:?}, crate {offsets:?}", a.spans));
+        } else if read_back(fast, text, &a.ids, a.spans.as_deref().unwrap_or_default()) != spelled {
+            let got = read_back(fast, text, &a.ids, a.spans.as_deref().unwrap_or_default());
+            differences.push(format!("token_spans read back {got:?} on {text:?}, not {spelled:?}"));
         }
     }
     differences
+}
+
+/// The tokens the output's `token_spans` give back for `ids` at `spans` in `text`, as a reader
+/// reads them (`runtime::output::token_spans`).
+fn read_back(encoder: &TextEncoder, text: &str, ids: &[i64], spans: &[std::ops::Range<usize>]) -> Vec<String> {
+    let unknown =
+        |i: usize| ids.get(i).and_then(|&id| encoder.vocabulary().token(id)) == Some(token_spans::UNKNOWN_TOKEN);
+    let values = token_spans::encode(spans, unknown).expect("spans in order");
+    token_spans::decode(text, &values).unwrap_or_else(|error| vec![format!("{error:#}")])
 }
 
 #[test]

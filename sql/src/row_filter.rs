@@ -5,8 +5,12 @@
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use arrow::array::{Array, BooleanArray, RecordBatch};
-use arrow::datatypes::{DataType, Schema};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
+use arrow::datatypes::{DataType, Field, FieldRef, Schema};
+use runtime::output::columns::{TOKEN_SPANS, TOKENS};
+use runtime::output::keys;
+
+use crate::functions::list_of;
 use datafusion::common::DFSchema;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::datasource::MemTable;
@@ -24,6 +28,9 @@ pub struct RowFilter {
     /// The columns it reads, in the order `predicate` indexes them.
     columns: Vec<String>,
     predicate: Arc<dyn PhysicalExpr>,
+    /// The text column of files that hold `token_spans` instead of `tokens`: the condition
+    /// may still name `tokens`, read from the spans as `pipeline sql`'s tables give them.
+    token_spans_text: Option<String>,
 }
 
 impl RowFilter {
@@ -31,6 +38,22 @@ impl RowFilter {
     /// through `pipeline sql`'s own planner and its limits (nesting, brackets, parse time).
     pub fn new(condition: &str, schema: &Schema) -> anyhow::Result<Self> {
         let invalid = || format!("--where {}", quoted_start(condition));
+        let has = |name: &str| schema.index_of(name).is_ok();
+        let token_spans_text = schema
+            .metadata()
+            .get(keys::TOKEN_SPANS_TEXT)
+            .filter(|text| has(text) && has(TOKEN_SPANS.name) && !has(TOKENS.name))
+            .cloned();
+        let with_tokens;
+        let schema = match token_spans_text {
+            Some(_) => {
+                let mut fields: Vec<FieldRef> = schema.fields().iter().cloned().collect();
+                fields.push(Arc::new(Field::new(TOKENS.name, list_of(DataType::Utf8), true)));
+                with_tokens = Schema::new(fields).with_metadata(schema.metadata().clone());
+                &with_tokens
+            }
+            None => schema,
+        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -68,23 +91,57 @@ impl RowFilter {
                 "--where {condition:?} gives {returns}, not true or false: write a condition, such as `label <> prediction`"
             );
         }
-        Ok(Self { condition: condition.to_owned(), columns, predicate })
+        Ok(Self { condition: condition.to_owned(), columns, predicate, token_spans_text })
     }
 
-    /// The columns the condition reads.
-    pub fn columns(&self) -> &[String] {
-        &self.columns
+    /// The columns of the files the condition reads (`tokens` read from spans needs those and
+    /// the text).
+    pub fn columns(&self) -> Vec<String> {
+        let mut read = Vec::with_capacity(self.columns.len() + 1);
+        for column in &self.columns {
+            match &self.token_spans_text {
+                Some(text) if column == TOKENS.name => read.extend([TOKEN_SPANS.name.to_owned(), text.clone()]),
+                _ => read.push(column.clone()),
+            }
+        }
+        read
     }
 
     /// Which rows of `batch` meet the condition (a null result does not).
     pub fn matches(&self, batch: &RecordBatch) -> anyhow::Result<BooleanArray> {
         let schema = batch.schema();
-        let indices = self
-            .columns
-            .iter()
-            .map(|name| schema.index_of(name).with_context(|| format!("--where: the batch has no column `{name}`")))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let read = batch.project(&indices)?;
+        let column = |name: &str| {
+            batch.column_by_name(name).cloned().with_context(|| format!("--where: the batch has no column `{name}`"))
+        };
+        let mut fields = Vec::with_capacity(self.columns.len());
+        let mut arrays = Vec::with_capacity(self.columns.len());
+        for name in &self.columns {
+            match (&self.token_spans_text, schema.field_with_name(name)) {
+                (Some(text), Err(_)) if name == TOKENS.name => {
+                    let texts = arrow::compute::cast(&column(text)?, &DataType::Utf8)?;
+                    let spans = column(TOKEN_SPANS.name)?;
+                    let spans = arrow::compute::cast(&spans, &list_of(DataType::Int64))?;
+                    let tokens = runtime::output::read::tokens_from_spans(
+                        texts.as_string::<i32>(),
+                        spans.as_list::<i32>(),
+                        "--where",
+                        0,
+                    )?;
+                    fields.push(Field::new(name, tokens.data_type().clone(), true));
+                    arrays.push(Arc::new(tokens) as ArrayRef);
+                }
+                _ => {
+                    let array = column(name)?;
+                    fields.push(Field::new(name, array.data_type().clone(), true));
+                    arrays.push(array);
+                }
+            }
+        }
+        let read = RecordBatch::try_new_with_options(
+            Arc::new(Schema::new(fields)),
+            arrays,
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+        )?;
         let result = self
             .predicate
             .evaluate(&read)

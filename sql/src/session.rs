@@ -142,7 +142,7 @@ impl SqlSession {
             return Ok(());
         }
         let resolved = find_parquet_files(location).await?;
-        let table = parquet_table(&self.ctx.state(), &resolved)
+        let table = parquet_table(&self.ctx.state(), &resolved, &name)
             .await
             .map_err(|e| anyhow::anyhow!("cannot register {location} as table `{name}`: {e}"))?;
         self.ctx.register_table(name.as_str(), table)?;

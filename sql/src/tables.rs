@@ -27,7 +27,7 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 use runtime::output::PushesTowards;
 
 use crate::text_tables::text_table;
-use runtime::output::columns::CONTRIBUTION;
+use runtime::output::columns::{CONTRIBUTION, TOKEN_SPANS, TOKENS};
 use runtime::output::keys;
 use runtime::output::origin::{SameRun, refuse_mixed_runs};
 
@@ -84,6 +84,7 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<ResolvedFiles> {
     }
     let mut first: Option<(String, Schema)> = None;
     let mut pushes_towards = None;
+    let mut token_spans_text = None;
     for (name, schema) in schemas {
         let schema = with_table_metadata(schema, &table_metadata);
         let schema = match (&first, delta) {
@@ -99,6 +100,12 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<ResolvedFiles> {
                     let labels = schema.metadata().get(keys::MODEL_LABELS).cloned().unwrap_or_default();
                     pushes_towards = Some((towards.metadata_value(), labels));
                 }
+                let has = |name: &str| schema.index_of(name).is_ok();
+                token_spans_text = schema
+                    .metadata()
+                    .get(keys::TOKEN_SPANS_TEXT)
+                    .filter(|text| has(text) && has(TOKEN_SPANS.name) && !has(TOKENS.name))
+                    .cloned();
                 first = Some((name, schema));
             }
             Some((first_name, first_schema)) => refuse_mixed_runs(
@@ -124,7 +131,7 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<ResolvedFiles> {
             .collect();
         (root, typed)
     });
-    Ok(ResolvedFiles { input, pushes: pushes_towards, schema, partitioned })
+    Ok(ResolvedFiles { input, pushes: pushes_towards, schema, partitioned, token_spans_text })
 }
 
 pub use pipeline::delta::as_written_in;
@@ -140,6 +147,9 @@ pub struct ResolvedFiles {
     /// A Hive-style partitioned dataset (`pipeline run --partition-by`): its root, and the
     /// columns its directories name, in order, with their types.
     pub partitioned: Option<(String, Vec<(String, arrow::datatypes::DataType)>)>,
+    /// The text column that the files' `token_spans` count in, where they hold spans instead
+    /// of tokens: the table then gives `tokens` too, read from them.
+    pub token_spans_text: Option<String>,
 }
 
 /// Files of a partitioned run read from a glob, a partition directory or one part lack the
@@ -257,11 +267,49 @@ pub async fn find_parquet_files(location: &str) -> anyhow::Result<ResolvedFiles>
 }
 
 /// A table over `resolved`'s files, with its schema, or else the schema merged from their
-/// footers.
-pub async fn parquet_table(state: &SessionState, resolved: &ResolvedFiles) -> Result<Arc<dyn TableProvider>> {
-    if let Some((root, columns)) = &resolved.partitioned {
-        return partitioned_table(state, root, columns).await;
+/// footers. `name`: what the query calls it, which a view's plan scans under, so that result
+/// headers lose it as they lose a plain table's name ([`crate::column_names`]).
+pub async fn parquet_table(
+    state: &SessionState,
+    resolved: &ResolvedFiles,
+    name: &str,
+) -> Result<Arc<dyn TableProvider>> {
+    let table = match &resolved.partitioned {
+        Some((root, columns)) => partitioned_table(state, root, columns, name).await?,
+        None => listing_table(state, resolved).await?,
+    };
+    match &resolved.token_spans_text {
+        Some(text) => with_tokens(state, table, text, name),
+        None => Ok(table),
     }
+}
+
+/// `table` with a `tokens` column before its `token_spans`, read from them in `text`: the
+/// queries written for outputs that held the strings still run (a query that leaves it out
+/// does not compute it).
+fn with_tokens(
+    state: &SessionState,
+    table: Arc<dyn TableProvider>,
+    text: &str,
+    name: &str,
+) -> Result<Arc<dyn TableProvider>> {
+    use datafusion::logical_expr::LogicalPlanBuilder;
+    use datafusion::prelude::ident;
+    let mut projection = Vec::new();
+    for field in table.schema().fields() {
+        if field.name() == TOKEN_SPANS.name {
+            let tokens = crate::functions::tokens_udf().call(vec![ident(text), ident(TOKEN_SPANS.name)]);
+            projection.push(tokens.alias(TOKENS.name));
+        }
+        projection.push(ident(field.name()));
+    }
+    let source = datafusion::datasource::provider_as_source(table);
+    let plan = LogicalPlanBuilder::scan(name, source, None)?.project(projection)?.build()?;
+    Ok(datafusion::dataframe::DataFrame::new(state.clone(), plan).into_view())
+}
+
+/// A table over `resolved`'s files, not partitioned.
+async fn listing_table(state: &SessionState, resolved: &ResolvedFiles) -> Result<Arc<dyn TableProvider>> {
     // The files were chosen above, whatever their extension.
     let options = ParquetReadOptions::default()
         .to_listing_options(state.config(), state.default_table_options())
@@ -282,6 +330,7 @@ async fn partitioned_table(
     state: &SessionState,
     root: &str,
     columns: &[(String, arrow::datatypes::DataType)],
+    name: &str,
 ) -> Result<Arc<dyn TableProvider>> {
     use arrow::datatypes::DataType;
     use datafusion::logical_expr::{LogicalPlanBuilder, cast, lit, when};
@@ -315,7 +364,7 @@ async fn partitioned_table(
         });
     }
     let source = datafusion::datasource::provider_as_source(table);
-    let plan = LogicalPlanBuilder::scan("partitioned", source, None)?.project(projection)?.build()?;
+    let plan = LogicalPlanBuilder::scan(name, source, None)?.project(projection)?.build()?;
     Ok(datafusion::dataframe::DataFrame::new(state.clone(), plan).into_view())
 }
 
@@ -393,7 +442,7 @@ impl UrlTableFactory for ParquetPathTables {
                 None => DataFusionError::Plan(format!("{error:#}")),
             }
         })?;
-        let table = parquet_table(&self.state, &resolved).await?;
+        let table = parquet_table(&self.state, &resolved, name).await?;
         record_read(&resolved.input, name, &self.read, &self.remote_read);
         record_anchor(resolved.pushes, &self.anchors);
         Ok(Some(table))

@@ -18,7 +18,7 @@ use test_support::repo_root;
 
 /// Each function with arguments that plan; a case replaces some of them, or changes the
 /// arity, so that most cases reach the function's body rather than stop at type checking.
-const CALLS: [(&str, &[&str]); 10] = [
+const CALLS: [(&str, &[&str]); 11] = [
     ("top_tokens", &["tokens", "attention_summary", "3"]),
     ("head_attention", &["attention", "2"]),
     ("attention_entropy", &["attention_summary"]),
@@ -27,6 +27,7 @@ const CALLS: [(&str, &[&str]); 10] = [
     ("top_attended", &["tokens", "attention_summary", "5"]),
     ("distinctive_attended", &["tokens", "attention_summary", "5"]),
     ("classify", &["text"]),
+    ("tokens", &["text", "token_spans"]),
     ("classify_explain", &["text"]),
     ("top_tokens", &["make_array('a', 'b', 'a')", "make_array(0.5, 0.25, 0.25)", "2"]),
 ];
@@ -42,8 +43,9 @@ fn the_calls_cover_every_registered_function() {
     assert_eq!(called, registered);
 }
 
-const COLUMNS: [&str; 9] = [
+const COLUMNS: [&str; 10] = [
     "tokens",
+    "token_spans",
     "attention",
     "attention_summary",
     "probabilities",

@@ -129,16 +129,16 @@ pub struct RunArgs {
     max_tokens: Option<usize>,
     #[command(flatten)]
     long_documents: LongDocumentFlags,
-    /// How much attention and explanation to write: every hop as bytes relative to its
-    /// heaviest token, with each hop's entropy and the contributions as signed bytes
-    /// (compact); every hop and their summary as floats (full); only the hops summed per token
-    /// (summary); each hop's and the summary's N heaviest weights with the rest 0 (top-k:N);
-    /// or none of them. Per-hop attention in floats is most of an output's size.
-    #[arg(long, value_name = "compact|full|summary|top-k:N|none", default_value_t = AttentionEncoding::default())]
+    /// How much attention and explanation to write: the hops summed per token as bytes
+    /// relative to the heaviest, each hop's entropy and the contributions as signed bytes
+    /// (compact); that and every hop's own weights as bytes (hops); every hop, their summary
+    /// and the contributions as floats (full); only the summary and the contributions as
+    /// floats (summary); each hop's and the summary's N heaviest weights with the rest 0
+    /// (top-k:N); or none of them. Every hop's weights are most of an output's size.
+    #[arg(long, value_name = "compact|hops|full|summary|top-k:N|none", default_value_t = AttentionEncoding::default())]
     attention: AttentionEncoding,
-    /// Output columns to leave out, comma-separated (e.g. `attention`, the per-hop weights and
-    /// most of an output's size); a column of bytes takes its scale with it. Input columns are
-    /// chosen with --pass-through.
+    /// Output columns to leave out, comma-separated (e.g. `attention_entropy`); a column of
+    /// bytes takes its scale with it. Input columns are chosen with --pass-through.
     #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
     drop: Vec<String>,
     /// Also write the sentence embedding fed to the classifier.

@@ -58,13 +58,27 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// The whole file as one batch, with the file's schema metadata.
 pub fn read(path: &Path) -> RecordBatch {
-    let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).expect("output exists"))
-        .expect("parquet")
-        .build()
-        .expect("reader");
-    let batches: Vec<RecordBatch> = reader.map(|b| b.expect("batch")).collect();
-    arrow::compute::concat_batches(&batches[0].schema(), &batches).expect("concat")
+    let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(path).expect("output exists")).expect("parquet");
+    let schema = builder.schema().clone();
+    let batches: Vec<RecordBatch> = builder.build().expect("reader").map(|b| b.expect("batch")).collect();
+    let batch = arrow::compute::concat_batches(&batches[0].schema(), &batches).expect("concat");
+    batch.with_schema(schema).expect("the file's schema")
+}
+
+/// Each row's tokens: the `tokens` strings, or read back from `token_spans` in the text
+/// column the file's metadata names, as every reader reads them.
+pub fn token_lists(batch: &RecordBatch) -> ListArray {
+    if let Some(tokens) = batch.column_by_name("tokens") {
+        return tokens.as_list::<i32>().clone();
+    }
+    let schema = batch.schema();
+    let text = schema.metadata().get(runtime::output::keys::TOKEN_SPANS_TEXT).expect("tokens or token spans");
+    let texts = arrow::compute::cast(batch.column_by_name(text).expect("the text"), &arrow::datatypes::DataType::Utf8)
+        .expect("text");
+    let spans = batch.column_by_name("token_spans").expect("token_spans").as_list::<i32>();
+    runtime::output::read::tokens_from_spans(texts.as_string::<i32>(), spans, "test", 0).expect("spans read back")
 }
 
 pub fn probabilities(batch: &RecordBatch) -> Vec<Option<Vec<f32>>> {

@@ -50,6 +50,11 @@ pub struct RunFingerprint {
     /// `--partition-by`, in order; runs before it, and runs without it, wrote no directories.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub partition_by: Vec<String>,
+    /// The columns the model and the options write, in order; runs before it recorded none.
+    /// It tells apart outputs of one set of options in another version's layout (#50: the
+    /// default stopped writing every hop, and writes token spans for tokens).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<String>,
     pub rows_per_part: usize,
     /// Units in the whole run, over all shards.
     pub parts: usize,
@@ -171,6 +176,10 @@ impl Run {
         option("--drop", none_if_empty(&earlier.dropped), none_if_empty(&now.dropped));
         option("--partition-by", none_if_empty(&earlier.partition_by), none_if_empty(&now.partition_by));
         option("--rows-per-part", earlier.rows_per_part.to_string(), now.rows_per_part.to_string());
+        let written = |columns: &[String]| {
+            if columns.is_empty() { "not recorded (an older version's layout)".to_owned() } else { columns.join(",") }
+        };
+        option("the column list", written(&earlier.columns), written(&now.columns));
         found
     }
 

@@ -24,6 +24,7 @@ fn run_of(inputs: Vec<InputIdentity>) -> Run {
         contribution_towards: "label:pos".into(),
         dropped: Vec::new(),
         partition_by: Vec::new(),
+        columns: Vec::new(),
         rows_per_part: 2500,
         parts: 4,
     };
@@ -34,6 +35,21 @@ fn run_of(inputs: Vec<InputIdentity>) -> Run {
 fn the_same_run_has_no_differences() {
     let run = run_of(inputs());
     assert!(run.differences(&run.fingerprint, EarlierInputs::All(&run.inputs)).is_empty());
+}
+
+/// Parts written before the columns were recorded (every hop, token strings: #50) are of
+/// another layout than this version's, whatever the options say.
+#[test]
+fn a_layout_of_another_version_is_named() {
+    let mut now = run_of(inputs());
+    now.fingerprint.columns = vec!["prediction".into(), "token_spans".into()];
+    let before = run_of(inputs()).fingerprint;
+    let differences = now.option_differences(&before);
+    assert_eq!(
+        differences,
+        ["the column list was not recorded (an older version's layout), now prediction,token_spans"]
+    );
+    assert!(!now.fingerprint.same_options(&before));
 }
 
 #[test]

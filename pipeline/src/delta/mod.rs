@@ -49,7 +49,7 @@ use transactions::Transactions;
 
 /// The schema-metadata keys that become table properties and must agree for two runs to
 /// share a table: the model and what its rows mean.
-const TABLE_PROPERTY_KEYS: [&str; 7] = [
+const TABLE_PROPERTY_KEYS: [&str; 8] = [
     keys::MODEL_VARIANT,
     keys::MODEL_SHA256,
     keys::MODEL_LABELS,
@@ -57,6 +57,7 @@ const TABLE_PROPERTY_KEYS: [&str; 7] = [
     keys::LONG_DOCUMENTS,
     keys::ATTENTION_ENCODING,
     keys::CONTRIBUTION_TOWARDS,
+    keys::TOKEN_SPANS_TEXT,
 ];
 /// The table property that fixes how files split into units: with another split, the same
 /// rows would be other units, and would be added again.

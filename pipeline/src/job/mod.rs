@@ -108,6 +108,7 @@ fn run_stages(
     let classifier = open_classifier(package, spec)?;
     let table = OutputTable::for_model(classifier.optional_columns(spec.embedding), spec.attention)
         .abstaining_below(spec.min_confidence)
+        .with_token_spans(classifier.gives_token_spans() && spec.files_hold_the_text())
         .without(&spec.drop)?;
     let mut plan = Plan::make(&files, spec, &table, &classifier, package, model_sha256, dataset)?;
     let (output, dataset_dir) = plan.open_output(spec)?;

@@ -12,6 +12,7 @@ use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use batch_io::publish::Destination;
 use batch_io::source::{BatchStream, InputFile, RowSpan, open_span};
 use runtime::classifier::Classifier;
+use runtime::output::columns::TOKEN_SPANS;
 use runtime::output::{OutputTable, keys};
 use runtime::package::ModelPackage;
 
@@ -20,7 +21,7 @@ use super::preflight::plan_schema;
 use super::spec::{OutputFormat, RunSpec};
 use crate::dataset::{Committed, DatasetDir, InputIdentity, Run, RunFingerprint, inputs_sha256, towards_prediction};
 use crate::delta::{DeltaOutput, FileKey, UnitKey, shard_key, unit_key};
-use crate::output::{Output, OutputFile, ParquetLayout};
+use crate::output::{LayoutHints, Output, OutputFile, ParquetLayout};
 use crate::partitions::{self, Partitioning};
 use crate::units::{FileLayout, WorkUnit, plan_units};
 
@@ -85,6 +86,9 @@ impl Plan {
             read_columns.push(spec.text_column.clone());
         }
         let mut metadata = table_metadata(package, model_sha256, classifier, spec)?;
+        if table.has(&TOKEN_SPANS) {
+            metadata.insert(keys::TOKEN_SPANS_TEXT.to_owned(), spec.text_column.clone());
+        }
         // A single file is one unit per input; a dataset splits them into parts.
         let layouts: Vec<FileLayout> =
             streams.iter().map(|s| if dataset { s.row_groups.clone() } else { None }).collect();
@@ -114,6 +118,7 @@ impl Plan {
                     // As a set: `--drop a,b` and `--drop b,a,a` are the same run.
                     dropped: spec.drop.iter().cloned().collect::<std::collections::BTreeSet<_>>().into_iter().collect(),
                     partition_by: spec.partition_by.clone(),
+                    columns: table.names(),
                     rows_per_part: spec.rows_per_part,
                     parts: units.len(),
                 };
@@ -127,10 +132,13 @@ impl Plan {
             metadata
                 .insert(keys::PARTITION_BY.to_owned(), partitions::metadata_value(&spec.partition_by, &output_schema)?);
         }
-        let sparse = spec.attention.is_sparse();
-        let layout = ParquetLayout::new(Arc::new(output_schema.with_metadata(metadata)), sparse)?;
+        let hints = LayoutHints {
+            sparse_floats: spec.attention.is_sparse(),
+            text_column: kept_columns.contains(&spec.text_column).then(|| spec.text_column.clone()),
+        };
+        let layout = ParquetLayout::new(Arc::new(output_schema.with_metadata(metadata)), &hints)?;
         let partitioning = (!spec.partition_by.is_empty())
-            .then(|| Partitioning::new(&spec.partition_by, layout.schema(), sparse))
+            .then(|| Partitioning::new(&spec.partition_by, layout.schema(), &hints))
             .transpose()?;
         let file_rows = streams.iter().map(|s| s.rows).collect();
         let footers = streams.into_iter().map(|s| s.footer).collect();

@@ -138,6 +138,13 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
+    /// Whether the output's files hold the text column (passed through, and not a partition
+    /// directory's name), so that tokens can be written as their places in it.
+    pub fn files_hold_the_text(&self) -> bool {
+        self.pass_through.as_ref().is_none_or(|columns| columns.contains(&self.text_column))
+            && !self.partition_by.contains(&self.text_column)
+    }
+
     /// A run of `input` with every other option at its default.
     pub fn new(input: String) -> Self {
         Self {

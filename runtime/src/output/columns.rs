@@ -10,7 +10,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use arrow::array::{
     ArrayBuilder, ArrayRef, BooleanArray, FixedSizeListBuilder, Float32Array, Float32Builder, Int8Builder, Int32Array,
-    Int32Builder, ListBuilder, StringArray, StringBuilder, UInt8Builder,
+    Int32Builder, Int64Builder, ListBuilder, StringArray, StringBuilder, UInt8Builder,
 };
 use arrow::datatypes::{DataType, Field, FieldRef};
 
@@ -18,6 +18,7 @@ use super::encoding::{
     AttentionEncoding, Explanation, Values, entropy, keep_heaviest, quantise_signed, quantise_weights, signed_scale,
 };
 use super::prediction::DocumentPrediction;
+use super::token_spans;
 use crate::text::Vocabulary;
 
 /// One column of the output table.
@@ -54,6 +55,8 @@ pub enum Requires {
     Embedding,
     /// `--min-confidence` ([`OutputTable::abstaining_below`]).
     Abstention,
+    /// Token spans in place of token strings ([`OutputTable::with_token_spans`]).
+    TokenSpans,
     /// A multi-label model.
     MultiLabel,
     /// A multi-label model that explains its scores per token, and an encoding that keeps
@@ -89,8 +92,8 @@ impl OptionalColumns {
             Requires::Embedding => self.embedding_dim.is_some(),
             Requires::MultiLabel => self.label_thresholds.is_some(),
             Requires::LabelPushes(part) => self.label_thresholds.is_some() && self.contribution && encoding.keeps(part),
-            // Not the model's to decide: the run's threshold adds it.
-            Requires::Abstention => false,
+            // Not the model's to decide: the run's threshold adds it, and its text the spans.
+            Requires::Abstention | Requires::TokenSpans => false,
         }
     }
 }
@@ -194,6 +197,25 @@ pub static TOKENS: Column = Column {
             for &id in &doc.token_ids {
                 values.append_value(rows.vocabulary.spell(id)?);
             }
+            Ok(true)
+        })
+    },
+};
+
+/// Each token's place in the text, as [`super::token_spans`] encodes it: written instead of
+/// `tokens` where the text is in the output too ([`OutputTable::with_token_spans`]).
+pub static TOKEN_SPANS: Column = Column {
+    name: "token_spans",
+    requires: Requires::TokenSpans,
+    data_type: |_| list(DataType::Int64),
+    fill: |rows| {
+        rows.lists(Int64Builder::new(), |values, doc| {
+            let spans = doc.token_spans.as_deref().context("the tokenizer gave no token spans")?;
+            anyhow::ensure!(spans.len() == doc.token_ids.len(), "a token span per token");
+            let unknown = |i: usize| {
+                doc.token_ids.get(i).and_then(|&id| rows.vocabulary.token(id)) == Some(token_spans::UNKNOWN_TOKEN)
+            };
+            values.append_slice(&token_spans::encode(spans, unknown)?);
             Ok(true)
         })
     },
@@ -374,7 +396,7 @@ pub static EMBEDDING: Column = Column {
 };
 
 /// Every column an output table may have, in the order a table has them.
-pub static COLUMNS: [&Column; 18] = [
+pub static COLUMNS: [&Column; 19] = [
     &PREDICTION,
     &PREDICTION_INDEX,
     &PREDICTED_LABELS,
@@ -382,6 +404,7 @@ pub static COLUMNS: [&Column; 18] = [
     &ABSTAINED,
     &PROBABILITIES,
     &TOKENS,
+    &TOKEN_SPANS,
     &TRUNCATED,
     &ATTENTION,
     &ATTENTION_ENTROPY,
@@ -435,6 +458,26 @@ impl OutputTable {
         Self { columns, settings: Settings { min_confidence: Some(threshold), ..self.settings } }
     }
 
+    /// The table with each token's place in the text (`token_spans`) instead of its string
+    /// (`tokens`), when `spans` (the tokenizer gives them, and the text is in the output).
+    pub fn with_token_spans(self, spans: bool) -> Self {
+        if !spans || !self.columns.contains(&&TOKENS) {
+            return self;
+        }
+        let columns = self.columns.into_iter().map(|column| if column == &TOKENS { &TOKEN_SPANS } else { column });
+        Self { columns: columns.collect(), ..self }
+    }
+
+    /// Whether the table has `column`.
+    pub fn has(&self, column: &Column) -> bool {
+        self.columns.contains(&column)
+    }
+
+    /// The columns' names, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.columns.iter().map(|column| column.name.to_owned()).collect()
+    }
+
     /// The table with the per-label thresholds of the model its rows come from (`None` for a
     /// model of one class per document), for a selection ([`Self::of`]) made before the
     /// model was known.
@@ -444,9 +487,12 @@ impl OutputTable {
 
     /// The table without the `dropped` columns (`--drop`), each of which it must have. A
     /// column of bytes takes its scale with it (`contribution` its `contribution_scale`); a
-    /// scale dropped without its bytes is refused, as they would be unreadable.
+    /// scale dropped without its bytes is refused, as they would be unreadable. `tokens` also
+    /// names `token_spans`, which a run writes in its place.
     pub fn without(self, dropped: &[String]) -> anyhow::Result<Self> {
         let names: Vec<&str> = self.columns.iter().map(|column| column.name).collect();
+        let names_it =
+            |name: &str, column: &Column| column.name == name || (column == &TOKEN_SPANS && name == TOKENS.name);
         for name in dropped {
             if name.trim().is_empty() {
                 bail!("--drop: an empty column name; give names separated by commas, e.g. --drop attention,tokens");
@@ -454,7 +500,7 @@ impl OutputTable {
             if name == PREDICTION.name {
                 bail!("--drop prediction: every reader of an output (the report, SQL's tables) needs it; keep it");
             }
-            if !names.contains(&name.as_str()) {
+            if !self.columns.iter().any(|column| names_it(name, column)) {
                 bail!(
                     "--drop {name}: this run writes no column `{name}`; it writes {} (input columns are chosen with \
                      --pass-through)",
@@ -463,7 +509,7 @@ impl OutputTable {
             }
         }
         let scales = [(&CONTRIBUTION, &CONTRIBUTION_SCALE), (&LABEL_CONTRIBUTIONS, &LABEL_CONTRIBUTION_SCALES)];
-        let gone = |column: &Column| dropped.iter().any(|name| name == column.name);
+        let gone = |column: &Column| dropped.iter().any(|name| names_it(name, column));
         for (values, scale) in scales {
             if gone(scale) && !gone(values) && names.contains(&values.name) {
                 bail!(
@@ -665,7 +711,7 @@ mod tests {
     /// does not have or a scale without its bytes.
     #[test]
     fn dropped_columns_go_with_their_scales() {
-        let table = || OutputTable::for_model(attention_and_pushes(), AttentionEncoding::Compact);
+        let table = || OutputTable::for_model(attention_and_pushes(), AttentionEncoding::Hops);
         let names = |table: OutputTable| table.columns.iter().map(|c| c.name).collect::<Vec<_>>();
         let all = names(table());
         let kept = names(table().without(&["attention".to_owned(), "contribution".to_owned()]).expect("drop"));
@@ -695,6 +741,7 @@ mod tests {
         let doc = DocumentPrediction {
             probabilities: vec![0.3, 0.7],
             token_ids: vec![0, 1, 2],
+            token_spans: None,
             attention: Some(vec![vec![0.2, 0.3, 0.5]]),
             contribution: Some(vec![vec![0.1, -0.2, 0.0], vec![-0.1, 0.2, 0.0]]),
             embedding: Some(vec![1.0, 2.0]),
@@ -714,9 +761,9 @@ mod tests {
                     let schema = Arc::new(arrow::datatypes::Schema::new(table.fields()));
                     let batch = arrow::record_batch::RecordBatch::try_new(schema, arrays).expect("schema fits arrays");
                     assert_eq!(batch.num_rows(), 2);
+                    // Compact: the summary and the entropies; full: every hop and the summary.
                     let attention_columns = match output {
                         AttentionEncoding::None => 0,
-                        AttentionEncoding::Compact => 3 * usize::from(attention),
                         _ => 2 * usize::from(attention),
                     };
                     // Compact pushes come with their scale.
@@ -749,6 +796,43 @@ mod tests {
         all
     }
 
+    /// Where the text is in the output, the tokens are their places in it, and read back as
+    /// the tokens: lower case, and `[UNK]` for a word the model does not know.
+    #[test]
+    fn token_spans_replace_the_token_strings_and_read_back_as_them() {
+        use arrow::array::AsArray;
+        use arrow::datatypes::Int64Type;
+        let text = "A Zanuck film.";
+        let doc = DocumentPrediction {
+            probabilities: vec![0.3, 0.7],
+            token_ids: vec![2, 1, 3, 4],
+            token_spans: Some(vec![0..1, 2..8, 9..13, 13..14]),
+            attention: None,
+            contribution: None,
+            embedding: None,
+            sentences: None,
+            truncated: false,
+        };
+        let vocabulary = Vocabulary::from_tokens(["[PAD]", "[UNK]", "a", "film", "."]);
+        let optional = OptionalColumns { attention: false, ..attention_and_pushes() };
+        let strings = OutputTable::for_model(optional.clone(), AttentionEncoding::Compact);
+        let spans = strings.clone().with_token_spans(true);
+        assert!(strings.has(&TOKENS) && !strings.has(&TOKEN_SPANS));
+        assert!(spans.has(&TOKEN_SPANS) && !spans.has(&TOKENS));
+        assert_eq!(
+            spans.clone().without(&["tokens".to_owned()]).expect("tokens names the spans").names().len() + 1,
+            spans.names().len()
+        );
+        let labels = ["neg".to_owned(), "pos".to_owned()];
+        let arrays = spans.build(&[Some(doc.clone())], &labels, &vocabulary).expect("rows fit");
+        let index = spans.names().iter().position(|name| name == "token_spans").expect("a token_spans column");
+        let values = arrays[index].as_list::<i32>().value(0);
+        let values = values.as_primitive::<Int64Type>().values().to_vec();
+        assert_eq!(super::token_spans::decode(text, &values).expect("decodes"), ["a", "[UNK]", "film", "."]);
+        let without_spans = DocumentPrediction { token_spans: None, ..doc };
+        assert!(spans.build(&[Some(without_spans)], &labels, &vocabulary).is_err(), "spans the tokenizer did not give");
+    }
+
     /// Compact output keeps what a heat map draws: the heaviest token of each hop is 255,
     /// the strongest push ±127 towards the second label, and the exact entropy per hop.
     #[test]
@@ -758,6 +842,7 @@ mod tests {
         let doc = DocumentPrediction {
             probabilities: vec![0.3, 0.7],
             token_ids: vec![0, 1, 2],
+            token_spans: None,
             attention: Some(vec![vec![0.2, 0.3, 0.5], vec![1.0, 0.0, 0.0]]),
             contribution: Some(vec![vec![0.4, -0.2, 0.1], vec![-0.4, 0.2, -0.1]]),
             embedding: None,
@@ -765,7 +850,7 @@ mod tests {
             truncated: false,
         };
         let optional = attention_and_pushes();
-        let table = OutputTable::for_model(optional.clone(), AttentionEncoding::Compact);
+        let table = OutputTable::for_model(optional.clone(), AttentionEncoding::Hops);
         let names: Vec<String> = table.fields().iter().map(|f| f.name().clone()).collect();
         assert_eq!(
             &names[6..],
@@ -810,6 +895,7 @@ mod tests {
         let doc = |token_ids| DocumentPrediction {
             probabilities: vec![0.3, 0.7],
             token_ids,
+            token_spans: None,
             attention: None,
             contribution: None,
             embedding: None,
@@ -836,6 +922,7 @@ mod tests {
         let doc = |probabilities: Vec<f32>| DocumentPrediction {
             probabilities,
             token_ids: vec![0, 1],
+            token_spans: None,
             attention: None,
             contribution: Some(vec![vec![0.1, -0.2], vec![-0.1, 0.2]]),
             embedding: None,
@@ -875,6 +962,7 @@ mod tests {
         let doc = DocumentPrediction {
             probabilities: vec![0.1, 0.2, 0.7],
             token_ids: vec![],
+            token_spans: None,
             attention: None,
             contribution: None,
             embedding: None,

@@ -1,9 +1,9 @@
 //! The `--attention` choice as one type, [`AttentionEncoding`]: which explanation columns an
 //! output keeps, and whether their values are floats, floats with only the heaviest kept, or
-//! bytes. Here too are the byte encoding of `compact` (the default: weights as bytes scaled to
-//! the heaviest of their list, which is what a heat map draws, at a fifth of the size of 32-bit
-//! floats after compression; RESULTS.md, #27), its decoding, and the exact entropy written
-//! beside the bytes, since a byte cannot hold it.
+//! bytes. Here too are the byte encoding of `compact` (the default) and `hops`: weights as
+//! bytes scaled to the heaviest of their list, which is what a heat map draws, at a fifth of
+//! the size of 32-bit floats after compression (RESULTS.md, #27), its decoding, and the exact
+//! entropy written beside the bytes, since a byte cannot hold it.
 
 use arrow::datatypes::DataType;
 
@@ -13,11 +13,14 @@ use crate::explain::{heaviest, strongest};
 /// attention in 32-bit floats is most of an output's size (220 of 273 MB on IMDB test).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AttentionEncoding {
-    /// Every hop's weights and their summary as bytes relative to the heaviest token, each
-    /// hop's exact entropy, and the contributions as signed bytes relative to the strongest,
-    /// with each row's scale back to logit units.
+    /// What the report, the SQL functions and Python show, and no more: the hops' summary as
+    /// bytes relative to the heaviest token, each hop's exact entropy, and the contributions
+    /// as signed bytes relative to the strongest, with each row's scale back to logit units.
+    /// Every hop's own weights were most of the bytes and are read by few (#50).
     #[default]
     Compact,
+    /// `compact` and every hop's weights as bytes (what `compact` wrote before #50).
+    Hops,
     /// Every hop's weights, their summary and the contributions as 32-bit floats.
     Full,
     /// Only `attention_summary` (the hops summed per token) and the contributions, as floats.
@@ -60,7 +63,8 @@ impl AttentionEncoding {
     pub fn keeps(self, part: Explanation) -> bool {
         use Explanation::*;
         match self {
-            Self::Compact => true,
+            Self::Hops => true,
+            Self::Compact => part != Hops,
             // The exact entropies and the scale only complete values held as bytes.
             Self::Full | Self::TopK(_) => !matches!(part, HopEntropy | ContributionScale),
             Self::Summary => matches!(part, Summary | Contribution),
@@ -70,7 +74,7 @@ impl AttentionEncoding {
 
     pub fn values(self) -> Values {
         match self {
-            Self::Compact => Values::Bytes,
+            Self::Compact | Self::Hops => Values::Bytes,
             Self::TopK(k) => Values::Floats { keep_heaviest: Some(k) },
             Self::Full | Self::Summary | Self::None => Values::Floats { keep_heaviest: None },
         }
@@ -104,12 +108,13 @@ impl std::str::FromStr for AttentionEncoding {
     fn from_str(text: &str) -> Result<Self, String> {
         match text {
             "compact" => Ok(Self::Compact),
+            "hops" => Ok(Self::Hops),
             "full" => Ok(Self::Full),
             "summary" => Ok(Self::Summary),
             "none" => Ok(Self::None),
             _ => match text.strip_prefix("top-k:").map(str::parse::<usize>) {
                 Some(Ok(k)) if k > 0 => Ok(Self::TopK(k)),
-                _ => Err(format!("`{text}` is not one of compact, full, summary, top-k:N (N at least 1), none")),
+                _ => Err(format!("`{text}` is not one of compact, hops, full, summary, top-k:N (N at least 1), none")),
             },
         }
     }
@@ -119,6 +124,7 @@ impl std::fmt::Display for AttentionEncoding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Compact => f.write_str("compact"),
+            Self::Hops => f.write_str("hops"),
             Self::Full => f.write_str("full"),
             Self::Summary => f.write_str("summary"),
             Self::TopK(k) => write!(f, "top-k:{k}"),

@@ -20,6 +20,8 @@ pub const VERSION: &str = "pipeline.version";
 pub const BACKEND: &str = "pipeline.backend";
 /// The `--attention` encoding, as [`super::AttentionEncoding`] spells it.
 pub const ATTENTION_ENCODING: &str = "pipeline.attention";
+/// The text column whose characters `token_spans` count (written only with that column).
+pub const TOKEN_SPANS_TEXT: &str = "pipeline.token_spans_text";
 /// `--min-confidence`: below it a row abstains (no `prediction`, `abstained` true). Absent
 /// when the run did not abstain.
 pub const MIN_CONFIDENCE: &str = "pipeline.min_confidence";

@@ -8,7 +8,9 @@
 //! - `keys`: the schema-metadata keys a run writes and readers check;
 //! - `anchor`: which class the `contribution` pushes are towards;
 //! - `origin`: which run wrote a file, so that tables and reports do not blend runs;
-//! - `read`: an output read back, whatever wrote it, with bytes decoded to weights.
+//! - `token_spans`: each token's place in the text, written instead of its string;
+//! - `read`: an output read back, whatever wrote it, with bytes decoded to weights and spans
+//!   to tokens.
 
 pub mod anchor;
 pub mod columns;
@@ -17,6 +19,7 @@ pub mod keys;
 pub mod origin;
 pub mod prediction;
 pub mod read;
+pub mod token_spans;
 
 pub use anchor::PushesTowards;
 pub use columns::{OptionalColumns, OutputTable, is_reserved, reserved_names};

@@ -6,6 +6,9 @@ pub struct DocumentPrediction {
     pub probabilities: Vec<f32>,
     /// The document's tokens, as ids into the tokenizer's [`crate::text::Vocabulary`].
     pub token_ids: Vec<i64>,
+    /// Each token's characters in the text, where the tokenizer gives them
+    /// ([`crate::text::EncodedText::spans`]).
+    pub token_spans: Option<Vec<std::ops::Range<usize>>>,
     /// `heads × tokens`, padding removed; absent for models without attention.
     pub attention: Option<Vec<Vec<f32>>>,
     /// `classes × tokens`: each token's signed contribution to each class's centred score;
@@ -102,6 +105,7 @@ mod tests {
         let doc = DocumentPrediction {
             probabilities: vec![0.3, 0.7],
             token_ids: vec![0, 1],
+            token_spans: None,
             attention: Some(vec![vec![1.0, 0.0], vec![0.5, 0.5]]),
             contribution: None,
             embedding: None,

@@ -11,17 +11,18 @@ use arrow::array::{
     ListBuilder, StringArray,
 };
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field, Float32Type, Int32Type, Schema};
+use arrow::datatypes::{DataType, Field, Float32Type, Int32Type, Int64Type, Schema};
 use arrow::record_batch::RecordBatch;
 use batch_io::source::column_list;
 
 use super::anchor::PushesTowards;
 use super::columns::{
     ABSTAINED, ATTENTION, ATTENTION_ENTROPY, ATTENTION_SUMMARY, CONFIDENCE, CONTRIBUTION, CONTRIBUTION_SCALE,
-    PREDICTED_LABELS, PREDICTION, SENTENCE_ATTENTION, SENTENCE_LENGTHS, TOKENS, TRUNCATED,
+    PREDICTED_LABELS, PREDICTION, SENTENCE_ATTENTION, SENTENCE_LENGTHS, TOKEN_SPANS, TOKENS, TRUNCATED,
 };
 use super::encoding::{AttentionEncoding, Values};
-use super::keys::ATTENTION_ENCODING;
+use super::keys::{ATTENTION_ENCODING, TOKEN_SPANS_TEXT};
+use super::token_spans;
 
 /// Columns every output of `pipeline run` has; without them a file is something else.
 const REQUIRED: [&str; 2] = [PREDICTION.name, CONFIDENCE.name];
@@ -31,7 +32,10 @@ const REQUIRED: [&str; 2] = [PREDICTION.name, CONFIDENCE.name];
 pub struct Layout {
     pub label: Option<String>,
     pub id: bool,
+    /// Tokens, as strings or as their places in the text.
     pub tokens: bool,
+    /// The text column that `token_spans` count in, where the tokens are written as spans.
+    pub token_spans_text: Option<String>,
     pub attention: bool,
     pub summary: bool,
     pub sentences: bool,
@@ -84,7 +88,14 @@ impl Layout {
             ),
             None => (has("label") && !is_list("label")).then(|| "label".to_owned()),
         };
-        let tokens = has(TOKENS.name);
+        // Spans in place of the strings, with the text they count in (a file without it, or
+        // without the key naming it, has tokens nobody can read back).
+        let token_spans_text = schema
+            .metadata()
+            .get(TOKEN_SPANS_TEXT)
+            .filter(|text| !has(TOKENS.name) && has(TOKEN_SPANS.name) && has(text))
+            .cloned();
+        let tokens = has(TOKENS.name) || token_spans_text.is_some();
         let contribution = tokens && has(CONTRIBUTION.name);
         let contribution_scale = contribution && has(CONTRIBUTION_SCALE.name);
         let float_pushes =
@@ -93,6 +104,7 @@ impl Layout {
             label,
             id: has("id"),
             tokens,
+            token_spans_text,
             attention: tokens && has(ATTENTION.name),
             summary: tokens && has(ATTENTION_SUMMARY.name),
             sentences: tokens && has(SENTENCE_LENGTHS.name) && has(SENTENCE_ATTENTION.name),
@@ -124,7 +136,8 @@ impl Layout {
         columns.extend(self.label.clone());
         let optional = [
             ("id", self.id),
-            (TOKENS.name, self.tokens),
+            (TOKENS.name, self.tokens && self.token_spans_text.is_none()),
+            (TOKEN_SPANS.name, self.token_spans_text.is_some()),
             (ATTENTION.name, self.attention),
             (ATTENTION_SUMMARY.name, self.summary),
             (SENTENCE_LENGTHS.name, self.sentences),
@@ -137,6 +150,9 @@ impl Layout {
             (CONTRIBUTION_SCALE.name, self.contribution_scale),
         ];
         columns.extend(optional.iter().filter(|(_, present)| *present).map(|(name, _)| (*name).to_owned()));
+        if let Some(text) = self.token_spans_text.as_ref().filter(|text| !columns.contains(text)) {
+            columns.push(text.clone());
+        }
         columns
     }
 }
@@ -210,7 +226,15 @@ impl Batch {
             confidence,
             label,
             id: layout.id.then(|| strings("id")).transpose()?,
-            tokens: layout.tokens.then(|| list(TOKENS.name, DataType::Utf8)).transpose()?,
+            tokens: match &layout.token_spans_text {
+                Some(text) => Some(tokens_from_spans(
+                    &strings(text)?,
+                    &list(TOKEN_SPANS.name, DataType::Int64)?,
+                    file,
+                    first_row,
+                )?),
+                None => layout.tokens.then(|| list(TOKENS.name, DataType::Utf8)).transpose()?,
+            },
             attention: layout.attention.then(|| weights(batch, ATTENTION.name, true, file)).transpose()?,
             summary: layout.summary.then(|| weights(batch, ATTENTION_SUMMARY.name, false, file)).transpose()?,
             sentence_lengths: layout.sentences.then(|| list(SENTENCE_LENGTHS.name, DataType::Int32)).transpose()?,
@@ -288,6 +312,35 @@ impl Batch {
     }
 }
 
+/// The tokens that `spans` (a `token_spans` column) point at in `texts`, as a list of strings
+/// per row; null where either is null.
+pub fn tokens_from_spans(
+    texts: &StringArray,
+    spans: &ListArray,
+    file: &str,
+    first_row: usize,
+) -> anyhow::Result<ListArray> {
+    let mut builder = ListBuilder::new(arrow::array::StringBuilder::new());
+    for row in 0..spans.len().min(texts.len()) {
+        if spans.is_null(row) || texts.is_null(row) {
+            builder.append_null();
+            continue;
+        }
+        let values = spans.value(row);
+        let values = values
+            .as_primitive_opt::<Int64Type>()
+            .filter(|values| values.null_count() == 0)
+            .with_context(|| format!("{file}: row {}: `{}` holds a null", first_row + row, TOKEN_SPANS.name))?;
+        let tokens = token_spans::decode(texts.value(row), values.values())
+            .with_context(|| format!("{file}: row {}: `{}`", first_row + row, TOKEN_SPANS.name))?;
+        for token in tokens {
+            builder.values().append_value(token);
+        }
+        builder.append(true);
+    }
+    Ok(builder.finish())
+}
+
 /// What each column the report reads must be (the encodings `pipeline run` writes, and the
 /// types other writers give them). A cast would otherwise turn a string `confidence` into
 /// all-NULL and an empty chart, silently.
@@ -308,6 +361,7 @@ const COLUMN_KINDS: &[(&str, usize, Kind)] = &[
     (CONFIDENCE.name, 0, Kind::Float),
     ("id", 0, Kind::Key),
     (TOKENS.name, 1, Kind::Text),
+    (TOKEN_SPANS.name, 1, Kind::Integer),
     (ATTENTION.name, 2, Kind::Number),
     (ATTENTION_SUMMARY.name, 1, Kind::Number),
     (SENTENCE_LENGTHS.name, 1, Kind::Integer),

@@ -3,6 +3,7 @@
 mod vocabulary;
 mod word_level;
 
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -17,6 +18,9 @@ pub use word_level::WordLevelFast;
 #[derive(Debug, Clone, PartialEq)]
 pub struct EncodedText {
     pub ids: Vec<i64>,
+    /// Each token's characters in the text (counted in Unicode scalar values, as Python and
+    /// SQL count them), where the tokenizer says: the fast path does, the crate's path not.
+    pub spans: Option<Vec<Range<usize>>>,
     /// The document had more tokens than the limit and was cut.
     pub truncated: bool,
 }
@@ -48,6 +52,15 @@ impl TextEncoder {
     /// Whether texts go through [`WordLevelFast`] rather than the `tokenizers` crate.
     pub fn has_fast_path(&self) -> bool {
         self.fast.is_some()
+    }
+
+    /// Whether each token's place in the text can stand for its string (the output's
+    /// `token_spans`): the fast path gives the places, and reading a word back as its
+    /// lower-cased characters, or `[UNK]`, is what it does.
+    pub fn gives_token_spans(&self) -> bool {
+        self.fast.as_ref().is_some_and(|fast| {
+            self.vocabulary.token(i64::from(fast.unknown_id())) == Some(crate::output::token_spans::UNKNOWN_TOKEN)
+        })
     }
 
     pub fn from_file(path: &Path, max_tokens: usize) -> anyhow::Result<Self> {
@@ -110,6 +123,7 @@ impl TextEncoder {
             .into_iter()
             .map(|encoding| EncodedText {
                 ids: encoding.get_ids().iter().take(keep).map(|&id| i64::from(id)).collect(),
+                spans: None,
                 truncated: encoding.len() > keep,
             })
             .collect())

@@ -3,14 +3,17 @@
 //! each punctuation character its own token), a word-level vocabulary with `[UNK]`, and the
 //! special tokens `[PAD]` and `[UNK]` matched in the raw text.
 //!
-//! The `tokenizers` crate tracks offsets and alignments through every step; we need neither,
-//! and it tokenizes IMDB at about a tenth of the speed this does (measured: README,
+//! The `tokenizers` crate tracks offsets and alignments through every step; we need only each
+//! token's place in the text (in characters, for the output's `token_spans`), and it
+//! tokenizes IMDB at about a tenth of the speed this does (measured: README,
 //! "Tokenization"). This is the one place we replace a crate by hand-written code, so it takes
 //! over only from a `tokenizer.json` whose every part it recognises ([`WordLevelFast::recognise`]),
 //! and it follows the crate's own definitions: `char::to_lowercase` per character,
 //! `char::is_whitespace`, punctuation as ASCII punctuation or Unicode category P*
 //! (`unicode_categories`, as the crate uses), and the same regular expression. A property test
 //! and a differential test over all of IMDB hold it to the crate's ids and tokens.
+
+use std::ops::Range;
 
 use foldhash::HashMap;
 use regex::Regex;
@@ -79,9 +82,15 @@ impl WordLevelFast {
         Some(Self { vocab, unknown, specials, line_break })
     }
 
-    /// Encodes one text, keeping the first `max_tokens` tokens.
+    /// The id of words not in the vocabulary.
+    pub fn unknown_id(&self) -> u32 {
+        self.unknown
+    }
+
+    /// Encodes one text, keeping the first `max_tokens` tokens, each with the characters of
+    /// `text` it was read from.
     pub fn encode(&self, text: &str, max_tokens: usize) -> EncodedText {
-        let mut out = Output { ids: Vec::new(), limit: max_tokens, truncated: false };
+        let mut out = Output { ids: Vec::new(), spans: Vec::new(), limit: max_tokens, truncated: false, at: 0 };
         // Where each special token next occurs, searched again only once passed, so a text
         // full of special tokens costs one scan per special token, not one per occurrence.
         let mut next: Vec<Option<usize>> =
@@ -102,7 +111,9 @@ impl WordLevelFast {
             match leftmost {
                 Some((start, end, id)) => {
                     self.encode_words(text.get(position..start).unwrap_or_default(), &mut out);
-                    out.push(id);
+                    let special = text.get(start..end).unwrap_or_default().chars().count();
+                    out.push(id, out.at..out.at + special);
+                    out.at += special;
                     position = end;
                 }
                 None => {
@@ -111,28 +122,42 @@ impl WordLevelFast {
                 }
             }
         }
-        EncodedText { ids: out.ids, truncated: out.truncated }
+        EncodedText { ids: out.ids, spans: Some(out.spans), truncated: out.truncated }
     }
 
     /// Normalizes and pre-tokenizes a stretch of text without special tokens, and looks up
-    /// each word. ASCII characters, most of any English corpus, take a shortcut with the same
-    /// result: `char::is_whitespace` and `to_lowercase` agree with their ASCII versions there.
+    /// each word. A line break tag separates words as a space does.
     fn encode_words(&self, text: &str, out: &mut Output) {
-        if text.is_empty() {
-            return;
+        let mut last = 0;
+        for line_break in self.line_break.find_iter(text) {
+            self.encode_plain(text.get(last..line_break.start()).unwrap_or_default(), out);
+            out.at += line_break.as_str().chars().count();
+            last = line_break.end();
         }
-        let text = self.line_break.replace_all(text, " ");
-        let mut word = String::new();
+        self.encode_plain(text.get(last..).unwrap_or_default(), out);
+    }
+
+    /// [`Self::encode_words`] on a stretch without line break tags. ASCII characters, most of
+    /// any English corpus, take a shortcut with the same result: `char::is_whitespace` and
+    /// `to_lowercase` agree with their ASCII versions there.
+    fn encode_plain(&self, text: &str, out: &mut Output) {
+        let mut word = Word::default();
         for c in text.chars() {
+            // Past the limit, nothing more is kept, so the characters need not be counted.
+            if out.truncated {
+                return;
+            }
+            let at = out.at;
+            out.at += 1;
             if c.is_ascii() {
                 let lower = c.to_ascii_lowercase();
                 if matches!(lower, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r') {
                     self.flush(&mut word, out);
                 } else if lower.is_ascii_punctuation() {
                     self.flush(&mut word, out);
-                    self.look_up(lower.encode_utf8(&mut [0; 4]), out);
+                    self.look_up(lower.encode_utf8(&mut [0; 4]), at..at + 1, out);
                 } else {
-                    word.push(lower);
+                    word.push(lower, at);
                 }
             } else {
                 for lower in c.to_lowercase() {
@@ -140,46 +165,67 @@ impl WordLevelFast {
                         self.flush(&mut word, out);
                     } else if is_bert_punctuation(lower) {
                         self.flush(&mut word, out);
-                        self.look_up(lower.encode_utf8(&mut [0; 4]), out);
+                        self.look_up(lower.encode_utf8(&mut [0; 4]), at..at + 1, out);
                     } else {
-                        word.push(lower);
+                        word.push(lower, at);
                     }
                 }
-            }
-            if out.truncated {
-                return;
             }
         }
         self.flush(&mut word, out);
     }
 
-    fn flush(&self, word: &mut String, out: &mut Output) {
-        if !word.is_empty() {
-            self.look_up(word, out);
-            word.clear();
+    fn flush(&self, word: &mut Word, out: &mut Output) {
+        if !word.text.is_empty() {
+            self.look_up(&word.text, word.start..word.end, out);
+            word.text.clear();
         }
     }
 
-    fn look_up(&self, word: &str, out: &mut Output) {
-        out.push(self.vocab.get(word).copied().unwrap_or(self.unknown));
+    fn look_up(&self, word: &str, span: Range<usize>, out: &mut Output) {
+        out.push(self.vocab.get(word).copied().unwrap_or(self.unknown), span);
+    }
+}
+
+/// A word being read: its lower-cased text and the characters of the text it came from.
+#[derive(Default)]
+struct Word {
+    text: String,
+    start: usize,
+    end: usize,
+}
+
+impl Word {
+    /// Adds `c`, read from the text's character `at`.
+    fn push(&mut self, c: char, at: usize) {
+        if self.text.is_empty() {
+            self.start = at;
+        }
+        self.text.push(c);
+        self.end = at + 1;
     }
 }
 
 /// The tokens so far, up to the limit.
 struct Output {
     ids: Vec<i64>,
+    /// Each token's characters in the text.
+    spans: Vec<Range<usize>>,
     limit: usize,
     /// A token beyond the limit was seen: the text is cut and the rest need not be read.
     truncated: bool,
+    /// How many characters of the text have been read.
+    at: usize,
 }
 
 impl Output {
-    fn push(&mut self, id: u32) {
+    fn push(&mut self, id: u32, span: Range<usize>) {
         if self.ids.len() == self.limit {
             self.truncated = true;
             return;
         }
         self.ids.push(i64::from(id));
+        self.spans.push(span);
     }
 }
 

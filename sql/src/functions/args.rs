@@ -24,6 +24,8 @@ pub enum Role {
     Number,
     /// A string → `Utf8`.
     Text,
+    /// A list of whole numbers (`token_spans`) → `List<Int64>`.
+    Spans,
 }
 
 impl Role {
@@ -35,6 +37,7 @@ impl Role {
             Role::Count => "an integer",
             Role::Number => "a number",
             Role::Text => "a string",
+            Role::Spans => "a list of whole numbers (token_spans)",
         }
     }
 
@@ -46,6 +49,7 @@ impl Role {
             Role::Count => DataType::Int64,
             Role::Number => DataType::Float64,
             Role::Text => DataType::Utf8,
+            Role::Spans => list_of(DataType::Int64),
         }
     }
 
@@ -61,6 +65,7 @@ impl Role {
             Role::Count => data_type.is_integer(),
             Role::Number => data_type.is_numeric(),
             Role::Text => is_string(data_type),
+            Role::Spans => list_item(data_type).is_some_and(|t| t.is_integer() || t.is_null()),
         }
     }
 }

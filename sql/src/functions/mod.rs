@@ -1,6 +1,7 @@
 //! The SQL functions this crate adds to DataFusion, one module each.
 
 mod args;
+pub use args::list_of;
 mod attended_tokens;
 mod attention_entropy;
 mod attention_html;
@@ -9,6 +10,7 @@ mod classify;
 mod head_attention;
 mod row_function;
 pub mod token_weights;
+mod tokens;
 mod top_tokens;
 
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
@@ -25,6 +27,7 @@ use crate::tables::ReadLocations;
 /// packages `classify` loads, so that an output is never written over one.
 fn functions(classify: ClassifyOptions, read: ReadLocations) -> (Vec<ScalarUDF>, Vec<AggregateUDF>) {
     let mut scalars = vec![
+        scalar_udf(tokens::Tokens),
         scalar_udf(top_tokens::TopTokens),
         scalar_udf(head_attention::HeadAttention),
         scalar_udf(attention_entropy::AttentionEntropy),
@@ -40,6 +43,11 @@ fn functions(classify: ClassifyOptions, read: ReadLocations) -> (Vec<ScalarUDF>,
         .map(|ranking| AggregateUDF::new_from_impl(AttendedTokens::new(ranking)))
         .to_vec();
     (scalars, aggregates)
+}
+
+/// `tokens(text, token_spans)`, for the tables that give a `tokens` column read from spans.
+pub fn tokens_udf() -> ScalarUDF {
+    scalar_udf(tokens::Tokens)
 }
 
 /// Registers the functions; `read` collects the model packages `classify` loads.
