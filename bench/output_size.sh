@@ -30,7 +30,10 @@ declare -A seconds
 for round in $(seq "$rounds"); do
     for run in "${runs[@]}"; do
         name=${run//[:,]/_}
-        rm -rf "$work/$name.parquet"
+        out="$work/$name.parquet"
+        # A Delta table is a directory.
+        [[ $run == delta ]] && out="$work/$name"
+        rm -rf "$out"
         if [[ $run == delta ]]; then
             command=("$bin" run --output-format delta)
         elif [[ $run == baseline ]]; then
@@ -40,7 +43,7 @@ for round in $(seq "$rounds"); do
         else
             command=("$bin" run --attention "$run")
         fi
-        "${command[@]}" --model "$model" --input "$data" --output "$work/$name.parquet" --threads "$threads" \
+        "${command[@]}" --model "$model" --input "$data" --output "$out" --threads "$threads" \
             --metrics-json "$work/$name.json" > /dev/null 2>&1
         took=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["seconds"])' "$work/$name.json")
         seconds[$name]="${seconds[$name]:-} $took"
@@ -56,7 +59,9 @@ for run in "${runs[@]}"; do
     name=${run//[:,]/_}
     best=$(printf '%s\n' ${seconds[$name]} | sort -g | head -n 1)
     base=${base:-$best}
-    bytes=$(du -sb "$work/$name.parquet" | cut -f1)
+    out="$work/$name.parquet"
+    [[ $run == delta ]] && out="$work/$name"
+    bytes=$(du -sb "$out" | cut -f1)
     # Speed as time relative to full: below 1 is faster.
     printf '%-24s %10.1f %8.2fx %9.1f %12.2fx\n' "$run" "$(python3 -c "print($bytes / 1e6)")" \
         "$(python3 -c "print($bytes / $input_bytes)")" "$best" "$(python3 -c "print($best / $base)")"
@@ -71,7 +76,8 @@ import collections, pathlib, sys
 import pyarrow.parquet as pq
 work, runs = pathlib.Path(sys.argv[1]), sys.argv[2:]
 for run in runs:
-    path = work / (run.replace(":", "_").replace(",", "_") + ".parquet")
+    name = run.replace(":", "_").replace(",", "_")
+    path = work / (name if run == "delta" else name + ".parquet")
     files = [path] if path.is_file() else sorted(path.rglob("*.parquet"))
     sizes = collections.Counter()
     for file in files:

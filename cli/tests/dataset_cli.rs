@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use arrow::array::RecordBatch;
+use arrow::array::{Array, RecordBatch};
 use common::*;
 
 fn parts_of(dir: &Path) -> Vec<PathBuf> {
@@ -599,6 +599,9 @@ for prediction, n in duckdb.sql(f"SELECT prediction, count(*) FROM read_parquet(
 frame = pl.read_parquet(glob, hive_partitioning=True)
 for prediction, n in frame.group_by("prediction").len().sort("prediction").rows():
     print("polars", prediction, n)
+# The token spans, one whole number a token, read as any list column.
+print("tokens duckdb", duckdb.sql(f"SELECT sum(len(token_spans)) FROM read_parquet('{glob}')").fetchall()[0][0])
+print("tokens polars", frame["token_spans"].list.len().sum())
 "#;
     let output = Command::new(python).args(["-c", script, &out.to_string_lossy()]).output().expect("python");
     assert!(output.status.success(), "{}", stderr(&output));
@@ -608,6 +611,10 @@ for prediction, n in frame.group_by("prediction").len().sort("prediction").rows(
             printed.lines().filter_map(|l| l.strip_prefix(reader)).map(|l| l.trim().to_owned()).collect();
         assert_eq!(lines, expected_text, "{reader}: {printed}");
     }
+    let single = token_lists(&read(&dir.path().join("single.parquet")));
+    let tokens: i32 = (0..single.len()).map(|row| single.value_length(row)).sum();
+    assert!(printed.contains(&format!("tokens duckdb {tokens}\n")), "{tokens}: {printed}");
+    assert!(printed.contains(&format!("tokens polars {tokens}\n")), "{tokens}: {printed}");
 }
 
 #[test]

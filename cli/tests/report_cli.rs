@@ -86,7 +86,6 @@ fn a_report_on_default_predictions_has_every_section() {
         "id=\"reliability\"",
         "id=\"confidence\"",
         "id=\"class-tokens\"",
-        "id=\"hop-entropy\"",
         "id=\"most-confident\"",
         "id=\"least-confident\"",
         "id=\"misclassified\"",
@@ -103,8 +102,8 @@ fn a_report_on_default_predictions_has_every_section() {
     }
     assert_eq!(html.matches("<script").count(), 1, "one inline script");
     assert!(html.contains("<td>san</td>"), "the model variant from the Parquet metadata");
-    // Each hop's own weights are `--attention hops` only; the default keeps their entropies.
-    assert!(!html.contains("id=\"hop-tokens\""));
+    // Each hop's weights and entropies are `--attention hops` only.
+    assert!(!html.contains("id=\"hop-tokens\"") && !html.contains("id=\"hop-entropy\""));
 
     // The same predictions as a dataset of parts give the same page but for the input line.
     let parts = dir.path().join("parts");
@@ -213,7 +212,6 @@ fn the_default_output_gives_the_report_and_sql_of_the_layout_before_it() {
         "SELECT prediction, distinctive_attended(tokens, attention_summary, 10) FROM p GROUP BY prediction ORDER BY prediction",
         "SELECT t, sum(x) FROM (SELECT unnest(tokens) AS t, unnest(contribution) * contribution_scale AS x FROM p) GROUP BY t ORDER BY 2 DESC, 1 LIMIT 20",
         "SELECT id, attention_html(tokens, attention_summary), contribution_html(tokens, contribution, contribution_scale) FROM p ORDER BY id",
-        "SELECT avg(attention_entropy[1]), avg(attention_entropy[8]) FROM p",
     ];
     for query in queries {
         let whole = |path: &Path| {
@@ -242,12 +240,7 @@ fn the_default_output_gives_the_report_and_sql_of_the_layout_before_it() {
         let start = html.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no {id}"));
         html[start..].split(end).next().unwrap_or_default().to_owned()
     };
-    let sections = [
-        ("confusion-matrix", "</table>"),
-        ("class-tokens", "</table>"),
-        ("class-pushes", "</table>"),
-        ("hop-entropy", "</figure>"),
-    ];
+    let sections = [("confusion-matrix", "</table>"), ("class-tokens", "</table>"), ("class-pushes", "</table>")];
     for (id, end) in sections {
         assert_eq!(section(&default_page, id, end), section(&before_page, id, end), "{id}");
     }

@@ -7,7 +7,8 @@
     ['pos', 'neg']
 
 ``Classifier.classify`` takes a ``pyarrow.Table`` or ``RecordBatch`` and returns its columns
-followed by the columns ``pipeline run`` writes, row for row. ``run`` is ``pipeline run`` in
+followed by the columns ``pipeline run`` writes, row for row; ``tokens(text, token_spans)``
+gives back the tokens that ``token_spans`` places in the text. ``run`` is ``pipeline run`` in
 this process. Both use ONNX Runtime when the ``onnxruntime`` (or ``onnxruntime-gpu``) package
 is installed beside this one, and tract (pure Rust, slower) when it is not.
 """
@@ -111,7 +112,7 @@ class Classifier:
     ``tract``; ``long_documents`` is ``windows`` (the default), ``head-tail`` or ``truncate``;
     ``attention`` is ``compact`` (the default), ``hops`` (also every hop's weights), ``full``,
     ``summary``, ``top-k:N`` or ``none``; ``drop`` lists output columns to leave out
-    (``["attention_entropy"]``); ``batch_size`` is 64 on the CPU and 1,024 with ``device="cuda"``. ``min_confidence`` (a probability) leaves ``prediction`` null and sets
+    (``["contribution"]``); ``batch_size`` is 64 on the CPU and 1,024 with ``device="cuda"``. ``min_confidence`` (a probability) leaves ``prediction`` null and sets
     ``abstained`` where the most probable class is less likely than it. ``threads`` sizes the process's worker pool (default: all cores), once per
     process.
 

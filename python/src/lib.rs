@@ -356,9 +356,11 @@ impl Classifier {
                 .with_long_documents(spec.long_documents)?;
             let table = OutputTable::for_model(classifier.optional_columns(spec.embedding), spec.attention)
                 .abstaining_below(spec.min_confidence)
+                // The input's columns, the text among them, come first in every table.
+                .with_token_spans(classifier.gives_token_spans())
                 .without(&spec.drop)?;
             let package = classifier.package();
-            let metadata = table_metadata(package, &model_sha256(package)?, &classifier, &spec)?;
+            let metadata = table_metadata(package, &model_sha256(package)?, &classifier, &spec, &table)?;
             let (text_column, batch_size) = (spec.text_column.clone(), spec.batch_size());
             Ok(Self { classifier, table, text_column, batch_size, threads, model, metadata, _unpacked: unpacked })
         };

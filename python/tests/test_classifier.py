@@ -72,12 +72,12 @@ def test_min_confidence_abstains_as_pipeline_run_does(pipeline_command, tmp_path
 
 
 def test_drop_leaves_columns_out_as_pipeline_run_does(pipeline_command, tmp_path):
-    expected = pipeline_run(pipeline_command, tmp_path / "out.parquet", "--drop", "attention,contribution")
-    actual = ac.Classifier(drop=["attention", "contribution"]).classify(pq.read_table(REVIEWS))
+    expected = pipeline_run(pipeline_command, tmp_path / "out.parquet", "--drop", "attention_summary,contribution")
+    actual = ac.Classifier(drop=["attention_summary", "contribution"]).classify(pq.read_table(REVIEWS))
     assert actual.column_names == expected.column_names
-    assert "attention" not in actual.column_names and "contribution_scale" not in actual.column_names
+    assert "attention_summary" not in actual.column_names and "contribution_scale" not in actual.column_names
     assert actual.column("prediction").to_pylist() == expected.column("prediction").to_pylist()
-    summary = ac.run(str(REVIEWS), str(tmp_path / "run.parquet"), drop="attention,contribution")
+    summary = ac.run(str(REVIEWS), str(tmp_path / "run.parquet"), drop="attention_summary,contribution")
     assert pq.read_schema(tmp_path / "run.parquet").names == expected.column_names, summary
     with pytest.raises(ac.PipelineError) as raised:
         ac.Classifier(drop=["attentions"])
@@ -499,3 +499,12 @@ def test_run_writes_a_delta_table_and_reports_as_pipeline_run_does(tmp_path, mon
     assert again["parts"]["table"]["version"] is None, "the table held every part already"
     with pytest.raises(ac.PipelineError, match='output_format="iceberg" is not one of: parquet, delta'):
         ac.run(str(REVIEWS), str(tmp_path / "other"), output_format="iceberg")
+
+
+def test_tokens_reads_token_spans_for_one_row_or_whole_columns():
+    spans = [1, -((1 << 32) + 6), (1 << 32) + 4]
+    assert ac.tokens("A Zanuck film<br />was NOT bad", spans) == ["a", "[UNK]", "film"]
+    with pytest.raises(ValueError, match="past the end of the text"):
+        ac.tokens("tiny", [4, (1 << 32) + 3])
+    columns = ac.tokens(pa.array(["Great film", None]), pa.array([[5, (1 << 32) + 4], [1]], pa.list_(pa.int64())))
+    assert columns.to_pylist() == [["great", "film"], None]

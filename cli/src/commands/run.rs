@@ -130,14 +130,14 @@ pub struct RunArgs {
     #[command(flatten)]
     long_documents: LongDocumentFlags,
     /// How much attention and explanation to write: the hops summed per token as bytes
-    /// relative to the heaviest, each hop's entropy and the contributions as signed bytes
-    /// (compact); that and every hop's own weights as bytes (hops); every hop, their summary
+    /// relative to the heaviest and the contributions as signed bytes (compact); that, every
+    /// hop's own weights as bytes and each hop's entropy (hops); every hop, their summary
     /// and the contributions as floats (full); only the summary and the contributions as
     /// floats (summary); each hop's and the summary's N heaviest weights with the rest 0
     /// (top-k:N); or none of them. Every hop's weights are most of an output's size.
     #[arg(long, value_name = "compact|hops|full|summary|top-k:N|none", default_value_t = AttentionEncoding::default())]
     attention: AttentionEncoding,
-    /// Output columns to leave out, comma-separated (e.g. `attention_entropy`); a column of
+    /// Output columns to leave out, comma-separated (e.g. `contribution`); a column of
     /// bytes takes its scale with it. Input columns are chosen with --pass-through.
     #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
     drop: Vec<String>,

@@ -12,11 +12,11 @@ fn dropped_columns_are_left_out_with_their_scales_and_the_report_still_reads_the
     let dir = tempfile::tempdir().expect("tempdir");
     let (all, some) = (dir.path().join("all.parquet"), dir.path().join("some.parquet"));
     assert!(run(&reviews(), &all, &[]).status.success());
-    let output = run(&reviews(), &some, &["--drop", "attention_entropy,contribution"]);
+    let output = run(&reviews(), &some, &["--drop", "attention_summary,contribution"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let (before, after) = (columns(&all), columns(&some));
     let gone: Vec<&String> = before.iter().filter(|name| !after.contains(name)).collect();
-    assert_eq!(gone, ["attention_entropy", "contribution", "contribution_scale"], "{after:?}");
+    assert_eq!(gone, ["attention_summary", "contribution", "contribution_scale"], "{after:?}");
     assert_eq!(strings(&read(&some), "prediction"), strings(&read(&all), "prediction"));
     let size = |path: &std::path::Path| std::fs::metadata(path).expect("meta").len();
     assert!(size(&some) < size(&all), "{} bytes against {}", size(&some), size(&all));
@@ -50,9 +50,9 @@ fn a_dataset_resumed_with_other_columns_is_refused_by_name() {
     let out = dir.path().join("dataset");
     assert!(run(&reviews(), &out, &["--rows-per-part", "100", "--shard", "0/2"]).status.success());
     let before = files_in(&out);
-    let output = run(&reviews(), &out, &["--rows-per-part", "100", "--shard", "1/2", "--drop", "attention_entropy"]);
+    let output = run(&reviews(), &out, &["--rows-per-part", "100", "--shard", "1/2", "--drop", "attention_summary"]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    assert!(stderr(&output).contains("--drop was not set, now attention_entropy"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("--drop was not set, now attention_summary"), "{}", stderr(&output));
     assert_eq!(files_in(&out), before);
 
     // The same columns in another order, or named twice, are the same run.
@@ -60,7 +60,7 @@ fn a_dataset_resumed_with_other_columns_is_refused_by_name() {
     let drop = |names: &str, shard: &str| {
         run(&reviews(), &other, &["--rows-per-part", "100", "--shard", shard, "--drop", names]).status.success()
     };
-    assert!(drop("attention_entropy,contribution", "0/2"));
-    assert!(drop("contribution,attention_entropy,attention_entropy", "1/2"));
+    assert!(drop("attention_summary,contribution", "0/2"));
+    assert!(drop("contribution,attention_summary,attention_summary", "1/2"));
     assert!(other.join("_SUCCESS").exists());
 }

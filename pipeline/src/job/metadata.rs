@@ -8,9 +8,10 @@ use anyhow::Context;
 use sha2::{Digest, Sha256};
 
 use runtime::classifier::Classifier;
-use runtime::output::PushesTowards;
+use runtime::output::columns::TOKEN_SPANS;
 use runtime::output::encoding::Explanation;
 use runtime::output::keys;
+use runtime::output::{OutputTable, PushesTowards};
 use runtime::package::{ModelCard, ModelPackage};
 
 use super::spec::RunSpec;
@@ -22,12 +23,13 @@ pub fn model_sha256(package: &ModelPackage) -> anyhow::Result<String> {
     Ok(format!("{:x}", Sha256::digest(&graph)))
 }
 
-/// The schema metadata of every output: which model, labels and options made it.
+/// The schema metadata of every output of `table`: which model, labels and options made it.
 pub fn table_metadata(
     package: &ModelPackage,
     model_sha256: &str,
     classifier: &Classifier,
     spec: &RunSpec,
+    table: &OutputTable,
 ) -> anyhow::Result<HashMap<String, String>> {
     let attention = spec.attention;
     let entries = [
@@ -43,6 +45,9 @@ pub fn table_metadata(
     ];
     let mut metadata: HashMap<String, String> =
         entries.into_iter().map(|(key, value)| (key.to_owned(), value)).collect();
+    if table.has(&TOKEN_SPANS) {
+        metadata.insert(keys::TOKEN_SPANS_TEXT.to_owned(), spec.text_column.clone());
+    }
     if let Some(threshold) = spec.min_confidence {
         metadata.insert(keys::MIN_CONFIDENCE.to_owned(), threshold.to_string());
     }

@@ -12,7 +12,6 @@ use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use batch_io::publish::Destination;
 use batch_io::source::{BatchStream, InputFile, RowSpan, open_span};
 use runtime::classifier::Classifier;
-use runtime::output::columns::TOKEN_SPANS;
 use runtime::output::{OutputTable, keys};
 use runtime::package::ModelPackage;
 
@@ -85,10 +84,7 @@ impl Plan {
         if !read_columns.contains(&spec.text_column) {
             read_columns.push(spec.text_column.clone());
         }
-        let mut metadata = table_metadata(package, model_sha256, classifier, spec)?;
-        if table.has(&TOKEN_SPANS) {
-            metadata.insert(keys::TOKEN_SPANS_TEXT.to_owned(), spec.text_column.clone());
-        }
+        let mut metadata = table_metadata(package, model_sha256, classifier, spec, table)?;
         // A single file is one unit per input; a dataset splits them into parts.
         let layouts: Vec<FileLayout> =
             streams.iter().map(|s| if dataset { s.row_groups.clone() } else { None }).collect();

@@ -239,7 +239,7 @@ fn open_auto(graph: &Path, options: &BackendOptions) -> anyhow::Result<Box<dyn I
         Err(_) => {
             tracing::info!(
                 "no ONNX Runtime library found, so using tract (pure Rust); `scripts/install-onnxruntime.sh` \
-                 or ORT_DYLIB_PATH makes the default run about 2.6× faster"
+                 or ORT_DYLIB_PATH makes the default run about 1.7× faster"
             );
             Ok(Box::new(TractBackend::open(graph)?))
         }

@@ -761,9 +761,10 @@ mod tests {
                     let schema = Arc::new(arrow::datatypes::Schema::new(table.fields()));
                     let batch = arrow::record_batch::RecordBatch::try_new(schema, arrays).expect("schema fits arrays");
                     assert_eq!(batch.num_rows(), 2);
-                    // Compact: the summary and the entropies; full: every hop and the summary.
+                    // Compact: the summary; full: every hop and the summary.
                     let attention_columns = match output {
                         AttentionEncoding::None => 0,
+                        AttentionEncoding::Compact => usize::from(attention),
                         _ => 2 * usize::from(attention),
                     };
                     // Compact pushes come with their scale.

@@ -13,13 +13,14 @@ use crate::explain::{heaviest, strongest};
 /// attention in 32-bit floats is most of an output's size (220 of 273 MB on IMDB test).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AttentionEncoding {
-    /// What the report, the SQL functions and Python show, and no more: the hops' summary as
-    /// bytes relative to the heaviest token, each hop's exact entropy, and the contributions
+    /// What the report's cards and word tables, the SQL functions and Python show, and no
+    /// more: the hops' summary as bytes relative to the heaviest token, and the contributions
     /// as signed bytes relative to the strongest, with each row's scale back to logit units.
     /// Every hop's own weights were most of the bytes and are read by few (#50).
     #[default]
     Compact,
-    /// `compact` and every hop's weights as bytes (what `compact` wrote before #50).
+    /// `compact`, every hop's weights as bytes and each hop's exact entropy (what `compact`
+    /// wrote before #50).
     Hops,
     /// Every hop's weights, their summary and the contributions as 32-bit floats.
     Full,
@@ -64,7 +65,7 @@ impl AttentionEncoding {
         use Explanation::*;
         match self {
             Self::Hops => true,
-            Self::Compact => part != Hops,
+            Self::Compact => !matches!(part, Hops | HopEntropy),
             // The exact entropies and the scale only complete values held as bytes.
             Self::Full | Self::TopK(_) => !matches!(part, HopEntropy | ContributionScale),
             Self::Summary => matches!(part, Summary | Contribution),
