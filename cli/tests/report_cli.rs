@@ -1083,3 +1083,43 @@ fn pushes_towards_each_prediction_from_before_the_key_report_as_the_same_page() 
     assert!(message.contains("altered.parquet") && message.contains("`positive`"), "{message}");
     assert!(!dir.path().join("altered.html").exists(), "nothing written");
 }
+
+/// Spans whose text column is not named, or names no text, are left unread with a warning that
+/// says why, never read from another column; `tokens(text, token_spans)` still reads them,
+/// and a Parquet output of `pipeline sql` keeps the key that names their text.
+#[test]
+fn token_spans_without_their_text_column_are_named_not_misread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let predictions = default_predictions(dir.path());
+    let batch = read(&predictions);
+    let key = "pipeline.token_spans_text";
+    // A copy by a tool that drops the Parquet metadata, and one whose key names a number.
+    let lost = dir.path().join("lost.parquet");
+    write_with_metadata(&lost, &batch, run_metadata(&predictions, &[key]));
+    let number = dir.path().join("number.parquet");
+    let mut metadata = run_metadata(&predictions, &[key]);
+    metadata.push(parquet::file::metadata::KeyValue::new(key.to_owned(), "confidence".to_owned()));
+    write_with_metadata(&number, &batch, metadata);
+    for (file, why) in [(&lost, "no `pipeline.token_spans_text` key"), (&number, "is Float32, not text")] {
+        let html = dir.path().join("page.html");
+        let output = report(file, &html, &[]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("token_spans cannot be read") && stderr(&output).contains(why),
+            "{}",
+            stderr(&output)
+        );
+        assert!(!std::fs::read_to_string(&html).expect("report").contains("class=\"tok\""), "no tokens read");
+    }
+    let first_token =
+        |path: &Path| sql_last_line(path, "SELECT tokens(text, token_spans)[1] FROM p ORDER BY id LIMIT 1");
+    assert_eq!(first_token(&lost), first_token(&predictions));
+    let copy = dir.path().join("copy.parquet");
+    let sql = pipeline(
+        &["sql", "SELECT id, text, token_spans FROM p", "--output", &copy.to_string_lossy()],
+        &[("--table", &PathBuf::from(format!("p={}", predictions.display())))],
+    );
+    assert!(sql.status.success(), "{}", stderr(&sql));
+    let tokens = |path: &Path| sql_last_line(path, "SELECT sum(array_length(tokens)) FROM p");
+    assert_eq!(tokens(&copy), tokens(&predictions));
+}

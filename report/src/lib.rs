@@ -110,6 +110,11 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     };
     let layout_schema = Arc::new(with_partition_fields(file_schema, &partition_values(first)));
     let mut layout = Layout::of(&layout_schema, &first.to_string(), options.label_column.as_deref())?;
+    if let Err(why) = runtime::output::token_spans::text_column_of(&layout_schema) {
+        tracing::warn!(
+            "{first}: its token_spans cannot be read, so the report has no tokens, heat maps or word tables: {why}"
+        );
+    }
     let run = run_info(options, inputs.files.len(), &layout, layout_schema.metadata());
     drop(probe);
     if !refuse_other_runs(&inputs.files, first, &layout_schema, &schema_of, !table_metadata.is_empty())? {

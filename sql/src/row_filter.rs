@@ -8,7 +8,6 @@ use anyhow::{Context, bail};
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
 use arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use runtime::output::columns::{TOKEN_SPANS, TOKENS};
-use runtime::output::keys;
 
 use crate::functions::list_of;
 use datafusion::common::DFSchema;
@@ -38,12 +37,7 @@ impl RowFilter {
     /// through `pipeline sql`'s own planner and its limits (nesting, brackets, parse time).
     pub fn new(condition: &str, schema: &Schema) -> anyhow::Result<Self> {
         let invalid = || format!("--where {}", quoted_start(condition));
-        let has = |name: &str| schema.index_of(name).is_ok();
-        let token_spans_text = schema
-            .metadata()
-            .get(keys::TOKEN_SPANS_TEXT)
-            .filter(|text| has(text) && has(TOKEN_SPANS.name) && !has(TOKENS.name))
-            .cloned();
+        let token_spans_text = runtime::output::token_spans::text_column_of(schema).ok().flatten();
         let with_tokens;
         let schema = match token_spans_text {
             Some(_) => {

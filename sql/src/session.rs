@@ -14,6 +14,7 @@ use datafusion::error::DataFusionError;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
+use runtime::output::columns::TOKEN_SPANS;
 use runtime::output::keys;
 
 use crate::field_access::rewrite_field_access;
@@ -148,7 +149,7 @@ impl SqlSession {
         self.ctx.register_table(name.as_str(), table)?;
         self.tables.insert(name, location.to_owned());
         record_read(&resolved.input, location, &self.read, &self.remote_read);
-        record_anchor(resolved.pushes, &self.anchors);
+        record_anchor(&resolved, &self.anchors);
         Ok(())
     }
 
@@ -158,11 +159,27 @@ impl SqlSession {
     pub fn push_metadata(&self) -> HashMap<String, String> {
         let anchors = self.anchors.lock().unwrap_or_else(PoisonError::into_inner);
         let mut metadata = HashMap::new();
-        if let (1, Some((towards, labels))) = (anchors.len(), anchors.first()) {
+        if let (1, Some((towards, labels))) = (anchors.pushes.len(), anchors.pushes.first()) {
             metadata.insert(keys::CONTRIBUTION_TOWARDS.to_owned(), towards.clone());
             if !labels.is_empty() {
                 metadata.insert(keys::MODEL_LABELS.to_owned(), labels.clone());
             }
+        }
+        metadata
+    }
+
+    /// The metadata an output keeping `token_spans` and the text they count in needs for its
+    /// tokens to be read (`pipeline.token_spans_text`), where every table read so far that
+    /// has spans names the same text column and `columns` (the result's) hold it; empty
+    /// otherwise.
+    pub fn token_spans_metadata(&self, columns: &[&str]) -> HashMap<String, String> {
+        let anchors = self.anchors.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut metadata = HashMap::new();
+        if let (1, Some(text)) = (anchors.token_spans_texts.len(), anchors.token_spans_texts.first())
+            && columns.contains(&text.as_str())
+            && columns.contains(&TOKEN_SPANS.name)
+        {
+            metadata.insert(keys::TOKEN_SPANS_TEXT.to_owned(), text.clone());
         }
         metadata
     }

@@ -100,12 +100,13 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<ResolvedFiles> {
                     let labels = schema.metadata().get(keys::MODEL_LABELS).cloned().unwrap_or_default();
                     pushes_towards = Some((towards.metadata_value(), labels));
                 }
-                let has = |name: &str| schema.index_of(name).is_ok();
-                token_spans_text = schema
-                    .metadata()
-                    .get(keys::TOKEN_SPANS_TEXT)
-                    .filter(|text| has(text) && has(TOKEN_SPANS.name) && !has(TOKENS.name))
-                    .cloned();
+                token_spans_text = match runtime::output::token_spans::text_column_of(&schema) {
+                    Ok(text) => text,
+                    Err(why) => {
+                        tracing::warn!("{name}: its token_spans give the table no `tokens` column: {why}");
+                        None
+                    }
+                };
                 first = Some((name, schema));
             }
             Some((first_name, first_schema)) => refuse_mixed_runs(
@@ -389,14 +390,26 @@ pub type RemoteReads = Arc<Mutex<Vec<(String, Vec<String>)>>>;
 /// `pipeline.contribution_towards` value and its `model.labels` (empty where not recorded).
 pub type PushMetadata = (String, String);
 
-/// The [`PushMetadata`] of the tables a session read: an output that keeps the column says it
-/// too, so that the report reads it the right way round.
-pub type PushAnchors = Arc<Mutex<BTreeSet<PushMetadata>>>;
+/// What the tables a session read say of their columns, which an output that keeps those
+/// columns must say too, so that the report reads them: where the pushes point
+/// ([`PushMetadata`]), and the text column `token_spans` count in.
+#[derive(Debug, Default)]
+pub struct ReadMarks {
+    pub pushes: BTreeSet<PushMetadata>,
+    pub token_spans_texts: BTreeSet<String>,
+}
 
-/// Records where a table's pushes point.
-pub fn record_anchor(towards: Option<PushMetadata>, anchors: &PushAnchors) {
-    if let Some(towards) = towards {
-        anchors.lock().unwrap_or_else(PoisonError::into_inner).insert(towards);
+/// The [`ReadMarks`] of a session, shared between its registrations and its path tables.
+pub type PushAnchors = Arc<Mutex<ReadMarks>>;
+
+/// Records what `resolved`'s files say of their pushes and token spans.
+pub fn record_anchor(resolved: &ResolvedFiles, anchors: &PushAnchors) {
+    let mut marks = anchors.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(towards) = &resolved.pushes {
+        marks.pushes.insert(towards.clone());
+    }
+    if let Some(text) = &resolved.token_spans_text {
+        marks.token_spans_texts.insert(text.clone());
     }
 }
 
@@ -444,7 +457,7 @@ impl UrlTableFactory for ParquetPathTables {
         })?;
         let table = parquet_table(&self.state, &resolved, name).await?;
         record_read(&resolved.input, name, &self.read, &self.remote_read);
-        record_anchor(resolved.pushes, &self.anchors);
+        record_anchor(&resolved, &self.anchors);
         Ok(Some(table))
     }
 }

@@ -189,8 +189,13 @@ async fn run_query(
     // A Parquet output that keeps `contribution` says where its pushes point, as a run's
     // does, so that the report reads them the right way round.
     let keeps_pushes = frame.schema().fields().iter().any(|field| field.name() == CONTRIBUTION.name);
-    let metadata =
+    let mut metadata =
         if format == ResultFormat::Parquet && keeps_pushes { session.push_metadata() } else { HashMap::new() };
+    // Token spans are read in the text column the tables named, which the result must keep.
+    if format == ResultFormat::Parquet {
+        let columns: Vec<&str> = frame.schema().fields().iter().map(|field| field.name().as_str()).collect();
+        metadata.extend(session.token_spans_metadata(&columns));
+    }
     let rows = write_results(frame, format, output.map(|(_, file)| file), view, metadata)
         .await
         .map_err(|error| session.explain_execution(error))?;

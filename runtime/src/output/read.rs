@@ -21,7 +21,7 @@ use super::columns::{
     PREDICTED_LABELS, PREDICTION, SENTENCE_ATTENTION, SENTENCE_LENGTHS, TOKEN_SPANS, TOKENS, TRUNCATED,
 };
 use super::encoding::{AttentionEncoding, Values};
-use super::keys::{ATTENTION_ENCODING, TOKEN_SPANS_TEXT};
+use super::keys::ATTENTION_ENCODING;
 use super::token_spans;
 
 /// Columns every output of `pipeline run` has; without them a file is something else.
@@ -90,11 +90,7 @@ impl Layout {
         };
         // Spans in place of the strings, with the text they count in (a file without it, or
         // without the key naming it, has tokens nobody can read back).
-        let token_spans_text = schema
-            .metadata()
-            .get(TOKEN_SPANS_TEXT)
-            .filter(|text| !has(TOKENS.name) && has(TOKEN_SPANS.name) && has(text))
-            .cloned();
+        let token_spans_text = token_spans::text_column_of(schema).ok().flatten();
         let tokens = has(TOKENS.name) || token_spans_text.is_some();
         let contribution = tokens && has(CONTRIBUTION.name);
         let contribution_scale = contribution && has(CONTRIBUTION_SCALE.name);

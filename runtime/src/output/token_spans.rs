@@ -16,8 +16,35 @@
 use std::ops::Range;
 
 use anyhow::bail;
+use arrow::datatypes::{DataType, Schema};
 
+use super::columns::{TOKEN_SPANS, TOKENS};
+use super::keys::TOKEN_SPANS_TEXT;
 use crate::explain::is_special_token;
+
+/// The text column whose characters `schema`'s `token_spans` count, where a file holds spans
+/// in place of `tokens` strings: `Ok(None)` where it holds no spans (or the strings too),
+/// `Err` saying why its spans cannot be read. The one rule behind the report's, the SQL
+/// tables' and `--where`'s `tokens`.
+pub fn text_column_of(schema: &Schema) -> Result<Option<String>, String> {
+    let has = |name: &str| schema.index_of(name).is_ok();
+    if !has(TOKEN_SPANS.name) || has(TOKENS.name) {
+        return Ok(None);
+    }
+    let Some(text) = schema.metadata().get(TOKEN_SPANS_TEXT) else {
+        return Err(format!(
+            "no `{TOKEN_SPANS_TEXT}` key names the text column they count in (a copy that lost the Parquet \
+             metadata?); `tokens(text, token_spans)` in `pipeline sql` reads them with the text column named"
+        ));
+    };
+    match schema.field_with_name(text) {
+        Err(_) => Err(format!("their text column `{text}` ({TOKEN_SPANS_TEXT}) is not in the file")),
+        Ok(field) if matches!(field.data_type(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => {
+            Ok(Some(text.clone()))
+        }
+        Ok(field) => Err(format!("their text column `{text}` ({TOKEN_SPANS_TEXT}) is {}, not text", field.data_type())),
+    }
+}
 
 /// How the tokenizer spells a word it does not know.
 pub const UNKNOWN_TOKEN: &str = "[UNK]";
@@ -69,6 +96,9 @@ pub fn decode(text: &str, values: &[i64]) -> anyhow::Result<Vec<String>> {
             }
             Ok(taken)
         };
+        if width == 0 {
+            bail!("token_spans holds a token of no characters ({value}); every token has at least one");
+        }
         take(gap)?;
         let word = take(width)?;
         tokens.push(if value < 0 {
@@ -112,6 +142,7 @@ mod tests {
         let short = decode("tiny", &[4, (1 << 32) + 3]).expect_err("past the end");
         assert!(short.to_string().contains("past the end of the text"), "{short}");
         assert!(decode("tiny", &[i64::MIN]).is_err(), "a value no span gives");
+        assert!(decode("tiny", &[0]).is_err(), "a token of no characters");
         assert!(encode(&[3..4, 0..1], |_| false).is_err(), "out of order");
     }
 }

@@ -46,7 +46,7 @@ impl RowFunction for Tokens {
             }
             let values = spans.value(row);
             let Some(values) = values.as_primitive_opt::<Int64Type>().filter(|v| v.null_count() == 0) else {
-                return Err(value_error(NAME, format!("row {row}: token_spans holds a null")));
+                return Err(value_error(NAME, "a row's token_spans holds a null"));
             };
             let tokens = token_spans::decode(texts.value(row), values.values()).map_err(|e| {
                 value_error(NAME, format!("{e:#}; pass the text column the output holds beside token_spans"))
