@@ -1,4 +1,4 @@
-//! What both command-line programs (`pipeline`, and `export`, the old name of its training commands) do around their work: log to
+//! What the command-line program (`pipeline`) does around its work: log to
 //! stderr, turn an error into its cause chain on stderr, and end with an exit code from one
 //! table (docs/contract.md, its exit codes):
 //!

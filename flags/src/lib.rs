@@ -1,4 +1,4 @@
-//! What the command lines of both programs (`pipeline`, and `export`, the old name of its training commands) share: the `--log-format`
+//! What `pipeline`'s command line and its training commands (in the `training` crate) share: the `--log-format`
 //! flag, parsing with usage errors reported as logs (exit code 2), and value parsers for
 //! counts and named choices. The libraries take no command-line crate; this one turns their
 //! settings into flags.

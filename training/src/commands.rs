@@ -32,17 +32,6 @@ pub enum Command {
     Vectors(VectorArgs),
 }
 
-impl Command {
-    /// The subcommand's name on the command line.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Command::Train(_) => "train",
-            Command::Eval(_) => "eval",
-            Command::Vectors(_) => "vectors",
-        }
-    }
-}
-
 #[derive(Args)]
 pub struct VectorArgs {
     /// Parquet corpora to learn from (repeat the flag for several), e.g. the unlabelled and
