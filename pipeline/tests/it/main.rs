@@ -1,0 +1,3 @@
+//! The pipeline library's tests, in one test binary.
+
+mod bad_input;
