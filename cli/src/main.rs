@@ -52,7 +52,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => commands::run::run(*args),
         Command::Sql(args) => {
-            let (_guard, default_model) = pipeline::model_source::embedded::cached()?;
+            let (_guard, default_model) = runtime::model_source::embedded::cached()?;
             commands::sql::run(args, default_model.dir)
         }
         Command::Report(args) => commands::report::run(args),

@@ -11,7 +11,6 @@
 pub mod dataset;
 pub mod delta;
 pub mod job;
-pub mod model_source;
 pub mod output;
 pub mod partitions;
 pub mod reporting;

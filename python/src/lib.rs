@@ -22,13 +22,13 @@ use batch_io::object_storage::TransientIo;
 use batch_io::source::{is_text_type, string_values, text_array};
 use pipeline::job::spec::OUTPUT_AND_REPORTING_OPTIONS;
 use pipeline::job::{OutputFormat, RunSpec, model_sha256, run_job, table_metadata};
-use pipeline::model_source::Unpacked;
 use pipeline::units::Shard;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use runtime::inference::{BackendKind, Device};
 use runtime::long_documents::{Aggregate, LongDocuments, Mode};
+use runtime::model_source::Unpacked;
 use runtime::output::{OutputTable, is_reserved, keys, reserved_names};
 use runtime::package::ModelPackage;
 
@@ -472,8 +472,8 @@ impl Classifier {
 /// there is one, keeps a temporary copy of the default model alive.
 fn open_package(model: Option<&Path>) -> anyhow::Result<(Option<Unpacked>, ModelPackage)> {
     match model {
-        Some(location) => pipeline::model_source::open(Some(location)),
-        None => pipeline::model_source::embedded::cached(),
+        Some(location) => runtime::model_source::open(Some(location)),
+        None => runtime::model_source::embedded::cached(),
     }
 }
 

@@ -2,7 +2,8 @@
 //! model package and run it.
 //!
 //! `package` is the contract `pipeline train` writes and everything else reads (ARCHITECTURE.md, "The
-//! model package"); `contract` checks, when a package opens, that its parts belong together.
+//! model package"), and `model_source` where one comes from (a directory, a URL downloaded
+//! once into a cache, or the default model compiled in); `contract` checks, when a package opens, that its parts belong together.
 //! `text` tokenizes, `inference` runs the graph (tract or ONNX Runtime), and `classifier` joins
 //! the two for one model, and `long_documents` what it does with documents past the token
 //! limit. `output` is the output table: the one definition of the columns a prediction
@@ -20,6 +21,7 @@ pub mod contract;
 pub mod explain;
 pub mod inference;
 pub mod long_documents;
+pub mod model_source;
 pub mod output;
 pub mod package;
 pub mod text;

@@ -88,7 +88,7 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<ResolvedFiles> {
     for (name, schema) in schemas {
         let schema = with_table_metadata(schema, &table_metadata);
         let schema = match (&first, delta) {
-            (Some((_, reference)), true) => pipeline::delta::as_written_in(reference, &schema),
+            (Some((_, reference)), true) => delta_table::as_written_in(reference, &schema),
             _ => schema,
         };
         match &first {
@@ -135,7 +135,7 @@ pub fn resolve_parquet_files(location: &str) -> anyhow::Result<ResolvedFiles> {
     Ok(ResolvedFiles { input, pushes: pushes_towards, schema, partitioned, token_spans_text })
 }
 
-pub use pipeline::delta::as_written_in;
+pub use delta_table::as_written_in;
 
 /// The files behind a table's location, as [`resolve_parquet_files`] checked them.
 pub struct ResolvedFiles {
@@ -230,7 +230,7 @@ pub fn parquet_inputs(location: &str) -> anyhow::Result<ParquetInputs> {
 /// The data files of the Delta table at `location` as its log lists them now (a table's
 /// directory also holds files the log does not list); `None` where it is not a table.
 fn delta_table_files(location: &str) -> anyhow::Result<Option<ParquetInputs>> {
-    let Some(table) = pipeline::delta::data_files(location)? else { return Ok(None) };
+    let Some(table) = delta_table::data_files(location)? else { return Ok(None) };
     let (uris, table_metadata) = (table.uris, table.properties);
     if uris.is_empty() {
         anyhow::bail!(
@@ -246,7 +246,7 @@ fn delta_table_files(location: &str) -> anyhow::Result<Option<ParquetInputs>> {
     }
     let mut paths = Vec::new();
     for uri in &uris {
-        let path = pipeline::delta::local_file(uri);
+        let path = delta_table::local_file(uri);
         paths.push(path.with_context(|| format!("the Delta table {location} lists {uri}, which is not a local file"))?);
     }
     let local = InputLocation {

@@ -8,7 +8,7 @@ use runtime::inference::BackendOptions;
 use runtime::package::InputLayout;
 
 pub fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
-    let (_guard, package) = pipeline::model_source::open(dir.as_deref())?;
+    let (_guard, package) = runtime::model_source::open(dir.as_deref())?;
     // The checks `pipeline run` makes, so that a package it would refuse is not shown as fine.
     let classifier = Classifier::open(package.clone(), &BackendOptions::default(), None)?;
     let backend = classifier.backend();

@@ -204,7 +204,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if let Some(dir) = args.finalize {
         // A Delta table's shards each commit their own parts: there is no _SUCCESS to write.
-        if let Some(table) = pipeline::delta::data_files(&dir)? {
+        if let Some(table) = delta_table::data_files(&dir)? {
             let report = format!(
                 "{dir} is a Delta table of {} data files: each shard committed its own parts; nothing to finalize\n",
                 table.uris.len()
@@ -227,7 +227,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         (None, None) => Shard::WHOLE,
     };
-    let (_guard, package) = pipeline::model_source::open(args.model.as_deref())?;
+    let (_guard, package) = runtime::model_source::open(args.model.as_deref())?;
     let mut spec = RunSpec {
         output: args.output,
         text_column: args.text_column,

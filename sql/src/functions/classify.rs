@@ -171,7 +171,7 @@ impl Classify {
 /// as `pipeline run --model` takes it. The download waits on the object-storage runtime,
 /// which a query thread cannot do, so it runs on a plain thread of its own.
 fn open_package(location: &Path) -> anyhow::Result<ModelPackage> {
-    let open = || pipeline::model_source::open(Some(location)).map(|(_, package)| package);
+    let open = || runtime::model_source::open(Some(location)).map(|(_, package)| package);
     if !location.to_str().is_some_and(batch_io::object_storage::is_url) {
         return open();
     }

@@ -8,7 +8,7 @@ use anyhow::Context;
 
 use batch_io::atomic_file::TempDir;
 
-use runtime::package::ModelPackage;
+use crate::package::ModelPackage;
 
 pub mod embedded;
 pub mod remote;

@@ -10,10 +10,10 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::package::{GRAPH_FILE, MANIFEST_FILE, ModelPackage, TOKENIZER_FILE};
 use anyhow::Context;
 use batch_io::object_storage::{block_on, remote_prefix, request_failed};
 use object_store::{GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt};
-use runtime::package::{GRAPH_FILE, MANIFEST_FILE, ModelPackage, TOKENIZER_FILE};
 
 /// The package at `url`, from the cache when its files are unchanged.
 pub fn open(url: &str) -> anyhow::Result<ModelPackage> {

@@ -2,9 +2,9 @@
 //! `fixtures/default-model`, compiled into the binary so that `--model` can be left out
 //! wherever the binary runs.
 
+use crate::package::{GRAPH_FILE, MANIFEST_FILE, ModelPackage, TOKENIZER_FILE};
 use anyhow::Context;
 use batch_io::atomic_file::{Registration, temp_dir_beside};
-use runtime::package::{GRAPH_FILE, MANIFEST_FILE, ModelPackage, TOKENIZER_FILE};
 
 const FILES: [(&str, &[u8]); 3] = [
     (GRAPH_FILE, include_bytes!("../../../fixtures/default-model/model.onnx")),
