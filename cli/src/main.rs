@@ -1,5 +1,5 @@
 //! `pipeline`: classify Parquet/Arrow corpora with a model package, explain each prediction,
-//! query the results with SQL, and train the models (`train`, `eval`, `vectors`, from the
+//! query the results with SQL, and train the models (`train`, `eval`, `vectors`, over the
 //! `training` crate).
 
 use std::path::PathBuf;
@@ -35,8 +35,13 @@ enum Command {
         /// Model package directory (default: the embedded IMDB SAN model).
         dir: Option<PathBuf>,
     },
-    #[command(flatten)]
-    Training(training::commands::Command),
+    /// Train a variant on a Parquet corpus and write a model package.
+    Train(Box<commands::train::TrainArgs>),
+    /// Score a model package on a labelled Parquet corpus by running its ONNX graph.
+    Eval(commands::eval::EvalArgs),
+    /// Pre-train word vectors (skip-gram, negative sampling) on unlabelled Parquet texts, for
+    /// `train --word-vectors`.
+    Vectors(commands::vectors::VectorArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +62,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Report(args) => commands::report::run(args),
         Command::Inspect { dir } => commands::inspect::run(dir),
-        Command::Training(command) => training::commands::run(command),
+        Command::Train(args) => commands::train::run(*args),
+        Command::Eval(args) => commands::eval::run(args),
+        Command::Vectors(args) => commands::vectors::run(args),
     }
 }

@@ -1,4 +1,4 @@
-//! Training, the crate behind `pipeline train|eval|vectors` (`commands`): trains the attention classifiers in burn
+//! Training, the crate behind `pipeline train|eval|vectors` (whose commands are the `cli` crate's): trains the attention classifiers in burn
 //! and writes model packages (ONNX graph + tokenizer + manifest) that the runtime runs.
 //!
 //! Data flow: `data` (corpus → vocabulary → split, word vectors) → `schedule` (the
@@ -14,7 +14,6 @@
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod calibration;
-pub mod commands;
 pub mod data;
 pub mod eval;
 pub mod fit;
