@@ -11,8 +11,8 @@ run the way deploy/kubernetes-indexed-job.yaml runs it: deploy/run-shard.sh for 
 (dynamic task mapping, one task per shard; a retried task skips the parts its earlier attempt
 committed), as the image's user on a read-only root filesystem with a scratch volume for the
 model cache, with the credentials of the `corpus-s3-credentials` Secret and the
-`attention-classifier` ServiceAccount (deploy/kubernetes-credentials.yaml). `pipeline run
---finalize` then writes _SUCCESS (a no-op when the last shard already did), so downstream
+`attention-classifier` ServiceAccount (deploy/kubernetes-credentials.yaml). `pipeline
+finalize` then writes _SUCCESS (a no-op when the last shard already did), so downstream
 tasks can wait on that one object.
 
 Each run can write a Delta Lake table instead (`output_format: delta`: every shard commits its
@@ -154,7 +154,7 @@ def classify_corpus():
             task_id="finalize",
             name="classify-finalize",
             cmds=["pipeline"],
-            arguments=["run", "--finalize", "{{ params.output.replace('{ds}', ds) }}"],
+            arguments=["finalize", "{{ params.output.replace('{ds}', ds) }}"],
             container_resources=k8s.V1ResourceRequirements(
                 requests={"cpu": "100m", "memory": "256Mi"}, limits={"cpu": "1", "memory": "512Mi"}
             ),

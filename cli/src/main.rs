@@ -30,6 +30,9 @@ enum Command {
     /// Write an HTML page that shows why documents were classified as they were: accuracy,
     /// calibration, the tokens each class and hop attends to, and example heat maps.
     Report(commands::report::ReportArgs),
+    /// Write _SUCCESS into a sharded dataset output once every shard's parts are there (a
+    /// Delta table needs none: each shard commits its own).
+    Finalize(commands::finalize::FinalizeArgs),
     /// Show a model package: manifest, graph inputs and outputs, labels, parameter count.
     Inspect {
         /// Model package directory (default: the embedded IMDB SAN model).
@@ -47,8 +50,16 @@ enum Command {
 fn main() -> ExitCode {
     runtime::inference::keep_telemetry_off();
     // Logging is set up from `--log-format` before parsing, so usage errors use it too.
-    match flags::parse_command_line::<Cli>() {
-        Ok(cli) => batch_io::command_line::run_main(|| run(cli)),
+    let (args, old_finalize) = commands::finalize::rewrite_old_spelling(std::env::args_os().collect());
+    match flags::parse_command_line_from::<Cli>(args) {
+        Ok(cli) => {
+            if old_finalize {
+                tracing::warn!(
+                    "`pipeline run --finalize DIR` is now `pipeline finalize DIR`; the old form goes in the next release"
+                );
+            }
+            batch_io::command_line::run_main(|| run(cli))
+        }
         Err(code) => code,
     }
 }
@@ -61,6 +72,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             commands::sql::run(args, default_model.dir)
         }
         Command::Report(args) => commands::report::run(args),
+        Command::Finalize(args) => commands::finalize::run(args),
         Command::Inspect { dir } => commands::inspect::run(dir),
         Command::Train(args) => commands::train::run(*args),
         Command::Eval(args) => commands::eval::run(args),

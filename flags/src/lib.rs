@@ -30,9 +30,15 @@ fn asks_for_json_logs(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
 /// JSON event with `--log-format json`) and becomes the exit code 2 to return; `--help` and
 /// `--version` print as usual and exit 0.
 pub fn parse_command_line<T: clap::Parser>() -> Result<T, ExitCode> {
-    let json = asks_for_json_logs(std::env::args_os());
+    parse_command_line_from(std::env::args_os().collect())
+}
+
+/// [`parse_command_line`] of `args` (the program's name first), for a caller that rewrites an
+/// old spelling first.
+pub fn parse_command_line_from<T: clap::Parser>(args: Vec<std::ffi::OsString>) -> Result<T, ExitCode> {
+    let json = asks_for_json_logs(args.iter().cloned());
     log_to_stderr(if json { LogFormat::Json } else { LogFormat::Human });
-    T::try_parse().map_err(|error| {
+    T::try_parse_from(args).map_err(|error| {
         use clap::error::ErrorKind;
         let code = u8::try_from(error.exit_code()).unwrap_or(2);
         if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) || !json {

@@ -7,6 +7,7 @@ use batch_io::earlier_output::{OutputKind, check_replaceable_output};
 use batch_io::locations::same_location;
 
 pub mod eval;
+pub mod finalize;
 pub mod inspect;
 pub mod report;
 pub mod run;

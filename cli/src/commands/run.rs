@@ -1,14 +1,12 @@
-//! `pipeline run`: classify every document of the input, or (`--finalize`) complete a
-//! sharded dataset output.
+//! `pipeline run`: classify every document of the input.
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use batch_io::choice::Choice;
 use batch_io::command_line::{logs_are_json, print_report, say};
 use clap::Args;
 use flags::{at_least_one, choice, thread_count};
-use pipeline::job::spec::{OUTPUT_AND_REPORTING_OPTIONS, defaults};
+use pipeline::job::spec::defaults;
 use pipeline::job::{OutputFormat, Reporting, RunSpec, run_job};
 use pipeline::scheduler::{ShardCount, shard_from_environment};
 use pipeline::units::Shard;
@@ -16,51 +14,12 @@ use runtime::output::AttentionEncoding;
 
 use crate::args::{BackendFlags, LongDocumentFlags};
 
-/// Every flag of `run` that `--finalize` does not use: given with it, it would be ignored.
-const FINALIZE_CONFLICTS: [&str; 30] = [
-    "input",
-    "model",
-    "output",
-    "shard",
-    "shards",
-    "rows_per_part",
-    "partition_by",
-    "overwrite",
-    "text_column",
-    "pass_through",
-    "backend",
-    "device",
-    "tf32",
-    "ort_library",
-    "batch_size",
-    "max_batch_tokens",
-    "chunk_rows",
-    "window",
-    "max_tokens",
-    "long_documents",
-    "long_document_stride",
-    "long_document_aggregate",
-    "attention",
-    "drop",
-    "embedding",
-    "profile",
-    "metrics_json",
-    "panic_after_first_chunk",
-    "null_model",
-    "kill_before_commit",
-];
-
-/// [`FINALIZE_CONFLICTS`] and the output and reporting options.
-fn finalize_conflicts() -> Vec<&'static str> {
-    FINALIZE_CONFLICTS.into_iter().chain(OUTPUT_AND_REPORTING_OPTIONS).collect()
-}
-
 #[derive(Args)]
 pub struct RunArgs {
     /// A Parquet, Arrow IPC, CSV, TSV, JSON Lines or text file (one document a line), a
     /// directory of them, or a glob; the text formats by their extension.
-    #[arg(long, required_unless_present = "finalize")]
-    input: Option<String>,
+    #[arg(long)]
+    input: String,
     /// Model package: a directory, or its prefix in object storage (s3://bucket/models/san/,
     /// downloaded once into a cache; see PIPELINE_MODEL_CACHE). Default: the embedded IMDB
     /// SAN model.
@@ -98,10 +57,6 @@ pub struct RunArgs {
     /// classified and appended.
     #[arg(long, value_parser = choice::<OutputFormat>(), default_value = OutputFormat::Parquet.name())]
     output_format: OutputFormat,
-    /// Write _SUCCESS into this dataset output once every shard's parts are committed. Takes
-    /// no other flag of `run` but --threads: the run's options are read from its parts.
-    #[arg(long, value_name = "DIR", conflicts_with_all = finalize_conflicts())]
-    finalize: Option<String>,
     #[arg(long, default_value = defaults::TEXT_COLUMN)]
     text_column: String,
     /// Input columns to copy to the output, comma-separated (default: all).
@@ -202,22 +157,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             "--window is now --chunk-rows (rows read together, not token windows); the old name goes in the next release"
         );
     }
-    if let Some(dir) = args.finalize {
-        // A Delta table's shards each commit their own parts: there is no _SUCCESS to write.
-        if let Some(table) = delta_table::data_files(&dir)? {
-            let report = format!(
-                "{dir} is a Delta table of {} data files: each shard committed its own parts; nothing to finalize\n",
-                table.uris.len()
-            );
-            print_report(&report)?;
-            return Ok(());
-        }
-        let manifest = pipeline::job::finalize(&dir)?;
-        let report =
-            format!("{dir} complete: {} rows in {} parts; _SUCCESS written\n", manifest.rows, manifest.run.parts);
-        print_report(&report)?;
-        return Ok(());
-    }
     let shard = match (args.shard, args.shards) {
         (Some(shard), _) => shard,
         (None, Some(count)) => {
@@ -258,7 +197,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             ..Reporting::default()
         },
         // No `cancel`: a signal ends the process (batch_io::command_line), removing its temporaries.
-        ..RunSpec::new(args.input.context("--input is required")?)
+        ..RunSpec::new(args.input)
     };
     spec.reporting.set_openlineage(args.openlineage_url, Some(args.openlineage_namespace));
     let summary = run_job(&package, &spec)?;

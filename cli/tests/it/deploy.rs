@@ -94,9 +94,9 @@ fn airflow_loads_the_dag_with_a_pod_per_shard_then_finalize() {
             shard, finalize = dag.get_task('classify_shard'), dag.get_task('finalize')\n\
             kwargs = shard.partial_kwargs\n\
             print('shard pod', kwargs['image'], kwargs['cmds'], kwargs['service_account_name'])\n\
-            print('finalize pod', finalize.image, finalize.cmds, finalize.arguments[:2])\n\
+            print('finalize pod', finalize.image, finalize.cmds, finalize.arguments[:1])\n\
             from airflow.sdk.definitions._internal.templater import SandboxedEnvironment\n\
-            output = SandboxedEnvironment().from_string(finalize.arguments[2])\n\
+            output = SandboxedEnvironment().from_string(finalize.arguments[1])\n\
             print('finalizes', output.render(params={'output': 's3://out/day={ds}/'}, ds='2026-11-25'))\n\
             security = kwargs['container_security_context']\n\
             print('read-only root', security.read_only_root_filesystem, kwargs['security_context'].run_as_user)\n\
@@ -142,7 +142,7 @@ fn airflow_loads_the_dag_with_a_pod_per_shard_then_finalize() {
     // Every task is a pod of the image, run as the Kubernetes Job runs it.
     let image = "registry.example.com/attention-classifier/pipeline:0.1.0";
     assert!(said.contains(&format!("shard pod {image} ['/deploy/run-shard.sh'] attention-classifier")), "{said}");
-    assert!(said.contains(&format!("finalize pod {image} ['pipeline'] ['run', '--finalize']")), "{said}");
+    assert!(said.contains(&format!("finalize pod {image} ['pipeline'] ['finalize']")), "{said}");
     assert!(said.contains("finalizes s3://out/day=2026-11-25/"), "{said}");
     assert!(said.contains("read-only root True 10001"), "{said}");
     assert!(said.contains("cache [('model-cache', '/home/pipeline/.cache')]"), "{said}");

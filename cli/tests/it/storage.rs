@@ -293,7 +293,7 @@ fn a_part_lost_after_success_in_a_bucket_is_noticed_and_written_again() {
     assert!(s3.run(&args).status.success());
     block_on(s3.store().delete(&ObjectPath::from("out/part-00001.parquet"))).expect("delete");
     let finalize = Command::new(env!("CARGO_BIN_EXE_pipeline"))
-        .args(["run", "--finalize", "s3://corpus/out/"])
+        .args(["finalize", "s3://corpus/out/"])
         .envs(s3.env())
         .output()
         .expect("finalize");

@@ -15,7 +15,7 @@
 //!
 //! `_SUCCESS` lists every part's files with their row counts, and is believed only while that
 //! is true:
-//! a rerun or `--finalize` that finds a listed part missing or changed removes it and says
+//! a rerun or `pipeline finalize` that finds a listed part missing or changed removes it and says
 //! which parts must be written again.
 
 use std::collections::BTreeMap;
@@ -47,7 +47,7 @@ pub use fingerprint::{EarlierInputs, InputIdentity, Run, RunFingerprint, inputs_
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunManifest {
     pub pipeline_version: String,
-    /// When the process that completed the dataset (the last shard, or `--finalize`) started,
+    /// When the process that completed the dataset (the last shard, or `pipeline finalize`) started,
     /// and when it wrote this file (RFC 3339, UTC); absent in files of older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
@@ -56,7 +56,7 @@ pub struct RunManifest {
     pub rows: u64,
     pub parts: Vec<PartRecord>,
     pub run: RunFingerprint,
-    /// The input files (with `--finalize`: those the parts were read from).
+    /// The input files (with `pipeline finalize`: those the parts were read from).
     pub inputs: Vec<InputIdentity>,
 }
 
@@ -662,7 +662,7 @@ impl DatasetDir {
     }
 
     /// Writes `_SUCCESS` if every part of the run is committed, or says which are missing.
-    /// With `run`, the parts must belong to it; without (`--finalize`), to the run their
+    /// With `run`, the parts must belong to it; without (`pipeline finalize`), to the run their
     /// footers name. A `_SUCCESS` already there is checked against the parts first.
     pub fn finalize(&self, run: Option<&Run>, started_at: chrono::DateTime<chrono::Utc>) -> anyhow::Result<Finalized> {
         let (parts, success) = self.scan()?;

@@ -229,11 +229,11 @@ fn open_classifier(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<Cla
     classifier.with_long_documents(spec.long_documents)
 }
 
-/// `pipeline run --finalize DIR`: writes `_SUCCESS` into a dataset output whose parts are
+/// `pipeline finalize DIR`: writes `_SUCCESS` into a dataset output whose parts are
 /// all committed (by shards that each found others still at work), and returns it.
 pub fn finalize(dir: &str) -> anyhow::Result<RunManifest> {
     if !is_url(dir) && !Path::new(dir).is_dir() {
-        bail!("--finalize {dir}: no such directory; give the --output of the sharded run");
+        bail!("{dir}: no such directory to finalize; give the --output of the sharded run");
     }
     let started_at = chrono::Utc::now();
     let dataset = DatasetDir::prepare(dir)?;

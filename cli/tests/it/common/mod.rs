@@ -53,6 +53,11 @@ pub fn run_fixture(package: &str, output: &Path, extra: &[&str]) -> Output {
     pipeline(&args, &[("--input", &reviews()), ("--model", &model), ("--output", output)])
 }
 
+/// `pipeline finalize DIR`.
+pub fn finalize(dir: &Path) -> Output {
+    pipeline(&["finalize", &dir.display().to_string()], &[])
+}
+
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }

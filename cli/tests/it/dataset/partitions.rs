@@ -145,8 +145,8 @@ fn a_partitioned_part_missing_a_file_is_written_again_whole() {
     // As if killed between publishing a part's two files.
     std::fs::remove_file(out.join("prediction=pos/part-00001.parquet")).expect("rm");
     std::fs::remove_file(out.join("_SUCCESS")).expect("rm");
-    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
-    assert!(stderr(&finalize).contains("missing 1 part(s): part-00001.parquet"), "{}", stderr(&finalize));
+    let finalized = finalize(&out);
+    assert!(stderr(&finalized).contains("missing 1 part(s): part-00001.parquet"), "{}", stderr(&finalized));
     let output = run(&reviews(), &out, &args);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stderr(&output).contains("part-00001.parquet has 1 files where its run wrote 2"), "{}", stderr(&output));

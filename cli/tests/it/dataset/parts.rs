@@ -145,16 +145,16 @@ fn finalize_writes_success_only_when_every_part_is_there() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out");
     assert!(run(&reviews(), &out, &["--rows-per-part", "100", "--shard", "0/2"]).status.success());
-    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
-    assert_eq!(finalize.status.code(), Some(1));
-    assert!(stderr(&finalize).contains("missing 1 part(s): part-00001.parquet"), "{}", stderr(&finalize));
+    let finalized = finalize(&out);
+    assert_eq!(finalized.status.code(), Some(1));
+    assert!(stderr(&finalized).contains("missing 1 part(s): part-00001.parquet"), "{}", stderr(&finalized));
     assert!(!out.join("_SUCCESS").exists());
     // A shard that lost its race to write _SUCCESS: here, one told it was not last.
     assert!(run(&reviews(), &out, &["--rows-per-part", "100", "--shard", "1/2"]).status.success());
     std::fs::remove_file(out.join("_SUCCESS")).expect("rm");
-    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
-    assert!(finalize.status.success(), "{}", stderr(&finalize));
-    assert!(String::from_utf8_lossy(&finalize.stdout).contains("300 rows in 3 parts"));
+    let finalized = finalize(&out);
+    assert!(finalized.status.success(), "{}", stderr(&finalized));
+    assert!(String::from_utf8_lossy(&finalized.stdout).contains("300 rows in 3 parts"));
     assert!(out.join("_SUCCESS").exists());
 }
 
@@ -225,13 +225,13 @@ fn shards_extend_a_dataset_and_finalize_lists_both_runs_parts() {
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("_SUCCESS")).expect("_SUCCESS")).expect("json");
     assert_eq!(manifest["rows"], 200);
-    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
-    assert!(stderr(&finalize).contains("missing 1 part(s): part-00005.parquet"), "{}", stderr(&finalize));
+    let finalized = finalize(&out);
+    assert!(stderr(&finalized).contains("missing 1 part(s): part-00005.parquet"), "{}", stderr(&finalized));
     assert!(run(&input, &out, &["--rows-per-part", "50", "--shard", "1/2"]).status.success());
     std::fs::remove_file(out.join("_SUCCESS")).expect("rm");
-    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
-    assert!(finalize.status.success(), "{}", stderr(&finalize));
-    assert!(String::from_utf8_lossy(&finalize.stdout).contains("300 rows in 6 parts"));
+    let finalized = finalize(&out);
+    assert!(finalized.status.success(), "{}", stderr(&finalized));
+    assert!(String::from_utf8_lossy(&finalized.stdout).contains("300 rows in 6 parts"));
     let single = dir.path().join("single.parquet");
     assert!(run(&reviews(), &single, &[]).status.success());
     assert_same_rows(&read(&single), &read_dataset(&out));

@@ -118,9 +118,9 @@ fn a_part_lost_after_success_is_noticed_by_finalize_and_written_again_by_a_rerun
     std::fs::copy(dir.path().join("report.html"), &page).expect("copy");
 
     std::fs::remove_file(out.join("part-00001.parquet")).expect("rm");
-    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
-    assert_eq!(finalize.status.code(), Some(1), "{}", stderr(&finalize));
-    assert!(stderr(&finalize).contains("missing 1 part(s): part-00001.parquet"), "{}", stderr(&finalize));
+    let finalized = finalize(&out);
+    assert_eq!(finalized.status.code(), Some(1), "{}", stderr(&finalized));
+    assert!(stderr(&finalized).contains("missing 1 part(s): part-00001.parquet"), "{}", stderr(&finalized));
     assert!(!out.join("_SUCCESS").exists(), "a _SUCCESS that lies is withdrawn");
 
     let output = run(&reviews(), &out, &["--rows-per-part", "100"]);
@@ -135,8 +135,8 @@ fn a_part_lost_after_success_is_noticed_by_finalize_and_written_again_by_a_rerun
     assert!(stderr(&output).contains("part-00002.parquet (100 rows) is missing"), "{}", stderr(&output));
     assert!(String::from_utf8_lossy(&output.stdout).contains("1 part written, 2 already committed"));
     assert_same_rows(&read(&single), &read_dataset(&out));
-    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
-    assert!(finalize.status.success(), "{}", stderr(&finalize));
+    let finalized = finalize(&out);
+    assert!(finalized.status.success(), "{}", stderr(&finalized));
     assert!(page.is_file(), "the report is left alone");
 }
 
@@ -161,9 +161,9 @@ fn a_part_damaged_in_place_or_an_edited_success_is_not_believed() {
         std::fs::write(&part, &bytes).expect("damage");
     };
     damage();
-    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
-    assert_eq!(finalize.status.code(), Some(1), "{}", stderr(&finalize));
-    let err = stderr(&finalize);
+    let finalized = finalize(&out);
+    assert_eq!(finalized.status.code(), Some(1), "{}", stderr(&finalized));
+    let err = stderr(&finalized);
     assert!(err.contains("part-00001.parquet was changed after it was committed"), "{err}");
     assert!(err.contains("missing 1 part(s): part-00001.parquet"), "{err}");
     assert!(!out.join("_SUCCESS").exists(), "a _SUCCESS that lies is withdrawn");
@@ -183,9 +183,9 @@ fn a_part_damaged_in_place_or_an_edited_success_is_not_believed() {
     // A hand-edited total is not believed either: --finalize writes the true one.
     let text = std::fs::read_to_string(out.join("_SUCCESS")).expect("_SUCCESS");
     std::fs::write(out.join("_SUCCESS"), text.replacen("\"rows\": 300", "\"rows\": 3000", 1)).expect("edit");
-    let finalize = pipeline(&["run"], &[("--finalize", &out)]);
-    assert!(finalize.status.success(), "{}", stderr(&finalize));
-    assert!(stderr(&finalize).contains("it counts 3000 rows where its parts hold 300"), "{}", stderr(&finalize));
+    let finalized = finalize(&out);
+    assert!(finalized.status.success(), "{}", stderr(&finalized));
+    assert!(stderr(&finalized).contains("it counts 3000 rows where its parts hold 300"), "{}", stderr(&finalized));
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("_SUCCESS")).expect("_SUCCESS")).expect("json");
     assert_eq!(manifest["rows"], 300);
@@ -211,7 +211,7 @@ fn a_part_copied_over_a_sibling_is_named_not_taken_as_committed() {
     assert!(run(&reviews(), &out, &["--rows-per-part", "100"]).status.success());
     // Same run, same row count: only the part's own unit index tells them apart.
     std::fs::copy(out.join("part-00000.parquet"), out.join("part-00001.parquet")).expect("copy");
-    for output in [run(&reviews(), &out, &["--rows-per-part", "100"]), pipeline(&["run"], &[("--finalize", &out)])] {
+    for output in [run(&reviews(), &out, &["--rows-per-part", "100"]), finalize(&out)] {
         assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
         let err = stderr(&output);
         assert!(err.contains("part-00001.parquet holds the rows of part-00000.parquet"), "{err}");

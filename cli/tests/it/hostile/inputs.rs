@@ -69,7 +69,7 @@ fn a_file_with_two_columns_of_one_name_is_named_as_such() {
 }
 
 #[test]
-fn finalize_refuses_every_flag_it_would_ignore() {
+fn finalize_refuses_every_flag_it_would_ignore_in_either_spelling() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("dataset");
     std::fs::create_dir(&out).expect("mkdir");
@@ -82,14 +82,32 @@ fn finalize_refuses_every_flag_it_would_ignore() {
         &["--backend", "tract"],
         &["--batch-size", "8"],
     ] {
-        let mut args = vec!["run", "--finalize", &out];
-        args.extend_from_slice(extra);
-        let output = pipeline(&args, &[]);
-        let err = stderr(&output);
-        assert_eq!(exit_code(&output), Some(2), "{extra:?}: {err}");
-        assert!(err.contains("--finalize") && err.contains(extra[0]), "{extra:?}: {err}");
+        // `pipeline finalize DIR`, and its old spelling `pipeline run --finalize DIR`.
+        for command in [&["finalize", out.as_str()][..], &["run", "--finalize", out.as_str()]] {
+            let mut args = command.to_vec();
+            args.extend_from_slice(extra);
+            let output = pipeline(&args, &[]);
+            let err = stderr(&output);
+            assert_eq!(exit_code(&output), Some(2), "{args:?}: {err}");
+            assert!(err.contains("pipeline finalize") && err.contains(extra[0]), "{args:?}: {err}");
+        }
     }
     assert_eq!(files_in(Path::new(&out)), Vec::<String>::new(), "nothing written");
+}
+
+#[test]
+fn the_old_spelling_of_finalize_still_works_and_says_the_new_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("dataset");
+    let output = run(&reviews(), &out, &["--rows-per-part", "100"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    std::fs::remove_file(out.join("_SUCCESS")).expect("remove _SUCCESS");
+    let old = pipeline(&["run", "--threads", "1"], &[("--finalize", &out)]);
+    let err = stderr(&old);
+    assert!(old.status.success(), "{err}");
+    assert!(err.contains("is now `pipeline finalize DIR`"), "{err}");
+    assert!(String::from_utf8_lossy(&old.stdout).contains("300 rows in 3 parts"), "{err}");
+    assert!(out.join("_SUCCESS").is_file());
 }
 
 #[test]
