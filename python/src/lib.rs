@@ -113,6 +113,7 @@ struct SharedOptions {
     device: Option<String>,
     ort_library: Option<PathBuf>,
     ort_search_dirs: Vec<PathBuf>,
+    tf32: bool,
     text_column: Option<String>,
     batch_size: Option<usize>,
     max_tokens: Option<usize>,
@@ -137,6 +138,7 @@ impl SharedOptions {
             "device" => self.device = Some(value.extract()?),
             "ort_library" => self.ort_library = Some(value.extract()?),
             "ort_search_dirs" => self.ort_search_dirs = value.extract()?,
+            "tf32" => self.tf32 = value.extract()?,
             "text_column" => self.text_column = Some(value.extract()?),
             "batch_size" => self.batch_size = Some(value.extract()?),
             "max_tokens" => self.max_tokens = Some(value.extract()?),
@@ -162,6 +164,7 @@ impl SharedOptions {
         }
         spec.backend.ort_library = self.ort_library;
         spec.backend.ort_search_dirs = self.ort_search_dirs;
+        spec.backend.tf32 = self.tf32;
         if let Some(text_column) = self.text_column {
             spec.text_column = text_column;
         }
@@ -185,11 +188,12 @@ impl SharedOptions {
 }
 
 /// The keyword arguments [`SharedOptions::take`] knows.
-const SHARED: [&str; 14] = [
+const SHARED: [&str; 15] = [
     "backend",
     "device",
     "ort_library",
     "ort_search_dirs",
+    "tf32",
     "text_column",
     "batch_size",
     "max_tokens",
@@ -577,6 +581,9 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("PipelineError", module.py().get_type::<PipelineError>())?;
     module.add("TransientError", module.py().get_type::<TransientError>())?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The keyword arguments each takes, for the test that holds them to `pipeline run --help`.
+    module.add("CLASSIFIER_KEYWORDS", SHARED.iter().copied().chain(["threads"]).collect::<Vec<_>>())?;
+    module.add("RUN_KEYWORDS", SHARED.iter().copied().chain(run_own()).collect::<Vec<_>>())?;
     // The ONNX Runtime releases this build runs: the CPU one, and the CUDA one.
     module.add("SUPPORTED_ONNXRUNTIME", vec![runtime::inference::ORT_VERSION, runtime::inference::ORT_GPU_VERSION])?;
     Ok(())

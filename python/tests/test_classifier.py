@@ -1,8 +1,10 @@
 """The Python API as a data engineer would use it: classify Arrow tables in memory, run the
 batch job, and get errors that say what to fix."""
 
+import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -508,3 +510,29 @@ def test_tokens_reads_token_spans_for_one_row_or_whole_columns():
         ac.tokens("tiny", [4, (1 << 32) + 3])
     columns = ac.tokens(pa.array(["Great film", None]), pa.array([[5, (1 << 32) + 4], [1]], pa.list_(pa.int64())))
     assert columns.to_pylist() == [["great", "film"], None]
+
+
+# The flags of `pipeline run` that are no keyword of `run`, and why.
+CLI_ONLY = {
+    "help": "clap's own",
+    "log_format": "the process's logs; Python has the logging module",
+    "metrics_json": "run() returns the summary that --metrics-json writes",
+    "profile": "a printed profile of the stages, for a person at a terminal",
+    "shards": "an array job's shard from the scheduler's environment; Python takes shard='I/N'",
+}
+# The keywords of `run` that are no flag of `pipeline run`, and why.
+PYTHON_ONLY = {"ort_search_dirs": "where the wrapper finds the onnxruntime pip package"}
+
+
+def test_every_option_of_pipeline_run_is_a_keyword_of_run_and_back(pipeline_command):
+    help_text = subprocess.run([str(pipeline_command), "run", "--help"], capture_output=True, text=True, check=True).stdout
+    flags = {flag.replace("-", "_") for flag in re.findall(r"^\s+(?:-\w, )?--([a-z0-9-]+)", help_text, re.M)}
+    keywords = set(ac._native.RUN_KEYWORDS) | {"input", "output", "model"}
+    assert flags - keywords == set(CLI_ONLY), "a flag of `pipeline run` that run() does not take: add it or say why"
+    assert keywords - flags == set(PYTHON_ONLY), "a keyword of run() that `pipeline run` has no flag for"
+
+
+def test_the_classifiers_signature_is_every_keyword_it_takes():
+    signature = inspect.signature(ac.Classifier.__init__)
+    named = {name for name, parameter in signature.parameters.items() if parameter.kind == parameter.KEYWORD_ONLY}
+    assert named == set(ac._native.CLASSIFIER_KEYWORDS) - set(PYTHON_ONLY)
