@@ -16,4 +16,5 @@ pub mod partitions;
 pub mod reporting;
 pub mod scheduler;
 pub mod stages;
+pub mod timestamps;
 pub mod units;

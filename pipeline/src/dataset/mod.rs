@@ -179,6 +179,14 @@ struct FooterOfPart {
     file: InputFile,
 }
 
+/// A part written to a Delta table's staging directory, before the shard commits it.
+#[derive(Debug, Clone)]
+pub struct StagedPart {
+    pub name: String,
+    pub size: u64,
+    pub rows: u64,
+}
+
 /// What [`DatasetDir::finalize`] found.
 #[derive(Debug)]
 pub enum Finalized {
@@ -640,7 +648,7 @@ impl DatasetDir {
         &self,
         run: &Run,
         units: impl Iterator<Item = usize>,
-    ) -> anyhow::Result<BTreeMap<usize, crate::delta::StagedPart>> {
+    ) -> anyhow::Result<BTreeMap<usize, StagedPart>> {
         let (parts, _) = self.scan()?;
         let mut staged = BTreeMap::new();
         for index in units {
@@ -656,7 +664,7 @@ impl DatasetDir {
                 }
                 InputFile::Remote(object) => object.meta.size,
             };
-            staged.insert(index, crate::delta::StagedPart { name: name.clone(), size, rows: file.rows });
+            staged.insert(index, StagedPart { name: name.clone(), size, rows: file.rows });
         }
         Ok(staged)
     }
@@ -725,8 +733,8 @@ impl DatasetDir {
             .collect();
         let manifest = RunManifest {
             pipeline_version: env!("CARGO_PKG_VERSION").to_owned(),
-            started_at: Some(crate::job::rfc3339(started_at)),
-            finished_at: Some(crate::job::rfc3339(chrono::Utc::now())),
+            started_at: Some(crate::timestamps::rfc3339(started_at)),
+            finished_at: Some(crate::timestamps::rfc3339(chrono::Utc::now())),
             rows: records.iter().map(|p| p.rows).sum(),
             parts: records,
             run: fingerprint,

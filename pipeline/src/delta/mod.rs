@@ -35,7 +35,7 @@ use batch_io::locations::DELTA_LOG;
 use batch_io::object_storage::{block_on, request_failed};
 use batch_io::source::RowSpan;
 
-use crate::dataset::{InputIdentity, Run, RunFingerprint};
+use crate::dataset::{InputIdentity, Run, RunFingerprint, StagedPart};
 use crate::units::WorkUnit;
 
 mod transactions;
@@ -410,14 +410,6 @@ pub struct ShardCommit<'a> {
     /// The `txn` appId of the run's shard.
     pub shard_key: String,
     pub shard_index: usize,
-}
-
-/// A part written to the staging directory.
-#[derive(Debug, Clone)]
-pub struct StagedPart {
-    pub name: String,
-    pub size: u64,
-    pub rows: u64,
 }
 
 /// The appId of a unit: the input file's location (not its version: a file touched or

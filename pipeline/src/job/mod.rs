@@ -42,6 +42,9 @@ pub use metadata::{model_sha256, table_metadata};
 pub use spec::{OutputFormat, Reporting, RunSpec};
 pub use summary::{JobSummary, PartsSummary, TableCommit};
 
+pub use crate::stages::Interrupted;
+use crate::timestamps::rfc3339;
+
 use plan::{DeltaPlan, Plan};
 
 /// Whether `--output` names a dataset (a directory or prefix of parts): a location ending in
@@ -249,22 +252,4 @@ pub fn finalize(dir: &str) -> anyhow::Result<RunManifest> {
             )
         }
     }
-}
-
-/// The run was stopped through [`JobOptions::cancel`]; its output was not published (a
-/// dataset keeps the parts it committed, for a rerun to resume from).
-#[derive(Debug, Clone, Copy)]
-pub struct Interrupted;
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the run was interrupted; its output was not published")
-    }
-}
-
-impl std::error::Error for Interrupted {}
-
-/// A timestamp as `_SUCCESS` and the run summary write it: RFC 3339 in UTC, to the millisecond.
-pub fn rfc3339(time: chrono::DateTime<chrono::Utc>) -> String {
-    time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

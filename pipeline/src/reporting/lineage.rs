@@ -166,7 +166,7 @@ impl LineageRun {
         }
         json!({
             "eventType": event_type,
-            "eventTime": crate::job::rfc3339(chrono::Utc::now()),
+            "eventTime": crate::timestamps::rfc3339(chrono::Utc::now()),
             "producer": PRODUCER,
             "schemaURL": RUN_EVENT,
             "run": { "runId": self.run_id, "facets": run_facets },

@@ -97,17 +97,17 @@ pub struct Line<'a> {
     pub chunk_rows: usize,
     /// `--min-confidence`, to count the rows that abstain.
     pub min_confidence: Option<f32>,
-    /// Set to stop the run: the read and infer stages stop with [`crate::job::Interrupted`]
+    /// Set to stop the run: the read and infer stages stop with [`Interrupted`]
     /// at their next chunk, so a run stops within one chunk's inference, not after the chunks
     /// already read.
     pub cancel: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 impl Line<'_> {
-    /// [`crate::job::Interrupted`] once the run has been told to stop.
+    /// [`Interrupted`] once the run has been told to stop.
     pub fn check_cancelled(&self) -> anyhow::Result<()> {
         if self.cancel.is_some_and(|cancel| cancel.load(std::sync::atomic::Ordering::Relaxed)) {
-            return Err(crate::job::Interrupted.into());
+            return Err(Interrupted.into());
         }
         Ok(())
     }
@@ -177,3 +177,16 @@ fn timed<T>(busy: &mut Duration, work: impl FnOnce() -> T) -> T {
 fn next<T>(queue: &Receiver<T>) -> Option<T> {
     queue.recv().ok()
 }
+
+/// The run was stopped through [`crate::job::RunSpec::cancel`]; its output was not published (a
+/// dataset keeps the parts it committed, for a rerun to resume from).
+#[derive(Debug, Clone, Copy)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the run was interrupted; its output was not published")
+    }
+}
+
+impl std::error::Error for Interrupted {}
