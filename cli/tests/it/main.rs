@@ -5,6 +5,7 @@ mod common;
 mod dataset;
 mod delta;
 mod deploy;
+mod docs;
 mod hostile;
 mod image;
 mod python;
