@@ -1,6 +1,7 @@
 //! `pipeline run`, the batch job: `job` checks the inputs, the outputs and the schema, then
 //! runs `stages` (read → tokenize → infer → assemble → write, overlapped on their own
-//! threads) into an `output`: one Parquet file published whole, or a `dataset` of parts.
+//! threads) into one of the `sinks`: one Parquet file published whole, a dataset of parts
+//! (`sinks::dataset`, partitioned by `sinks::partitions`), or a Delta table (`sinks::delta`).
 //!
 //! The model side lives in the `runtime` crate, the file edges in `batch_io`.
 
@@ -8,13 +9,10 @@
 // neither unwraps nor indexes unchecked (tests may: clippy.toml).
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
-pub mod dataset;
-pub mod delta;
 pub mod job;
-pub mod output;
-pub mod partitions;
 pub mod reporting;
 pub mod scheduler;
+pub mod sinks;
 pub mod stages;
 pub mod timestamps;
 pub mod units;

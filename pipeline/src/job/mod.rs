@@ -24,9 +24,9 @@ use runtime::inference::{Device, NullBackend};
 use runtime::output::OutputTable;
 use runtime::package::ModelPackage;
 
-use crate::dataset::{DatasetDir, Finalized, Run, RunManifest};
-use crate::delta::ShardCommit;
-use crate::output::Output;
+use crate::sinks::Output;
+use crate::sinks::dataset::{DatasetDir, Finalized, Run, RunManifest};
+use crate::sinks::delta::ShardCommit;
 use batch_io::progress::{Progress, Unit};
 
 use crate::stages::{Line, WriteStage, run_line};
@@ -198,7 +198,7 @@ fn run_stages(
     Ok(summary)
 }
 
-/// Adds this shard's staged parts to the Delta table (see [`crate::delta`]).
+/// Adds this shard's staged parts to the Delta table (see [`crate::sinks::delta`]).
 fn commit_to_table(delta: &DeltaPlan, dir: &DatasetDir, run: &Run, spec: &RunSpec) -> anyhow::Result<TableCommit> {
     let parts = dir.staged_parts(run, delta.units.keys().copied())?;
     if spec.kill_before_commit {

@@ -18,10 +18,12 @@ use runtime::package::ModelPackage;
 use super::metadata::table_metadata;
 use super::preflight::plan_schema;
 use super::spec::{OutputFormat, RunSpec};
-use crate::dataset::{Committed, DatasetDir, InputIdentity, Run, RunFingerprint, inputs_sha256, towards_prediction};
-use crate::delta::{DeltaOutput, FileKey, UnitKey, shard_key, unit_key};
-use crate::output::{LayoutHints, Output, OutputFile, ParquetLayout};
-use crate::partitions::{self, Partitioning};
+use crate::sinks::dataset::{
+    Committed, DatasetDir, InputIdentity, Run, RunFingerprint, inputs_sha256, towards_prediction,
+};
+use crate::sinks::delta::{DeltaOutput, FileKey, UnitKey, shard_key, unit_key};
+use crate::sinks::partitions::{self, Partitioning};
+use crate::sinks::{LayoutHints, Output, OutputFile, ParquetLayout};
 use crate::units::{FileLayout, WorkUnit, plan_units};
 
 pub struct Plan {

@@ -128,7 +128,7 @@ pub struct RunSpec {
     /// Dataset outputs only: the most rows in one part.
     pub rows_per_part: usize,
     /// Dataset outputs only: the columns whose values name the parts' directories
-    /// (`--partition-by`, see [`crate::partitions`]).
+    /// (`--partition-by`, see [`crate::sinks::partitions`]).
     pub partition_by: Vec<String>,
     /// Dataset outputs only: delete another run's parts instead of refusing them.
     pub overwrite: bool,

@@ -14,10 +14,10 @@ use runtime::output::OutputTable;
 use runtime::text::Vocabulary;
 
 use super::{Inferred, timed};
-use crate::output::ParquetLayout;
-use crate::partitions::Partitioning;
+use crate::sinks::ParquetLayout;
+use crate::sinks::partitions::Partitioning;
 
-pub use crate::output::EncodedChunk;
+pub use crate::sinks::EncodedChunk;
 
 /// One chunk to assemble, and where to send its row group.
 pub struct Job {

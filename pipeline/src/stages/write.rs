@@ -13,8 +13,8 @@ use runtime::output::OutputTable;
 
 use super::assemble::{Assembler, EncodedChunk, Job};
 use super::{Inferred, Line, next, timed};
-use crate::output::{Output, ParquetLayout};
-use crate::partitions::Partitioning;
+use crate::sinks::partitions::Partitioning;
+use crate::sinks::{Output, ParquetLayout};
 use batch_io::progress::Progress;
 
 /// The most chunks assembled at once. Each thread holds a chunk's predictions and the

@@ -1,7 +1,12 @@
 //! Where the write stage writes: one Parquet file, or one part per unit of work in a dataset
-//! output (one file per partition directory with `--partition-by`). Each file is made visible
+//! output (`dataset`; one file per partition directory with `--partition-by`, `partitions`),
+//! which a Delta table output (`delta`) then commits. Each file is made visible
 //! whole by [`OutputFile::finish`]; dropped early, it leaves nothing a reader can see. Row
 //! groups arrive already encoded (by the assemble stage), and are only appended here.
+
+pub mod dataset;
+pub mod delta;
+pub mod partitions;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,8 +25,8 @@ use parquet::file::writer::SerializedFileWriter;
 use runtime::output::columns::{ATTENTION_ENTROPY, TOKEN_SPANS};
 use runtime::output::keys;
 
-use crate::dataset::DatasetDir;
-use crate::partitions::Partitioning;
+use crate::sinks::dataset::DatasetDir;
+use crate::sinks::partitions::Partitioning;
 use crate::units::WorkUnit;
 
 /// A chunk's rows, encoded: a row group for each partition directory it has rows in ("" for

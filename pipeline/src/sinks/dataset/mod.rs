@@ -33,7 +33,7 @@ use runtime::output::keys;
 
 use batch_io::locations::in_partition_directories;
 
-use crate::partitions::is_partition_directory;
+use crate::sinks::partitions::is_partition_directory;
 use crate::units::{part_index, part_name};
 
 mod fingerprint;

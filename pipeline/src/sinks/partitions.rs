@@ -11,7 +11,7 @@ use arrow::array::{Array, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 
-use crate::output::{LayoutHints, ParquetLayout};
+use crate::sinks::{LayoutHints, ParquetLayout};
 
 pub use batch_io::locations::{NULL_PARTITION_VALUE as NULL_VALUE, is_partition_directory};
 

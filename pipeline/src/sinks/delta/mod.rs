@@ -35,7 +35,7 @@ use batch_io::locations::DELTA_LOG;
 use batch_io::object_storage::{block_on, request_failed};
 use batch_io::source::RowSpan;
 
-use crate::dataset::{InputIdentity, Run, RunFingerprint, StagedPart};
+use crate::sinks::dataset::{InputIdentity, Run, RunFingerprint, StagedPart};
 use crate::units::WorkUnit;
 
 mod transactions;
