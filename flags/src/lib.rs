@@ -63,6 +63,9 @@ pub fn at_least_one(value: &str) -> Result<usize, String> {
     match value.trim().parse::<usize>() {
         Ok(0) => Err("must be at least 1".to_owned()),
         Ok(count) => Ok(count),
+        Err(_) if !value.trim().is_empty() && value.trim().bytes().all(|b| b.is_ascii_digit()) => {
+            Err(format!("`{value}` is too large (at most {})", usize::MAX))
+        }
         Err(_) => Err(format!("`{value}` is not a whole number (it must be at least 1)")),
     }
 }
@@ -82,4 +85,18 @@ pub fn thread_count(value: &str) -> Result<usize, String> {
         return Err(format!("must be at most {MAX_THREADS}"));
     }
     Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_says_what_is_wrong_with_it() {
+        assert_eq!(at_least_one(" 3 "), Ok(3));
+        assert_eq!(at_least_one("0"), Err("must be at least 1".to_owned()));
+        assert!(at_least_one("-1").is_err_and(|e| e.contains("not a whole number")));
+        assert!(at_least_one("18446744073709551616").is_err_and(|e| e.contains("too large")));
+        assert!(thread_count("5000").is_err_and(|e| e.contains("at most")));
+    }
 }

@@ -46,7 +46,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         anyhow::ensure!(
             valid && !matches!(name.as_str(), "train" | "validation"),
-            "--record {name:?}: give a name of letters, digits and _ other than train and validation (those \
+            "--record {name:?}: give a name of ASCII letters, digits and _ other than train and validation (those \
              are pipeline train's own figures), such as test"
         );
     }

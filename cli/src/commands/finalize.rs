@@ -14,7 +14,7 @@ pub struct FinalizeArgs {
     dir: String,
     /// Read for the old spelling, `pipeline run --finalize DIR --threads N`; finalizing reads
     /// only the parts' footers.
-    #[arg(long, hide = true)]
+    #[arg(long, hide = true, value_parser = flags::thread_count)]
     threads: Option<usize>,
 }
 
@@ -29,15 +29,28 @@ pub fn rewrite_old_spelling(mut args: Vec<OsString>) -> (Vec<OsString>, bool) {
     let Some(run) = subcommand_at(&args).filter(|&at| args.get(at).is_some_and(|arg| arg == "run")) else {
         return (args, false);
     };
+    // Flags end at `--`: after it every word is a value, `--finalize` too.
+    let end = args.iter().skip(run + 1).position(|arg| arg == "--").map_or(args.len(), |at| at + run + 1);
     let flag = args
+        .get(run + 1..end)
+        .unwrap_or_default()
         .iter()
-        .skip(run + 1)
         .position(|arg| arg == "--finalize" || arg.to_string_lossy().starts_with("--finalize="));
     let Some(flag) = flag.map(|at| at + run + 1) else { return (args, false) };
-    args[run] = OsString::from("finalize");
+    if let Some(subcommand) = args.get_mut(run) {
+        *subcommand = OsString::from("finalize");
+    }
     let given = args.remove(flag);
     if let Some(dir) = given.to_string_lossy().strip_prefix("--finalize=") {
-        args.insert(flag, OsString::from(dir));
+        if dir.starts_with('-') {
+            // A directory named like a flag goes after `--`, where it is read as the directory.
+            if end == args.len() + 1 {
+                args.push(OsString::from("--"));
+            }
+            args.push(OsString::from(dir));
+        } else {
+            args.insert(flag, OsString::from(dir));
+        }
     }
     (args, true)
 }
@@ -93,7 +106,15 @@ mod tests {
             rewritten("pipeline run --finalize out/ --shard 1/2"),
             ("pipeline finalize out/ --shard 1/2".to_owned(), true)
         );
-        for line in ["pipeline run --input a.parquet", "pipeline sql run --finalize", "pipeline --log-format run x"] {
+        assert_eq!(rewritten("pipeline run --finalize=--odd"), ("pipeline finalize -- --odd".to_owned(), true));
+        assert_eq!(rewritten("pipeline run --finalize -- --odd"), ("pipeline finalize -- --odd".to_owned(), true));
+        for line in [
+            "pipeline run --input a.parquet",
+            "pipeline sql run --finalize",
+            "pipeline --log-format run x",
+            // After `--` it is a value, not the old flag.
+            "pipeline run -- --finalize out/",
+        ] {
             assert_eq!(rewritten(line), (line.to_owned(), false), "{line}");
         }
     }

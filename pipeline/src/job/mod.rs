@@ -236,6 +236,9 @@ fn open_classifier(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<Cla
 /// all committed (by shards that each found others still at work), and returns it.
 pub fn finalize(dir: &str) -> anyhow::Result<RunManifest> {
     if !is_url(dir) && !Path::new(dir).is_dir() {
+        if Path::new(dir).exists() {
+            bail!("{dir} is a file, not a dataset to finalize; give the --output directory of the sharded run");
+        }
         bail!("{dir}: no such directory to finalize; give the --output of the sharded run");
     }
     let started_at = chrono::Utc::now();
