@@ -5,7 +5,7 @@ use burn::nn::Embedding;
 use burn::prelude::*;
 use serde::Serialize;
 
-use super::{GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes, declare_outputs};
+use super::{GraphShape, ModelConfig, Network, NetworkOutput, check_sizes, declare_outputs};
 use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::head::MlpHead;
 use crate::layers::pooling::{emit_masked_mean, masked_mean};
@@ -19,15 +19,7 @@ pub struct AvgConfig {
     pub dropout: f64,
 }
 
-impl From<&ModelFlags> for AvgConfig {
-    fn from(flags: &ModelFlags) -> Self {
-        Self {
-            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
-            mlp_hidden: flags.mlp_hidden,
-            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
-        }
-    }
-}
+config_from_flags!(AvgConfig, |flags| { mlp_hidden });
 
 impl ModelConfig for AvgConfig {
     type Model = Avg;

@@ -6,7 +6,7 @@ use burn::nn::Embedding;
 use burn::prelude::*;
 use serde::Serialize;
 
-use super::{GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes, declare_outputs};
+use super::{GraphShape, ModelConfig, Network, NetworkOutput, check_sizes, declare_outputs};
 use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::head::MlpHead;
 use crate::layers::pooling::{emit_masked_max, masked_max};
@@ -22,16 +22,7 @@ pub struct BiGruConfig {
     pub dropout: f64,
 }
 
-impl From<&ModelFlags> for BiGruConfig {
-    fn from(flags: &ModelFlags) -> Self {
-        Self {
-            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
-            gru_hidden: flags.gru_hidden,
-            mlp_hidden: flags.mlp_hidden,
-            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
-        }
-    }
-}
+config_from_flags!(BiGruConfig, |flags| { gru_hidden, mlp_hidden });
 
 impl ModelConfig for BiGruConfig {
     type Model = BiGruMaxPool;

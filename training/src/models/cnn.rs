@@ -15,7 +15,7 @@ use burn::prelude::*;
 use burn::tensor::activation::relu;
 use serde::Serialize;
 
-use super::{GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes};
+use super::{GraphShape, ModelConfig, Network, NetworkOutput, check_sizes};
 use crate::layers::dense::{dense, emit_dense};
 use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::{GraphBatch, TokenBatch, values};
@@ -29,16 +29,7 @@ pub struct CnnConfig {
     pub dropout: f64,
 }
 
-impl From<&ModelFlags> for CnnConfig {
-    fn from(flags: &ModelFlags) -> Self {
-        Self {
-            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
-            filters: flags.filters,
-            kernel_widths: flags.kernel_widths.clone(),
-            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
-        }
-    }
-}
+config_from_flags!(CnnConfig, |flags| { filters }, kernel_widths: flags.kernel_widths.clone());
 
 impl ModelConfig for CnnConfig {
     type Model = Cnn;

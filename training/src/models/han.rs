@@ -16,7 +16,7 @@ use burn::prelude::*;
 use burn::tensor::IndexingUpdateOp;
 use serde::Serialize;
 
-use super::{GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes};
+use super::{GraphShape, ModelConfig, Network, NetworkOutput, check_sizes};
 use crate::layers::attention::StructuredAttention;
 use crate::layers::dense::{dense, emit_dense};
 use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
@@ -34,17 +34,7 @@ pub struct HanConfig {
     pub dropout: f64,
 }
 
-impl From<&ModelFlags> for HanConfig {
-    fn from(flags: &ModelFlags) -> Self {
-        Self {
-            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
-            gru_hidden: flags.gru_hidden,
-            attention_dim: flags.attention_dim,
-            sentence_words: flags.sentence_words,
-            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
-        }
-    }
-}
+config_from_flags!(HanConfig, |flags| { gru_hidden, attention_dim, sentence_words });
 
 impl ModelConfig for HanConfig {
     type Model = Han;

@@ -106,21 +106,7 @@ pub struct LamaConfig {
     pub pooled_values: PooledValues,
 }
 
-impl From<&ModelFlags> for LamaConfig {
-    fn from(flags: &ModelFlags) -> Self {
-        Self {
-            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
-            gru_hidden: flags.gru_hidden,
-            attention_dim: flags.attention_dim,
-            heads: flags.heads,
-            mlp_hidden: flags.mlp_hidden,
-            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
-            context: Context::Global,
-            attention_scale: flags.attention_scale,
-            pooled_values: flags.pooled_values,
-        }
-    }
-}
+config_from_flags!(LamaConfig, |flags| { gru_hidden, attention_dim, heads, mlp_hidden, attention_scale, pooled_values }, context: Context::Global);
 
 impl ModelConfig for LamaConfig {
     type Model = Lama;

@@ -2,6 +2,24 @@
 //! table of [`for_each_variant!`]; training, export, evaluation and the parity tests work on
 //! any of them.
 
+/// `From<&ModelFlags>` for a variant's config: the embedding width and dropout from their flags
+/// or the variant's own defaults ([`ModelConfig::DEFAULTS`]), each listed field copied from
+/// the flag of its name, and each `field: value` computed from the flags (`$flags`).
+macro_rules! config_from_flags {
+    ($config:ty, |$flags:ident| { $($field:ident),* $(,)? } $(, $computed:ident: $value:expr)* $(,)?) => {
+        impl From<&$crate::models::ModelFlags> for $config {
+            fn from($flags: &$crate::models::ModelFlags) -> Self {
+                Self {
+                    embedding_dim: $flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
+                    dropout: $flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
+                    $($field: $flags.$field,)*
+                    $($computed: $value,)*
+                }
+            }
+        }
+    };
+}
+
 pub mod avg;
 pub mod bigru;
 pub mod cnn;

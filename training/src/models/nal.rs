@@ -12,9 +12,7 @@ use burn::prelude::*;
 use burn::tensor::Distribution;
 use serde::Serialize;
 
-use super::{
-    GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes, declare_contribution, declare_outputs,
-};
+use super::{GraphShape, ModelConfig, Network, NetworkOutput, check_sizes, declare_contribution, declare_outputs};
 use crate::layers::attention::{StructuredAttention, redundancy_penalty};
 use crate::layers::contribution::{emit_per_hop, emit_token_contribution, per_hop, token_contribution};
 use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
@@ -34,19 +32,7 @@ pub struct NalConfig {
     pub penalty: f32,
 }
 
-impl From<&ModelFlags> for NalConfig {
-    fn from(flags: &ModelFlags) -> Self {
-        Self {
-            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
-            attention_dim: flags.attention_dim,
-            hops: flags.hops,
-            averaging_dim: flags.averaging_dim,
-            mlp_hidden: flags.mlp_hidden,
-            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
-            penalty: flags.penalty,
-        }
-    }
-}
+config_from_flags!(NalConfig, |flags| { attention_dim, hops, averaging_dim, mlp_hidden, penalty });
 
 impl ModelConfig for NalConfig {
     type Model = Nal;

@@ -18,7 +18,7 @@ use burn::prelude::*;
 use serde::Serialize;
 
 use super::{
-    GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, VariantDefaults, check_sizes, declare_contribution,
+    GraphShape, ModelConfig, Network, NetworkOutput, VariantDefaults, check_sizes, declare_contribution,
     declare_outputs,
 };
 use crate::layers::embedding::InitialWords;
@@ -48,17 +48,7 @@ pub struct NgramConfig {
     pub dropout: f64,
 }
 
-impl From<&ModelFlags> for NgramConfig {
-    fn from(flags: &ModelFlags) -> Self {
-        Self {
-            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
-            buckets: flags.buckets,
-            ngrams: flags.ngrams,
-            members: flags.members.unwrap_or(DEFAULT_MEMBERS),
-            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
-        }
-    }
-}
+config_from_flags!(NgramConfig, |flags| { buckets, ngrams }, members: flags.members.unwrap_or(DEFAULT_MEMBERS));
 
 impl ModelConfig for NgramConfig {
     type Model = Ngram;

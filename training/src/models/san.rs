@@ -12,8 +12,7 @@ use burn::prelude::*;
 use serde::Serialize;
 
 use super::{
-    GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, PooledValues, check_sizes, declare_contribution,
-    declare_outputs,
+    GraphShape, ModelConfig, Network, NetworkOutput, PooledValues, check_sizes, declare_contribution, declare_outputs,
 };
 use crate::layers::attention::{StructuredAttention, redundancy_penalty};
 use crate::layers::contribution::{emit_per_hop, emit_token_contribution, per_hop, token_contribution};
@@ -36,20 +35,7 @@ pub struct SanConfig {
     pub pooled_values: PooledValues,
 }
 
-impl From<&ModelFlags> for SanConfig {
-    fn from(flags: &ModelFlags) -> Self {
-        Self {
-            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
-            lstm_hidden: flags.lstm_hidden,
-            attention_dim: flags.attention_dim,
-            hops: flags.hops,
-            mlp_hidden: flags.mlp_hidden,
-            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
-            penalty: flags.penalty,
-            pooled_values: flags.pooled_values,
-        }
-    }
-}
+config_from_flags!(SanConfig, |flags| { lstm_hidden, attention_dim, hops, mlp_hidden, penalty, pooled_values });
 
 impl ModelConfig for SanConfig {
     type Model = San;

@@ -12,7 +12,7 @@ use burn::nn::{Dropout, DropoutConfig, Embedding, Linear};
 use burn::prelude::*;
 use serde::Serialize;
 
-use super::{GraphShape, ModelConfig, ModelFlags, Network, NetworkOutput, check_sizes, declare_outputs};
+use super::{GraphShape, ModelConfig, Network, NetworkOutput, check_sizes, declare_outputs};
 use crate::layers::attention::emit_padding_offset;
 use crate::layers::dense::{dense, emit_dense};
 use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
@@ -31,17 +31,7 @@ pub struct TransformerConfig {
     pub dropout: f64,
 }
 
-impl From<&ModelFlags> for TransformerConfig {
-    fn from(flags: &ModelFlags) -> Self {
-        Self {
-            embedding_dim: flags.embedding_dim.unwrap_or(Self::DEFAULTS.embedding_dim),
-            heads: flags.heads,
-            layers: flags.layers,
-            feed_forward_dim: flags.feed_forward_dim,
-            dropout: flags.dropout.unwrap_or(Self::DEFAULTS.dropout),
-        }
-    }
-}
+config_from_flags!(TransformerConfig, |flags| { heads, layers, feed_forward_dim });
 
 impl ModelConfig for TransformerConfig {
     type Model = Transformer;
