@@ -121,8 +121,8 @@ impl GraphBatch {
     /// Declares `input_ids` and `attention_mask` (`[batch, seq]`, int64) and derives the rest.
     pub fn declare(g: &mut GraphBuilder) -> Self {
         let dims = [Dim::Named("batch"), Dim::Named("seq")];
-        let ids = g.input("input_ids", ElemType::Int64, &dims);
-        let mask = g.input("attention_mask", ElemType::Int64, &dims);
+        let ids = g.input(runtime::package::tensor::INPUT_IDS, ElemType::Int64, &dims);
+        let mask = g.input(runtime::package::tensor::ATTENTION_MASK, ElemType::Int64, &dims);
         g.scoped("mask", |g| Self::from_mask(g, ids, mask))
     }
 

@@ -274,8 +274,8 @@ impl Network for Ngram {
     /// contributions. The `embedding` output is that mean: the document in class space.
     fn emit(&self, g: &mut GraphBuilder) {
         let dims = [Dim::Named("batch"), Dim::Named("seq")];
-        let ids = g.input("input_ids", ElemType::Int64, &dims);
-        let mask = g.input("attention_mask", ElemType::Int64, &dims);
+        let ids = g.input(runtime::package::tensor::INPUT_IDS, ElemType::Int64, &dims);
+        let mask = g.input(runtime::package::tensor::ATTENTION_MASK, ElemType::Int64, &dims);
         // A multi-label graph's sigmoids are not blind to a shift shared by the labels.
         let read_out = if g.independent_labels() { self.output.weight.val() } else { self.centred_weight() };
         let scores = self.features.weight.val().matmul(read_out);
