@@ -51,7 +51,7 @@ fn main() -> ExitCode {
     runtime::inference::keep_telemetry_off();
     // Logging is set up from `--log-format` before parsing, so usage errors use it too.
     let (args, old_finalize) = commands::finalize::rewrite_old_spelling(std::env::args_os().collect());
-    match flags::parse_command_line_from::<Cli>(args) {
+    match flags::parse_command_line::<Cli>(args) {
         Ok(cli) => {
             if old_finalize {
                 tracing::warn!(

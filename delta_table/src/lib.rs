@@ -131,14 +131,20 @@ impl DeltaLocation {
         Ok(!listing.objects.is_empty())
     }
 
+    /// The table over this location's store, its log not read yet: to load it, or to create
+    /// one through its log store.
+    pub fn unloaded(&self) -> anyhow::Result<DeltaTable> {
+        DeltaTableBuilder::from_url(self.url.clone())
+            .and_then(|builder| builder.with_storage_backend(self.store.clone(), self.url.clone()).build())
+            .with_context(|| format!("cannot open {} as a Delta table", self.location))
+    }
+
     /// The table as its log says now; `None` where there is no table yet.
     pub fn load(&self) -> anyhow::Result<Option<DeltaTable>> {
         if !self.has_log()? {
             return Ok(None);
         }
-        let mut table = DeltaTableBuilder::from_url(self.url.clone())
-            .and_then(|builder| builder.with_storage_backend(self.store.clone(), self.url.clone()).build())
-            .with_context(|| format!("cannot open {} as a Delta table", self.location))?;
+        let mut table = self.unloaded()?;
         match block_on(table.load())? {
             Ok(()) => Ok(Some(table)),
             Err(DeltaTableError::NotATable(_)) => Ok(None),

@@ -1,4 +1,4 @@
-//! What `pipeline`'s command line and its training commands (in the `training` crate) share: the `--log-format`
+//! What `pipeline`'s command line and the training crate's flag groups share: the `--log-format`
 //! flag, parsing with usage errors reported as logs (exit code 2), and value parsers for
 //! counts and named choices. The libraries take no command-line crate; this one turns their
 //! settings into flags.
@@ -29,13 +29,9 @@ fn asks_for_json_logs(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
 /// Sets up logging and parses the command line. A usage error is reported on stderr (as a
 /// JSON event with `--log-format json`) and becomes the exit code 2 to return; `--help` and
 /// `--version` print as usual and exit 0.
-pub fn parse_command_line<T: clap::Parser>() -> Result<T, ExitCode> {
-    parse_command_line_from(std::env::args_os().collect())
-}
-
-/// [`parse_command_line`] of `args` (the program's name first), for a caller that rewrites an
-/// old spelling first.
-pub fn parse_command_line_from<T: clap::Parser>(args: Vec<std::ffi::OsString>) -> Result<T, ExitCode> {
+/// `args` are the program's name and its arguments, as the caller has them (`pipeline` rewrites
+/// an old spelling first).
+pub fn parse_command_line<T: clap::Parser>(args: Vec<std::ffi::OsString>) -> Result<T, ExitCode> {
     let json = asks_for_json_logs(args.iter().cloned());
     log_to_stderr(if json { LogFormat::Json } else { LogFormat::Human });
     T::try_parse_from(args).map_err(|error| {

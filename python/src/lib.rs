@@ -76,6 +76,16 @@ fn run_own() -> impl Iterator<Item = &'static str> {
     RUN_OWN.into_iter().chain(OUTPUT_AND_REPORTING_OPTIONS)
 }
 
+/// Every keyword argument `Classifier` takes: [`SHARED`] and `threads`.
+fn classifier_keywords() -> Vec<&'static str> {
+    SHARED.iter().copied().chain(["threads"]).collect()
+}
+
+/// Every keyword argument `run` takes: [`SHARED`] and its own.
+fn run_keywords() -> Vec<&'static str> {
+    SHARED.iter().copied().chain(run_own()).collect()
+}
+
 /// Whether `name` (as Python spells it) is an argument of `Classifier` or `run`: the flag
 /// `--name` of `pipeline run` is then said as `name=` in messages.
 fn is_parameter(name: &str) -> bool {
@@ -340,7 +350,7 @@ impl Classifier {
     fn new(py: Python<'_>, model: Option<PathBuf>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         let mut shared = SharedOptions::default();
         let mut threads: Option<usize> = None;
-        let known: Vec<&str> = SHARED.iter().copied().chain(["threads"]).collect();
+        let known = classifier_keywords();
         keyword_arguments("Classifier", options, &known, |name, value| match name {
             "threads" => {
                 threads = value.extract()?;
@@ -498,7 +508,7 @@ fn run(
     // As `pipeline run` reads them: the standard OpenLineage variables, unless an argument says.
     spec.reporting.set_openlineage(std::env::var("OPENLINEAGE_URL").ok(), std::env::var("OPENLINEAGE_NAMESPACE").ok());
     let (mut shard, mut threads): (Option<String>, Option<usize>) = (None, None);
-    let known: Vec<&str> = SHARED.iter().copied().chain(run_own()).collect();
+    let known = run_keywords();
     keyword_arguments("run", options, &known, |name, value| {
         if value.is_none() {
             return Ok(known.contains(&name));
@@ -582,8 +592,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("TransientError", module.py().get_type::<TransientError>())?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // The keyword arguments each takes, for the test that holds them to `pipeline run --help`.
-    module.add("CLASSIFIER_KEYWORDS", SHARED.iter().copied().chain(["threads"]).collect::<Vec<_>>())?;
-    module.add("RUN_KEYWORDS", SHARED.iter().copied().chain(run_own()).collect::<Vec<_>>())?;
+    module.add("CLASSIFIER_KEYWORDS", classifier_keywords())?;
+    module.add("RUN_KEYWORDS", run_keywords())?;
     // The ONNX Runtime releases this build runs: the CPU one, and the CUDA one.
     module.add("SUPPORTED_ONNXRUNTIME", vec![runtime::inference::ORT_VERSION, runtime::inference::ORT_GPU_VERSION])?;
     Ok(())

@@ -25,7 +25,7 @@ use deltalake_core::kernel::transaction::{CommitBuilder, CommitProperties, Trans
 use deltalake_core::kernel::{Action, Add, StructType, Transaction};
 use deltalake_core::operations::create::CreateBuilder;
 use deltalake_core::protocol::{DeltaOperation, SaveMode};
-use deltalake_core::{DeltaTable, DeltaTableBuilder, DeltaTableError};
+use deltalake_core::{DeltaTable, DeltaTableError};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use serde::Serialize;
@@ -237,9 +237,7 @@ impl DeltaOutput {
     }
 
     fn create(&self, columns: &StructType, properties: &BTreeMap<String, String>) -> anyhow::Result<DeltaTable> {
-        let builder = DeltaTableBuilder::from_url(self.url.clone())
-            .and_then(|builder| builder.with_storage_backend(self.store.clone(), self.url.clone()).build())
-            .with_context(|| format!("cannot open {} as a Delta table", self.location))?;
+        let builder = self.unloaded()?;
         let properties = properties.iter().map(|(key, value)| (key.clone(), Some(value.clone())));
         let create = CreateBuilder::new()
             .with_log_store(builder.log_store())
