@@ -6,7 +6,7 @@
 //! and plain text in `text_formats`), under `panic_guard` so a corrupt file is an
 //! error rather than a crash → … the program's work … → `atomic_file` publishes each output
 //! whole or not at all, replacing nothing but an earlier output of its kind (`earlier_output`). `command_line` is what both programs do around their work: exit codes,
-//! and removing unfinished output on a signal or a panic; `choice`, settings with named values;
+//! and removing unfinished output on a signal or a panic; `choice`, settings with named values; `values`, counts and probabilities as flags spell them; `spelling`, options in messages as the front end spells them;
 //! `progress`, a bar on a terminal and a log line every ten seconds elsewhere.
 
 // This crate reads what users hand us; a panic on it would break the batch-job contract, so it
@@ -25,4 +25,6 @@ pub mod progress;
 pub mod publish;
 pub mod redact;
 pub mod source;
+pub mod spelling;
 pub mod text_formats;
+pub mod values;

@@ -89,7 +89,10 @@ impl DeltaLocation {
         }
         let path = Path::new(location);
         if path.exists() && !path.is_dir() {
-            bail!("--output {location} is a file; a Delta table is a directory (give a new or empty one, or a table)");
+            bail!(
+                "{} is a file; a Delta table is a directory (give a new or empty one, or a table)",
+                batch_io::spelling::option_with("output", &location.to_string())
+            );
         }
         if !path.exists() {
             let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));

@@ -53,26 +53,7 @@ pub fn choice<T: Choice>() -> impl clap::builder::TypedValueParser<Value = T> {
         .try_map(|name| T::from_name(&name).ok_or("not one of the possible values"))
 }
 
-/// A count that must be at least 1, for a flag's value parser: 0 is a usage error (exit code
-/// 2) that says "at least 1", not "not in 1..18446744073709551615".
-pub fn at_least_one(value: &str) -> Result<usize, String> {
-    match value.trim().parse::<usize>() {
-        Ok(0) => Err("must be at least 1".to_owned()),
-        Ok(count) => Ok(count),
-        Err(_) if !value.trim().is_empty() && value.trim().bytes().all(|b| b.is_ascii_digit()) => {
-            Err(format!("`{value}` is too large (at most {})", usize::MAX))
-        }
-        Err(_) => Err(format!("`{value}` is not a whole number (it must be at least 1)")),
-    }
-}
-
-/// A probability in `0..=1`, for a flag's value parser (`--min-confidence`).
-pub fn probability(value: &str) -> Result<f32, String> {
-    match value.trim().parse::<f32>() {
-        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
-        _ => Err(format!("`{value}` is not a probability: give a number from 0 to 1, such as 0.8")),
-    }
-}
+pub use batch_io::values::{at_least_one, probability};
 
 /// A thread count in `1..=MAX_THREADS`, for a flag's value parser.
 pub fn thread_count(value: &str) -> Result<usize, String> {
@@ -88,11 +69,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_count_says_what_is_wrong_with_it() {
-        assert_eq!(at_least_one(" 3 "), Ok(3));
-        assert_eq!(at_least_one("0"), Err("must be at least 1".to_owned()));
-        assert!(at_least_one("-1").is_err_and(|e| e.contains("not a whole number")));
-        assert!(at_least_one("18446744073709551616").is_err_and(|e| e.contains("too large")));
+    fn a_thread_count_is_bounded() {
+        assert_eq!(thread_count("3"), Ok(3));
         assert!(thread_count("5000").is_err_and(|e| e.contains("at most")));
     }
 }

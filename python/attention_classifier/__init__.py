@@ -231,9 +231,8 @@ def run(input: str, output: str = "predictions.parquet", *, model: Optional[Path
         warnings.warn("window= is now chunk_rows= (rows read together, not token windows); the old name goes in "
                       "the next release", DeprecationWarning, stacklevel=2)
         options.setdefault("chunk_rows", options.pop("window"))
-    _counts(**{name: options.get(name) for name in ("batch_size", "max_batch_tokens", "chunk_rows", "max_tokens",
-                                                    "long_document_stride", "rows_per_part", "threads")})
-    for listed in ("pass_through", "drop", "partition_by"):
+    _counts(**{name: options.get(name) for name in _native.COUNT_KEYWORDS})
+    for listed in _native.LIST_KEYWORDS:
         if isinstance(options.get(listed), str):
             # As `--pass-through id,label`, `--drop attention,tokens` and `--partition-by a,b` read them.
             options[listed] = options[listed].split(",")

@@ -16,18 +16,14 @@ use anyhow::Context;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow_pyarrow::{PyArrowType, Table};
-use batch_io::choice::Choice;
 use batch_io::command_line::MAX_THREADS;
 use batch_io::object_storage::TransientIo;
 use batch_io::source::{is_text_type, string_values, text_array};
-use pipeline::job::spec::OUTPUT_AND_REPORTING_OPTIONS;
-use pipeline::job::{OutputFormat, RunSpec, model_sha256, run_job, table_metadata};
-use pipeline::units::Shard;
+use pipeline::job::options::{Kind, find, names};
+use pipeline::job::{OptionValue, RUN_OPTIONS, RunOption, RunSpec, Scope, model_sha256, run_job, table_metadata};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use runtime::inference::{BackendKind, Device};
-use runtime::long_documents::{Aggregate, LongDocuments, Mode};
 use runtime::model_source::Unpacked;
 use runtime::output::{OutputTable, is_reserved, keys, reserved_names};
 use runtime::package::ModelPackage;
@@ -51,7 +47,8 @@ pyo3::create_exception!(
 /// scheduler's retry can tell them apart; everything else as [`PipelineError`]. The message
 /// is the whole chain of causes, as `pipeline` prints it.
 fn python_error(error: anyhow::Error) -> PyErr {
-    let message = batch_io::redact::redact_urls(&in_python_words(&format!("{error:#}")));
+    // Options in the message are already spelt as keyword arguments (`batch_io::spelling`).
+    let message = batch_io::redact::redact_urls(&format!("{error:#}"));
     if error.chain().any(|cause| cause.is::<TransientIo>()) {
         TransientError::new_err(message)
     } else {
@@ -59,165 +56,88 @@ fn python_error(error: anyhow::Error) -> PyErr {
     }
 }
 
-/// `run`'s own keyword arguments, beside the [`SHARED`] ones.
-const RUN_OWN: [&str; 8] = [
-    "pass_through",
-    "max_batch_tokens",
-    "chunk_rows",
-    "rows_per_part",
-    "partition_by",
-    "overwrite",
-    "shard",
-    "threads",
-];
+/// The keyword arguments of both `Classifier` and `run` that are no run option: the
+/// process's worker threads, and where the Python package found ONNX Runtime.
+const FRONT_END_OWN: [&str; 2] = ["threads", "ort_search_dirs"];
 
-/// `run`'s own keyword arguments: [`RUN_OWN`] and the output and reporting options.
-fn run_own() -> impl Iterator<Item = &'static str> {
-    RUN_OWN.into_iter().chain(OUTPUT_AND_REPORTING_OPTIONS)
-}
-
-/// Every keyword argument `Classifier` takes: [`SHARED`] and `threads`.
+/// Every keyword argument `Classifier` takes: the options of how documents are classified.
 fn classifier_keywords() -> Vec<&'static str> {
-    SHARED.iter().copied().chain(["threads"]).collect()
+    names(Scope::Classify).chain(FRONT_END_OWN).collect()
 }
 
-/// Every keyword argument `run` takes: [`SHARED`] and its own.
+/// Every keyword argument `run` takes: every run option.
 fn run_keywords() -> Vec<&'static str> {
-    SHARED.iter().copied().chain(run_own()).collect()
+    RUN_OPTIONS.iter().map(|option| option.name).chain(FRONT_END_OWN).collect()
 }
 
-/// Whether `name` (as Python spells it) is an argument of `Classifier` or `run`: the flag
-/// `--name` of `pipeline run` is then said as `name=` in messages.
-fn is_parameter(name: &str) -> bool {
-    ["input", "output", "model"].contains(&name) || is_shared(name) || run_own().any(|own| own == name)
+/// The run options whose values are of the kinds `wanted` takes.
+fn keywords_of_kind(wanted: fn(Kind) -> bool) -> impl Iterator<Item = &'static str> {
+    RUN_OPTIONS.iter().filter(move |option| wanted(option.kind)).map(|option| option.name)
 }
 
-/// `message` with the flags of `pipeline run` it names (`--long-document-stride`) said as the
-/// Python parameters the caller used (`long_document_stride=`).
-fn in_python_words(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    let mut rest = message;
-    while let Some((before, after)) = rest.split_once("--") {
-        out.push_str(before);
-        let name_end = after.find(|c: char| !(c.is_ascii_lowercase() || c == '-')).unwrap_or(after.len());
-        let name = after.get(..name_end).unwrap_or_default().trim_end_matches('-');
-        let python = name.replace('-', "_");
-        if is_parameter(&python) {
-            let value = if matches!(python.as_str(), "overwrite" | "embedding") { "True" } else { "" };
-            out.push_str(&format!("{python}={value}"));
-            rest = after.get(name.len()..).unwrap_or_default();
-        } else {
-            out.push_str("--");
-            rest = after;
+/// A keyword argument's value as the option's kind reads it.
+fn option_value(option: &RunOption, value: &Bound<'_, PyAny>) -> PyResult<OptionValue> {
+    Ok(match option.kind {
+        Kind::Text | Kind::Choice(_) | Kind::Parsed => OptionValue::Text(value.extract()?),
+        Kind::Path => OptionValue::Path(value.extract()?),
+        Kind::Count => OptionValue::Count(value.extract()?),
+        Kind::Flag => OptionValue::Flag(value.extract()?),
+        Kind::Probability => OptionValue::Probability(value.extract()?),
+        Kind::Names => OptionValue::Names(value.extract()?),
+    })
+}
+
+/// What a call's keyword arguments give besides the run options they set.
+#[derive(Default)]
+struct FrontEndOptions {
+    threads: Option<usize>,
+    ort_search_dirs: Vec<PathBuf>,
+}
+
+/// Sets `spec`'s options from a call's keyword arguments (those of `scopes`), as
+/// `pipeline run` sets them from its flags: first from the options' environment variables,
+/// then from the arguments. Returns the arguments that are no run option.
+fn set_options(
+    function: &str,
+    spec: &mut RunSpec,
+    options: Option<&Bound<'_, PyDict>>,
+    scopes: &[Scope],
+) -> PyResult<FrontEndOptions> {
+    let in_scope = |name: &str| find(name).filter(|option| scopes.contains(&option.scope));
+    for option in RUN_OPTIONS.iter().filter(|option| scopes.contains(&option.scope)) {
+        let given = options.map(|dict| dict.contains(option.name)).transpose()?.unwrap_or(false);
+        let from_env = option.env.and_then(|name| std::env::var(name).ok()).filter(|value| !value.trim().is_empty());
+        if let (false, Some(text)) = (given, from_env) {
+            let value = option.parse_text(&text).map_err(|problem| {
+                python_error(anyhow::anyhow!("{}={text:?}: {problem}", option.env.unwrap_or_default()))
+            })?;
+            spec.set(option.name, value).map_err(|e| python_error(e.into()))?;
         }
     }
-    out.push_str(rest);
-    out
-}
-
-/// The options `Classifier` and `run` share, as their callers gave them: `None` keeps
-/// `pipeline run`'s default (the [`RunSpec`]'s).
-#[derive(Default)]
-struct SharedOptions {
-    backend: Option<String>,
-    device: Option<String>,
-    ort_library: Option<PathBuf>,
-    ort_search_dirs: Vec<PathBuf>,
-    tf32: bool,
-    text_column: Option<String>,
-    batch_size: Option<usize>,
-    max_tokens: Option<usize>,
-    long_documents: Option<String>,
-    long_document_stride: Option<usize>,
-    long_document_aggregate: Option<String>,
-    attention: Option<String>,
-    drop: Vec<String>,
-    embedding: bool,
-    min_confidence: Option<f32>,
-}
-
-impl SharedOptions {
-    /// Takes the keyword argument `name` if it is one of these; says whether it was. A `None`
-    /// value is taken as left out.
-    fn take(&mut self, name: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let mut own = FrontEndOptions::default();
+    let known: Vec<&str> = RUN_OPTIONS
+        .iter()
+        .filter(|option| scopes.contains(&option.scope))
+        .map(|option| option.name)
+        .chain(FRONT_END_OWN)
+        .collect();
+    keyword_arguments(function, options, &known, |name, value| {
         if value.is_none() {
-            return Ok(is_shared(name));
+            return Ok(known.contains(&name));
         }
-        match name {
-            "backend" => self.backend = Some(value.extract()?),
-            "device" => self.device = Some(value.extract()?),
-            "ort_library" => self.ort_library = Some(value.extract()?),
-            "ort_search_dirs" => self.ort_search_dirs = value.extract()?,
-            "tf32" => self.tf32 = value.extract()?,
-            "text_column" => self.text_column = Some(value.extract()?),
-            "batch_size" => self.batch_size = Some(value.extract()?),
-            "max_tokens" => self.max_tokens = Some(value.extract()?),
-            "long_documents" => self.long_documents = Some(value.extract()?),
-            "long_document_stride" => self.long_document_stride = Some(value.extract()?),
-            "long_document_aggregate" => self.long_document_aggregate = Some(value.extract()?),
-            "attention" => self.attention = Some(value.extract()?),
-            "drop" => self.drop = value.extract()?,
-            "embedding" => self.embedding = value.extract()?,
-            "min_confidence" => self.min_confidence = Some(value.extract()?),
-            _ => return Ok(false),
+        match (name, in_scope(name)) {
+            ("threads", _) => own.threads = Some(value.extract()?),
+            ("ort_search_dirs", _) => own.ort_search_dirs = value.extract()?,
+            (_, Some(option)) => {
+                let value = option_value(option, value)?;
+                spec.set(option.name, value).map_err(|e| python_error(e.into()))?;
+            }
+            (_, None) => return Ok(false),
         }
         Ok(true)
-    }
-
-    /// Sets these options in `spec`, parsed as `pipeline` parses its flags.
-    fn apply(self, spec: &mut RunSpec) -> anyhow::Result<()> {
-        if let Some(backend) = self.backend {
-            spec.backend.kind = BackendKind::parse_argument("backend", &backend)?;
-        }
-        if let Some(device) = self.device {
-            spec.backend.device = Device::parse_argument("device", &device)?;
-        }
-        spec.backend.ort_library = self.ort_library;
-        spec.backend.ort_search_dirs = self.ort_search_dirs;
-        spec.backend.tf32 = self.tf32;
-        if let Some(text_column) = self.text_column {
-            spec.text_column = text_column;
-        }
-        if let Some(batch_size) = self.batch_size {
-            spec.batch_size = Some(batch_size);
-        }
-        spec.max_tokens = self.max_tokens;
-        let mode = self.long_documents.map(|mode| Mode::parse_argument("long_documents", &mode)).transpose()?;
-        let aggregate = self.long_document_aggregate;
-        let aggregate = aggregate.map(|a| Aggregate::parse_argument("long_document_aggregate", &a)).transpose()?;
-        spec.long_documents =
-            LongDocuments::choose(mode.unwrap_or_default(), self.long_document_stride, aggregate.unwrap_or_default())?;
-        if let Some(attention) = self.attention {
-            spec.attention = attention.parse().map_err(|e: String| anyhow::anyhow!("attention={attention:?}: {e}"))?;
-        }
-        spec.drop = self.drop;
-        spec.embedding = self.embedding;
-        spec.min_confidence = self.min_confidence;
-        Ok(())
-    }
-}
-
-/// The keyword arguments [`SharedOptions::take`] knows.
-const SHARED: [&str; 15] = [
-    "backend",
-    "device",
-    "ort_library",
-    "ort_search_dirs",
-    "tf32",
-    "text_column",
-    "batch_size",
-    "max_tokens",
-    "long_documents",
-    "long_document_stride",
-    "long_document_aggregate",
-    "attention",
-    "drop",
-    "embedding",
-    "min_confidence",
-];
-
-fn is_shared(name: &str) -> bool {
-    SHARED.contains(&name)
+    })?;
+    spec.backend.ort_search_dirs = std::mem::take(&mut own.ort_search_dirs);
+    Ok(own)
 }
 
 /// Each keyword argument handed to `take`, which says whether it knew it; an unknown one is
@@ -348,26 +268,16 @@ impl Classifier {
     #[new]
     #[pyo3(signature = (model = None, **options))]
     fn new(py: Python<'_>, model: Option<PathBuf>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        let mut shared = SharedOptions::default();
-        let mut threads: Option<usize> = None;
-        let known = classifier_keywords();
-        keyword_arguments("Classifier", options, &known, |name, value| match name {
-            "threads" => {
-                threads = value.extract()?;
-                Ok(true)
-            }
-            _ => shared.take(name, value),
-        })?;
+        // The options of a run, checked as `pipeline run` checks them; there is no input.
+        let mut spec = RunSpec::new(String::new());
+        let threads = set_options("Classifier", &mut spec, options, &[Scope::Classify])?.threads;
         let open = || -> anyhow::Result<Self> {
-            // The options of a run, checked as `pipeline run` checks them; there is no input.
-            let mut spec = RunSpec::new(String::new());
-            shared.apply(&mut spec)?;
             spec.check()?;
             worker_pool(threads)?;
             let (unpacked, package) = open_package(model.as_deref())?;
             let model = package.dir.clone();
             let classifier = runtime::classifier::Classifier::open(package, &spec.backend, spec.max_tokens)?
-                .with_long_documents(spec.long_documents)?;
+                .with_long_documents(spec.long_documents()?)?;
             let table = OutputTable::for_model(classifier.optional_columns(spec.embedding), spec.attention)
                 .abstaining_below(spec.min_confidence)
                 // The input's columns, the text among them, come first in every table.
@@ -503,48 +413,15 @@ fn run(
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
     let cancel = Arc::new(AtomicBool::new(false));
-    let mut shared = SharedOptions::default();
     let mut spec = RunSpec::new(input);
-    // As `pipeline run` reads them: the standard OpenLineage variables, unless an argument says.
-    spec.reporting.set_openlineage(std::env::var("OPENLINEAGE_URL").ok(), std::env::var("OPENLINEAGE_NAMESPACE").ok());
-    let (mut shard, mut threads): (Option<String>, Option<usize>) = (None, None);
-    let known = run_keywords();
-    keyword_arguments("run", options, &known, |name, value| {
-        if value.is_none() {
-            return Ok(known.contains(&name));
-        }
-        match name {
-            "pass_through" => spec.pass_through = Some(value.extract()?),
-            "max_batch_tokens" => spec.max_batch_tokens = Some(value.extract()?),
-            "chunk_rows" => spec.chunk_rows = Some(value.extract()?),
-            "rows_per_part" => spec.rows_per_part = value.extract()?,
-            "partition_by" => spec.partition_by = value.extract()?,
-            "overwrite" => spec.overwrite = value.extract()?,
-            "shard" => shard = Some(value.extract()?),
-            "threads" => threads = Some(value.extract()?),
-            "output_format" => {
-                let text: String = value.extract()?;
-                spec.output_format = OutputFormat::parse_argument("output_format", &text).map_err(python_error)?;
-            }
-            "job_name" => spec.reporting.job_name = value.extract()?,
-            "metrics_push" => spec.reporting.metrics_push = Some(value.extract()?),
-            "metrics_textfile" => spec.reporting.metrics_textfile = Some(value.extract()?),
-            "openlineage_url" => spec.reporting.openlineage_url = Some(value.extract()?),
-            "openlineage_namespace" => spec.reporting.openlineage_namespace = value.extract()?,
-            _ => return shared.take(name, value),
-        }
-        Ok(true)
-    })?;
-    shared.apply(&mut spec).map_err(python_error)?;
+    let scopes = [Scope::Classify, Scope::Run, Scope::OutputAndReporting];
+    let threads = set_options("run", &mut spec, options, &scopes)?.threads;
     if let Some(output) = output {
         spec.output = output;
     }
     spec.cancel = Some(cancel.clone());
     let job = move || -> anyhow::Result<String> {
         set_global_threads(threads)?;
-        if let Some(shard) = shard {
-            spec.shard = shard.parse::<Shard>().with_context(|| format!("shard={shard:?}"))?;
-        }
         let (_unpacked, package) = open_package(model.as_deref())?;
         let summary = run_job(&package, &spec)?;
         Ok(serde_json::to_string(&summary)?)
@@ -586,6 +463,8 @@ const SIGNAL_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_mil
 
 #[pymodule]
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Every message of the libraries names options as this module's callers pass them.
+    batch_io::spelling::use_keyword_arguments();
     module.add_class::<Classifier>()?;
     module.add_function(wrap_pyfunction!(run, module)?)?;
     module.add("PipelineError", module.py().get_type::<PipelineError>())?;
@@ -594,6 +473,12 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     // The keyword arguments each takes, for the test that holds them to `pipeline run --help`.
     module.add("CLASSIFIER_KEYWORDS", classifier_keywords())?;
     module.add("RUN_KEYWORDS", run_keywords())?;
+    // Those the Python package checks as counts, and those it also takes as "a,b" strings.
+    module.add(
+        "COUNT_KEYWORDS",
+        keywords_of_kind(|kind| matches!(kind, Kind::Count)).chain(["threads"]).collect::<Vec<_>>(),
+    )?;
+    module.add("LIST_KEYWORDS", keywords_of_kind(|kind| matches!(kind, Kind::Names)).collect::<Vec<_>>())?;
     // The ONNX Runtime releases this build runs: the CPU one, and the CUDA one.
     module.add("SUPPORTED_ONNXRUNTIME", vec![runtime::inference::ORT_VERSION, runtime::inference::ORT_GPU_VERSION])?;
     Ok(())

@@ -126,6 +126,20 @@ def test_run_is_pipeline_run_in_this_process(pipeline_command, expected, tmp_pat
     assert essay.read_text() == "not predictions"
 
 
+def test_run_sets_and_checks_options_as_pipeline_run_does(tmp_path):
+    # `metrics_json` writes the summary that run() returns; a refused option is named as passed.
+    summary_file = tmp_path / "summary.json"
+    output = tmp_path / "out.parquet"
+    summary = ac.run(str(REVIEWS), str(output), metrics_json=str(summary_file), min_confidence=0.9, batch_size=7)
+    assert json.loads(summary_file.read_text()) == summary
+    assert pq.read_schema(output).metadata[b"pipeline.min_confidence"] == b"0.9"
+    with pytest.raises(ac.PipelineError, match=r"job_name=\"a b\": give a name without spaces"):
+        ac.run(str(REVIEWS), str(tmp_path / "other.parquet"), job_name="a b")
+    with pytest.raises(ac.PipelineError, match=r"min_confidence=1.5: "):
+        ac.run(str(REVIEWS), str(tmp_path / "other.parquet"), min_confidence=1.5)
+    assert not (tmp_path / "other.parquet").exists()
+
+
 def test_errors_name_what_to_fix(classifier, tmp_path):
     with pytest.raises(ac.PipelineError, match=r"no text column `text`; its columns are: review"):
         classifier.classify(pa.table({"review": ["fine"]}))
@@ -139,7 +153,7 @@ def test_errors_name_what_to_fix(classifier, tmp_path):
         ac.Classifier(batch_size=-1)
     with pytest.raises(TypeError, match="pyarrow.Table.from_pandas"):
         classifier.classify([{"text": "fine"}])
-    with pytest.raises(ac.PipelineError, match=r"long_documents=\"sideways\" is not one of: windows, head-tail, truncate"):
+    with pytest.raises(ac.PipelineError, match=r"long_documents=\"sideways\": not one of: windows, head-tail, truncate"):
         ac.Classifier(long_documents="sideways")
     with pytest.raises(ac.PipelineError, match=r"attention=\"most\""):
         ac.Classifier(attention="most")
@@ -450,7 +464,7 @@ def test_run_partitions_a_dataset_as_pipeline_run_does(tmp_path):
     assert "prediction" not in pq.read_schema(parts[0]).names
     with pytest.raises(ac.PipelineError) as raised:
         ac.run(str(REVIEWS), str(tmp_path / "other") + "/", partition_by=["confidence"])
-    assert "partition_by= confidence: its values are Float32" in str(raised.value), raised.value
+    assert 'partition_by="confidence": its values are Float32' in str(raised.value), raised.value
     assert "--" not in str(raised.value), raised.value
 
 
@@ -499,7 +513,7 @@ def test_run_writes_a_delta_table_and_reports_as_pipeline_run_does(tmp_path, mon
     assert 'pipeline_run_rows{job="daily",shard="0"} 300' in textfile.read_text()
     again = ac.run(str(REVIEWS), str(table), output_format="delta")
     assert again["parts"]["table"]["version"] is None, "the table held every part already"
-    with pytest.raises(ac.PipelineError, match='output_format="iceberg" is not one of: parquet, delta'):
+    with pytest.raises(ac.PipelineError, match='output_format="iceberg": not one of: parquet, delta'):
         ac.run(str(REVIEWS), str(tmp_path / "other"), output_format="iceberg")
 
 
@@ -516,7 +530,6 @@ def test_tokens_reads_token_spans_for_one_row_or_whole_columns():
 CLI_ONLY = {
     "help": "clap's own",
     "log_format": "the process's logs; Python has the logging module",
-    "metrics_json": "run() returns the summary that --metrics-json writes",
     "profile": "a printed profile of the stages, for a person at a terminal",
     "shards": "an array job's shard from the scheduler's environment; Python takes shard='I/N'",
 }

@@ -90,24 +90,6 @@ impl Choice for Mode {
     ];
 }
 
-impl LongDocuments {
-    /// `mode` with its settings; a stride or a non-default aggregate is refused unless the
-    /// mode is windows, so that a setting is never silently ignored.
-    pub fn choose(mode: Mode, stride: Option<usize>, aggregate: Aggregate) -> anyhow::Result<Self> {
-        if (stride.is_some() || aggregate != Aggregate::Mean) && mode != Mode::Windows {
-            bail!("--long-document-stride and --long-document-aggregate need --long-documents windows");
-        }
-        if stride == Some(0) {
-            bail!("the long-document stride must be at least 1 token");
-        }
-        Ok(match mode {
-            Mode::Truncate => Self::Truncate,
-            Mode::HeadTail => Self::HeadTail,
-            Mode::Windows => Self::Windows { stride, aggregate },
-        })
-    }
-}
-
 impl Default for LongDocuments {
     fn default() -> Self {
         LongDocuments::Windows { stride: None, aggregate: Aggregate::Mean }
@@ -331,7 +313,7 @@ mod tests {
 
     #[test]
     fn a_stride_equal_to_the_default_is_recorded_as_the_default() {
-        let explicit = LongDocuments::choose(Mode::Windows, Some(400), Aggregate::Mean).expect("a choice");
+        let explicit = LongDocuments::Windows { stride: Some(400), aggregate: Aggregate::Mean };
         assert_eq!(explicit.normalised(400), LongDocuments::default());
         assert_eq!(explicit.normalised(400).to_string(), "windows(even, no overlap, mean)");
         assert_eq!(explicit.normalised(500).to_string(), "windows(even, stride 400, mean)");

@@ -1,9 +1,7 @@
 //! Flag groups more than one command takes, so that each reads them the same way.
 
-pub mod backend;
 pub mod columns;
-pub mod long_documents;
+pub mod run_options;
 
-pub use backend::BackendFlags;
 pub use columns::ColumnFlags;
-pub use long_documents::LongDocumentFlags;
+pub use run_options::{BackendFlags, LongDocumentFlags, RunOptionFlags};

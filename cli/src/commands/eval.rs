@@ -50,7 +50,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
              are pipeline train's own figures), such as test"
         );
     }
-    let backend = args.backend.options();
+    let backend = args.backend.options()?;
     // Checked before the evaluation, which can take minutes: never over the data or the package.
     let package_files = [GRAPH_FILE, TOKENIZER_FILE, MANIFEST_FILE].map(|f| args.model.join(f));
     let mut inputs = vec![args.data.as_path()];

@@ -112,7 +112,7 @@ fn run_here(mut args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
         (Some(Destination::Object { .. }), Some(dir)) => Some(dir.path().join("result")),
         _ => None,
     };
-    let backend = args.backend.options();
+    let backend = args.backend.options()?;
     let classify = ClassifyOptions {
         default_model: Some(default_model),
         batch_size: args.batch_size.unwrap_or_else(|| backend.device.default_batch_size()),

@@ -33,13 +33,15 @@ use crate::stages::{Line, WriteStage, run_line};
 use crate::units::part_name;
 
 mod metadata;
+pub mod options;
 pub(crate) mod plan;
 mod preflight;
 pub mod spec;
 mod summary;
 
 pub use metadata::{model_sha256, table_metadata};
-pub use spec::{OutputFormat, Reporting, RunSpec};
+pub use options::{InvalidOption, OptionValue, RunOption, Scope};
+pub use spec::{OutputFormat, RUN_OPTIONS, Reporting, RunSpec};
 pub use summary::{JobSummary, PartsSummary, TableCommit};
 
 pub use crate::stages::Interrupted;
@@ -65,9 +67,11 @@ pub fn run_job(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<JobSumm
     spec.check()?;
     if spec.backend.device == Device::Cuda && (spec.batch_size.is_none() || spec.chunk_rows.is_none()) {
         tracing::info!(
-            "on CUDA: batches of {} documents, chunks of {} rows (a GPU's defaults; --batch-size and --chunk-rows set others)",
+            "on CUDA: batches of {} documents, chunks of {} rows (a GPU's defaults; {} and {} set others)",
             spec.batch_size(),
-            spec.chunk_rows()
+            spec.chunk_rows(),
+            batch_io::spelling::name("batch_size"),
+            batch_io::spelling::name("chunk_rows")
         );
     }
     // Listed and hashed once, for the run and for its lineage (a failure is the run's).
@@ -229,7 +233,7 @@ fn open_classifier(package: &ModelPackage, spec: &RunSpec) -> anyhow::Result<Cla
     } else {
         Classifier::open(package.clone(), &spec.backend, spec.max_tokens)?
     };
-    classifier.with_long_documents(spec.long_documents)
+    classifier.with_long_documents(spec.long_documents()?)
 }
 
 /// `pipeline finalize DIR`: writes `_SUCCESS` into a dataset output whose parts are

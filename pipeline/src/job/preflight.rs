@@ -17,6 +17,7 @@ use batch_io::locations::{
 };
 use batch_io::object_storage::is_url;
 use batch_io::source::{BatchStream, InputFile, column_list, did_you_mean, is_text_type};
+use batch_io::spelling::{option, option_with};
 use runtime::output::OutputTable;
 use runtime::package::ModelPackage;
 
@@ -34,45 +35,63 @@ pub fn check_outputs(
     dataset: bool,
 ) -> anyhow::Result<()> {
     if !dataset && options.shard != Shard::WHOLE {
-        bail!("--shard and --shards need a dataset output: give --output a directory (a path without .parquet)");
+        bail!(
+            "{} and {} need a dataset output: give {} a directory (a path without .parquet)",
+            option("shard"),
+            option("shards"),
+            option("output")
+        );
     }
     if !dataset && !options.partition_by.is_empty() {
-        bail!("--partition-by needs a dataset output: give --output a directory (a path without .parquet)");
+        bail!(
+            "{} needs a dataset output: give {} a directory (a path without .parquet)",
+            option("partition_by"),
+            option("output")
+        );
     }
     let output = options.output.as_str();
     // What no output may overwrite: the local inputs (now or on a rerun) and the model.
     let inputs: Vec<InputLocation> = input.local.iter().cloned().chain([package.as_input()]).collect();
     // Never into a Delta table's log or among its files (a Delta output is the table itself).
-    refuse_output_inside_table("--output", output)?;
+    let output_option = option("output");
+    refuse_output_inside_table(&output_option, output)?;
     if dataset && options.output_format != OutputFormat::Delta {
         if !is_url(output) && Path::new(output).join(batch_io::locations::DELTA_LOG).is_dir() {
             bail!(
-                "--output {output} is a Delta table: add --output-format delta to append to it, or write the Parquet \
-                 output somewhere else"
+                "{} is a Delta table: add {} to append to it, or write the Parquet output somewhere else",
+                option_with("output", output),
+                option_with("output_format", "delta")
             );
         }
-        refuse_output_inside_table("--output", &format!("{}/{}", output.trim_end_matches('/'), part_name(0)))?;
+        refuse_output_inside_table(&output_option, &format!("{}/{}", output.trim_end_matches('/'), part_name(0)))?;
     }
     if is_url(output) {
         let files: Vec<String> = input.files.iter().map(ToString::to_string).collect();
         let first_part = dataset.then(|| format!("{}/{}", output.trim_end_matches('/'), part_name(0)));
-        refuse_remote_output_among_inputs("--output", output, dataset, first_part.as_deref(), &options.input, &files)?;
+        refuse_remote_output_among_inputs(
+            &output_option,
+            output,
+            dataset,
+            first_part.as_deref(),
+            &options.input,
+            &files,
+        )?;
     } else {
         let path = Path::new(output);
         if dataset {
             // The directory, and any part in it, must be out of the inputs' reach.
-            refuse_output_among_inputs("--output", path, &inputs)?;
-            refuse_output_among_inputs("--output", &path.join(part_name(0)), &inputs)?;
-            refuse_dataset_holding_inputs("--output", path, &inputs)?;
+            refuse_output_among_inputs(&output_option, path, &inputs)?;
+            refuse_output_among_inputs(&output_option, &path.join(part_name(0)), &inputs)?;
+            refuse_dataset_holding_inputs(&output_option, path, &inputs)?;
         } else {
             check_replaceable(path)?;
-            refuse_output_among_inputs("--output", path, &inputs)?;
-            check_replaceable_output("--output", path, OutputKind::Parquet)?;
+            refuse_output_among_inputs(&output_option, path, &inputs)?;
+            check_replaceable_output(&output_option, path, OutputKind::Parquet)?;
         }
     }
     let side_files = [
-        ("--metrics-json", &options.metrics_json, OutputKind::SummaryJson),
-        ("--metrics-textfile", &options.reporting.metrics_textfile, OutputKind::MetricsText),
+        (option("metrics_json"), &options.metrics_json, OutputKind::SummaryJson),
+        (option("metrics_textfile"), &options.reporting.metrics_textfile, OutputKind::MetricsText),
     ];
     if let [(first, Some(a), _), (second, Some(b), _)] = &side_files
         && same_location(a, b)
@@ -80,13 +99,13 @@ pub fn check_outputs(
         bail!("{first} and {second} both name {}; give each its own file", a.display());
     }
     for (flag, metrics, kind) in
-        side_files.iter().filter_map(|(flag, path, kind)| path.as_ref().map(|p| (*flag, p, *kind)))
+        side_files.iter().filter_map(|(flag, path, kind)| path.as_ref().map(|p| (flag.as_str(), p, *kind)))
     {
-        check_replaceable(metrics).context(flag)?;
+        check_replaceable(metrics).context(flag.to_owned())?;
         refuse_output_inside_table(flag, &metrics.to_string_lossy())?;
         refuse_output_among_inputs(flag, metrics, &inputs)?;
         if same_location(metrics, Path::new(output)) {
-            bail!("{flag} {} is also --output; give the figures their own file", metrics.display());
+            bail!("{flag} {} is also {output_option}; give the figures their own file", metrics.display());
         }
         // Among the parts (or in a table's log or staging) it could replace a committed part,
         // `_SUCCESS` or a log entry.
@@ -118,7 +137,7 @@ pub fn plan_schema(
     if options.pass_through.is_some() {
         let mut seen = std::collections::HashSet::new();
         if let Some(twice) = kept.iter().find(|name| !seen.insert(name.as_str())) {
-            bail!("--pass-through names the column `{twice}` twice; name each column once");
+            bail!("{} names the column `{twice}` twice; name each column once", option("pass_through"));
         }
     }
     for (file, stream) in files.iter().zip(streams) {
@@ -126,17 +145,19 @@ pub fn plan_schema(
         refuse_ambiguous_columns(file, schema, &kept, &options.text_column)?;
         match schema.field_with_name(&options.text_column) {
             Err(_) => bail!(
-                "{} has no text column `{}`{}; its columns are: {} (choose one with --text-column)",
+                "{} has no text column `{}`{}; its columns are: {} (choose one with {})",
                 file,
                 options.text_column,
                 did_you_mean(&options.text_column, schema),
-                column_list(schema)
+                column_list(schema),
+                option("text_column")
             ),
             Ok(field) if !is_text_type(field.data_type()) => bail!(
-                "{}: text column `{}` has type {}, expected a string column (choose one with --text-column)",
+                "{}: text column `{}` has type {}, expected a string column (choose one with {})",
                 file,
                 options.text_column,
-                field.data_type()
+                field.data_type(),
+                option("text_column")
             ),
             Ok(_) => {}
         }
@@ -153,10 +174,11 @@ pub fn plan_schema(
                 ),
                 (Some(a), Some(b)) => bail!(
                     "{}: column `{name}` is {} there but {} in the first input file; convert one of them, \
-                     or leave the column out with --pass-through",
+                     or leave the column out with {}",
                     file,
                     a.data_type(),
-                    b.data_type()
+                    b.data_type(),
+                    option("pass_through")
                 ),
                 (Some(_), None) => bail!("{}: column `{name}` is missing from the first input file", file),
             }
@@ -168,7 +190,7 @@ pub fn plan_schema(
     // Every output name is refused, not only this run's: a reader would take a passed-through
     // `attention_entropy` or `contribution` for the model's.
     if let Some(name) = kept.iter().find(|name| runtime::output::is_reserved(name)) {
-        bail!("input column `{name}` collides with an output column; leave it out with --pass-through");
+        bail!("input column `{name}` collides with an output column; leave it out with {}", option("pass_through"));
     }
     fields.extend(table.fields());
     Ok((kept, Schema::new(fields)))

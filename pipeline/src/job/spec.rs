@@ -1,22 +1,23 @@
-//! One run of `pipeline run` as its callers ask for it: every option with its default, the
-//! checks on them, and how a run records them (the output's schema metadata; a dataset's
-//! fingerprint is built from the same fields in `plan`). The command line and the Python
-//! module both build a [`RunSpec`]: a new option is a field here plus its spelling in each.
+//! One run of `pipeline run` as its callers ask for it: the [`RunSpec`], the table of its
+//! options ([`RUN_OPTIONS`], declared once below: see [`super::options`]), and the checks on
+//! them together. The command line and the Python module both build a [`RunSpec`] through
+//! [`RunSpec::set`]: a new option is a field here and a row of the table.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use runtime::inference::{BackendKind, BackendOptions};
-use runtime::long_documents::LongDocuments;
+use batch_io::choice::Choice;
+use runtime::inference::{BackendKind, BackendOptions, Device};
+use runtime::long_documents::{Aggregate, LongDocuments, Mode};
 use runtime::output::AttentionEncoding;
 
+use super::options::{InvalidOption, OptionValue, run_options};
 use crate::units::Shard;
 
-/// The defaults both front ends show and apply.
+/// The defaults that are not an option's (those are in the table), or that code needs as values.
 pub mod defaults {
     pub const OUTPUT: &str = "predictions.parquet";
-    pub const TEXT_COLUMN: &str = "text";
     use runtime::inference::Device;
 
     /// Rows read, length-sorted and written together where the caller gives none: eight of
@@ -24,12 +25,134 @@ pub mod defaults {
     pub fn chunk_rows(device: Device) -> usize {
         (device.default_batch_size() * 8).max(2048)
     }
-    pub const ROWS_PER_PART: usize = 2500;
-    /// The Pushgateway's `job` and OpenLineage's job name.
-    pub const JOB_NAME: &str = "pipeline_run";
     /// OpenLineage's namespace when neither `--openlineage-namespace` nor
     /// `OPENLINEAGE_NAMESPACE` gives one (the OpenLineage client's own default).
     pub const OPENLINEAGE_NAMESPACE: &str = "default";
+}
+
+run_options! {
+    /// Column holding the document text.
+    text_column: String, Classify, changes_results, default "text"
+        => |spec, value| spec.text_column = value;
+    /// Input columns to copy to the output, comma-separated (default: all).
+    pass_through: Vec<String>, Run, changes_results
+        => |spec, value| spec.pass_through = Some(value);
+    /// Inference backend: `auto` is ONNX Runtime where its library is found (see
+    /// --ort-library), else tract.
+    backend: BackendKind, Classify, same_results, default "auto"
+        => |spec, value| spec.backend.kind = value;
+    /// Where the model runs.
+    device: Device, Classify, same_results, default "cpu"
+        => |spec, value| spec.backend.device = value;
+    /// On CUDA, allow TensorFloat-32 matrix products: faster, but probabilities then differ
+    /// from the CPU's (by up to about 5e-4 on the default model). Off by default.
+    tf32: bool, Classify, same_results
+        => |spec, value| spec.backend.tf32 = value;
+    /// ONNX Runtime shared library: a file, a directory holding it, or `python` for the
+    /// onnxruntime package of the python3 on PATH (default: $ORT_DYLIB_PATH, then
+    /// target/onnxruntime/).
+    ort_library: PathBuf, Classify, same_results
+        => |spec, value| spec.backend.ort_library = Some(value);
+    /// Documents per inference batch (default: 64 on a CPU, 1024 with --device cuda).
+    batch_size: usize, Classify, same_results
+        => |spec, value| spec.batch_size = Some(value);
+    /// Also cap each inference batch at this many padded tokens (documents × the longest
+    /// document); a document longer than that runs alone. Default: no cap.
+    max_batch_tokens: usize, Run, same_results
+        => |spec, value| spec.max_batch_tokens = Some(value);
+    /// Rows read, length-sorted and written together (a chunk), which bounds memory (default:
+    /// 2048 on a CPU, 8192 with --device cuda).
+    chunk_rows: usize, Run, same_results
+        => |spec, value| spec.chunk_rows = Some(value);
+    /// Token limit per document (default: the model's).
+    max_tokens: usize, Classify, changes_results
+        => |spec, value| spec.max_tokens = Some(value);
+    /// What happens to a document longer than the token limit. The `truncated` column says
+    /// which documents lost tokens.
+    long_documents: Mode, Classify, changes_results, default "windows"
+        => |spec, value| spec.long_documents.mode = value;
+    /// With long documents read in windows: the most tokens from one window's start to the
+    /// next (default: the token limit, windows that do not overlap). The windows are as many
+    /// as this stride needs, each only as wide as their count needs (at most the limit), so
+    /// neighbours overlap by at least the limit less the stride. Past 1,000 windows the
+    /// stride widens, up to the limit.
+    long_document_stride: usize, Classify, changes_results, value_name "TOKENS"
+        => |spec, value| spec.long_documents.stride = Some(value);
+    /// With long documents read in windows: how the windows' probabilities combine.
+    long_document_aggregate: Aggregate, Classify, changes_results, default "mean"
+        => |spec, value| spec.long_documents.aggregate = value;
+    /// How much attention and explanation to write: the hops summed per token as bytes
+    /// relative to the heaviest and the contributions as signed bytes (compact); that, every
+    /// hop's own weights as bytes and each hop's entropy (hops); every hop, their summary
+    /// and the contributions as floats (full); only the summary and the contributions as
+    /// floats (summary); each hop's and the summary's N heaviest weights with the rest 0
+    /// (top-k:N); or none of them. Every hop's weights are most of an output's size.
+    attention: AttentionEncoding, Classify, changes_results, default "compact",
+        value_name "compact|hops|full|summary|top-k:N|none"
+        => |spec, value| spec.attention = value;
+    /// Output columns to leave out, comma-separated (e.g. `contribution`); a column of
+    /// bytes takes its scale with it. Input columns are chosen with --pass-through.
+    drop: Vec<String>, Classify, changes_results, value_name "COLUMN,..."
+        => |spec, value| spec.drop = value;
+    /// Also write the sentence embedding fed to the classifier.
+    embedding: bool, Classify, changes_results
+        => |spec, value| spec.embedding = value;
+    /// Abstain below this probability: a row whose most probable class is less likely than P
+    /// gets a null `prediction` and `abstained` = true, and keeps its probabilities and
+    /// explanations. Pick P from `pipeline eval`'s accuracy at each coverage.
+    min_confidence: f32, Classify, changes_results, value_name "P"
+        => |spec, value| spec.min_confidence = Some(value);
+    /// Dataset outputs: take only shard I of N (units whose number is I modulo N).
+    shard: Shard, Run, same_results, value_name "I/N"
+        => |spec, value| spec.shard = value;
+    /// Dataset outputs: the most rows in one part (parts never cross a row group).
+    rows_per_part: usize, Run, changes_results, default "2500"
+        => |spec, value| spec.rows_per_part = value;
+    /// Dataset outputs: write each part's rows into Hive-style directories by these columns'
+    /// values (`prediction=pos/part-00000.parquet`), as DuckDB, Polars, Spark and `pipeline
+    /// sql` read them; the columns leave the files. Any output or passed-through column of
+    /// text, whole numbers or true/false.
+    partition_by: Vec<String>, Run, changes_results, value_name "COLUMN,..."
+        => |spec, value| spec.partition_by = value;
+    /// Dataset outputs: delete another run's parts (and its _SUCCESS) instead of refusing.
+    overwrite: bool, Run, same_results
+        => |spec, value| spec.overwrite = value;
+    /// `delta`: the output is a Delta Lake table (a directory or a storage prefix, created if
+    /// new). Each shard commits its parts to the table once (a Delta `txn` per input unit);
+    /// every run is incremental: input files already in the table are skipped, new ones
+    /// classified and appended.
+    output_format: OutputFormat, OutputAndReporting, same_results, default "parquet"
+        => |spec, value| spec.output_format = value;
+    /// Also write the run summary as JSON to this file.
+    metrics_json: PathBuf, OutputAndReporting, same_results
+        => |spec, value| spec.metrics_json = Some(value);
+    /// The name the run reports under: the Pushgateway's `job`, OpenLineage's job name.
+    job_name: String, OutputAndReporting, same_results, default "pipeline_run"
+        => |spec, value| spec.reporting.job_name = value;
+    /// PUT the run's figures to this Prometheus Pushgateway (http://host:9091), grouped by
+    /// job name and shard; a failed run POSTs its exit code and keeps the last success. A
+    /// Pushgateway that is down or refuses is a warning, never a failed run.
+    metrics_push: String, OutputAndReporting, same_results, value_name "URL"
+        => |spec, value| spec.reporting.metrics_push = Some(value);
+    /// Write the same figures to this file for node_exporter's textfile collector (*.prom),
+    /// replaced whole.
+    metrics_textfile: PathBuf, OutputAndReporting, same_results, value_name "PATH"
+        => |spec, value| spec.reporting.metrics_textfile = Some(value);
+    /// Send OpenLineage START and COMPLETE/FAIL events to this endpoint (POST
+    /// URL/api/v1/lineage; OPENLINEAGE_ENDPOINT, OPENLINEAGE_API_KEY and the parent run in
+    /// OPENLINEAGE_PARENT_ID / OPENLINEAGE_ROOT_PARENT_ID are read as OpenLineage's clients
+    /// read them). A lineage service that is down is a warning, never a failed run. Empty:
+    /// none.
+    openlineage_url: String, OutputAndReporting, same_results, env "OPENLINEAGE_URL", value_name "URL"
+        => |spec, value| spec.reporting.openlineage_url = Some(value).filter(|url| !url.trim().is_empty());
+    /// The OpenLineage namespace of the job (empty: the default).
+    openlineage_namespace: String, OutputAndReporting, same_results, default defaults::OPENLINEAGE_NAMESPACE,
+        env "OPENLINEAGE_NAMESPACE"
+        => |spec, value| spec.reporting.openlineage_namespace = if value.trim().is_empty() {
+            defaults::OPENLINEAGE_NAMESPACE.to_owned()
+        } else {
+            value
+        };
 }
 
 /// What a dataset output is: Parquet parts with `_SUCCESS`, or a Delta Lake table.
@@ -51,12 +174,6 @@ impl batch_io::choice::Choice for OutputFormat {
     ];
 }
 
-/// The options of where the output goes and how the run reports itself (`output_format` and
-/// [`Reporting`]'s fields), as the Python module and, with `-` for `_`, the command line name
-/// them: one list for both front ends.
-pub const OUTPUT_AND_REPORTING_OPTIONS: [&str; 6] =
-    ["output_format", "job_name", "metrics_push", "metrics_textfile", "openlineage_url", "openlineage_namespace"];
-
 /// Where a run reports itself besides its output: none of these ever fails the run.
 #[derive(Debug, Clone, Default)]
 pub struct Reporting {
@@ -71,15 +188,13 @@ pub struct Reporting {
     pub openlineage_namespace: String,
 }
 
-impl Reporting {
-    /// Sets the OpenLineage endpoint and namespace as `OPENLINEAGE_URL` and
-    /// `OPENLINEAGE_NAMESPACE` give them: empty (a template with nothing to fill in) is unset,
-    /// leaving no endpoint and the default namespace.
-    pub fn set_openlineage(&mut self, url: Option<String>, namespace: Option<String>) {
-        let given = |value: Option<String>| value.filter(|v| !v.trim().is_empty());
-        self.openlineage_url = given(url);
-        self.openlineage_namespace = given(namespace).unwrap_or_else(|| defaults::OPENLINEAGE_NAMESPACE.to_owned());
-    }
+/// `--long-documents` and its settings as given; [`RunSpec::long_documents`] checks them
+/// together.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LongDocumentOptions {
+    pub mode: Mode,
+    pub stride: Option<usize>,
+    pub aggregate: Aggregate,
 }
 
 #[derive(Debug, Clone)]
@@ -100,8 +215,8 @@ pub struct RunSpec {
     /// (`--chunk-rows`), which bounds memory; `None`: the device's default ([`Self::chunk_rows`]).
     pub chunk_rows: Option<usize>,
     pub max_tokens: Option<usize>,
-    /// What happens to documents past the token limit.
-    pub long_documents: LongDocuments,
+    /// What happens to documents past the token limit: see [`Self::long_documents`].
+    pub long_documents: LongDocumentOptions,
     /// Which explanation columns the output keeps, and how.
     pub attention: AttentionEncoding,
     /// Output columns left out (`--drop`), by name.
@@ -145,19 +260,19 @@ impl RunSpec {
             && !self.partition_by.contains(&self.text_column)
     }
 
-    /// A run of `input` with every other option at its default.
+    /// A run of `input` with every other option at its default (the table's).
     pub fn new(input: String) -> Self {
-        Self {
+        let mut spec = Self {
             input,
             output: defaults::OUTPUT.to_owned(),
-            text_column: defaults::TEXT_COLUMN.to_owned(),
+            text_column: String::new(),
             pass_through: None,
-            backend: BackendOptions { kind: BackendKind::Auto, ..BackendOptions::default() },
+            backend: BackendOptions::default(),
             batch_size: None,
             max_batch_tokens: None,
             chunk_rows: None,
             max_tokens: None,
-            long_documents: LongDocuments::default(),
+            long_documents: LongDocumentOptions::default(),
             attention: AttentionEncoding::default(),
             drop: Vec::new(),
             embedding: false,
@@ -168,16 +283,50 @@ impl RunSpec {
             null_model: false,
             cancel: None,
             shard: Shard::WHOLE,
-            rows_per_part: defaults::ROWS_PER_PART,
+            rows_per_part: 1,
             partition_by: Vec::new(),
             overwrite: false,
             output_format: OutputFormat::Parquet,
-            reporting: Reporting {
-                job_name: defaults::JOB_NAME.to_owned(),
-                openlineage_namespace: defaults::OPENLINEAGE_NAMESPACE.to_owned(),
-                ..Reporting::default()
-            },
+            reporting: Reporting::default(),
+        };
+        for option in RUN_OPTIONS {
+            if let Some(default) = option.default {
+                let applied = option.parse_text(default).map_err(|problem| problem.to_string());
+                let applied = applied.and_then(|value| spec.set(option.name, value).map_err(|e| e.to_string()));
+                // Every default is read by a test (`every_default_is_a_value_of_its_option`).
+                debug_assert!(applied.is_ok(), "the default of {} does not parse: {applied:?}", option.name);
+            }
         }
+        spec
+    }
+
+    /// What happens to documents past the token limit, with the stride and the aggregate
+    /// checked against the mode.
+    pub fn long_documents(&self) -> Result<LongDocuments, InvalidOption> {
+        let LongDocumentOptions { mode, stride, aggregate } = self.long_documents;
+        if mode != Mode::Windows {
+            let needs_windows = format!(
+                "applies only to long documents read in windows, not {}: leave it out, or give {}",
+                mode.name(),
+                batch_io::spelling::option_with("long_documents", "windows")
+            );
+            if let Some(stride) = stride {
+                return Err(InvalidOption::new(
+                    "long_document_stride",
+                    Some(OptionValue::Count(stride)),
+                    needs_windows,
+                ));
+            }
+            if aggregate != Aggregate::Mean {
+                let given = Some(OptionValue::Text(aggregate.name().to_owned()));
+                return Err(InvalidOption::new("long_document_aggregate", given, needs_windows));
+            }
+        }
+        Ok(match mode {
+            Mode::Truncate => LongDocuments::Truncate,
+            Mode::HeadTail => LongDocuments::HeadTail,
+            Mode::Windows => LongDocuments::Windows { stride, aggregate },
+        })
     }
 
     /// Documents per inference batch: as given, or the device's default.
@@ -190,71 +339,80 @@ impl RunSpec {
         self.chunk_rows.unwrap_or_else(|| defaults::chunk_rows(self.backend.device))
     }
 
-    /// Refuses a count of 0, naming the flag (the Python module says it as its argument).
-    pub fn check(&self) -> anyhow::Result<()> {
+    /// Refuses options that rule each other out, and values that the fields took without
+    /// [`Self::set`]'s checks, naming the option.
+    pub fn check(&self) -> Result<(), InvalidOption> {
         let counts = [
-            ("--batch-size", self.batch_size),
-            ("--max-batch-tokens", self.max_batch_tokens),
-            ("--chunk-rows", self.chunk_rows),
-            ("--max-tokens", self.max_tokens),
-            ("--rows-per-part", Some(self.rows_per_part)),
+            ("batch_size", self.batch_size),
+            ("max_batch_tokens", self.max_batch_tokens),
+            ("chunk_rows", self.chunk_rows),
+            ("max_tokens", self.max_tokens),
+            ("long_document_stride", self.long_documents.stride),
+            ("rows_per_part", Some(self.rows_per_part)),
         ];
-        for (flag, count) in counts {
-            anyhow::ensure!(count != Some(0), "{flag} must be at least 1");
+        for (option, count) in counts {
+            if count == Some(0) {
+                return Err(InvalidOption::new(option, Some(OptionValue::Count(0)), "must be at least 1"));
+            }
         }
-        if let Some(p) = self.min_confidence {
-            anyhow::ensure!(
-                (0.0..=1.0).contains(&p),
-                "--min-confidence {p}: give a probability between 0 and 1 (rows whose top probability is below it get \
-                 no prediction)"
-            );
+        if let Some(p) = self.min_confidence.filter(|p| !(0.0..=1.0).contains(p)) {
+            let problem =
+                "give a probability between 0 and 1 (rows whose top probability is below it get no prediction)";
+            return Err(InvalidOption::new("min_confidence", Some(OptionValue::Probability(p)), problem));
         }
-        anyhow::ensure!(
-            self.output != "-",
-            "--output -: pipeline run writes Parquet files (or a dataset, or a table), not a stream; give a path, and \
-             read it with `pipeline sql` to print rows"
-        );
+        self.long_documents()?;
+        let output = || Some(OptionValue::Text(self.output.clone()));
+        if self.output == "-" {
+            let problem = "pipeline run writes Parquet files (or a dataset, or a table), not a stream; give a path, and \
+                           read it with `pipeline sql` to print rows";
+            return Err(InvalidOption::new("output", output(), problem));
+        }
         if self.output_format == OutputFormat::Delta {
-            anyhow::ensure!(
-                !self.output.to_ascii_lowercase().ends_with(".parquet"),
-                "--output-format delta writes a table, which is a directory: give --output a path without .parquet"
-            );
-            anyhow::ensure!(
-                self.partition_by.is_empty(),
-                "--partition-by writes Hive-style directories of a Parquet dataset; a Delta table keeps its own \
-                 partitioning, which this version does not write: leave --partition-by out, or write a dataset"
-            );
-            anyhow::ensure!(
-                !self.overwrite,
-                "--overwrite does not apply to a Delta table: files already committed are skipped, new ones appended; \
-                 to start again, write to a new table"
-            );
+            if self.output.to_ascii_lowercase().ends_with(".parquet") {
+                let problem = "a Delta table is a directory: give a path without .parquet";
+                return Err(InvalidOption::new("output", output(), problem));
+            }
+            if !self.partition_by.is_empty() {
+                let problem = "writes Hive-style directories of a Parquet dataset; a Delta table keeps its own \
+                               partitioning, which this version does not write: leave it out, or write a dataset";
+                return Err(InvalidOption::new(
+                    "partition_by",
+                    Some(OptionValue::Names(self.partition_by.clone())),
+                    problem,
+                ));
+            }
+            if self.overwrite {
+                let problem = "does not apply to a Delta table: files already committed are skipped, new ones \
+                               appended; to start again, write to a new table";
+                return Err(InvalidOption::new("overwrite", Some(OptionValue::Flag(true)), problem));
+            }
         }
-        anyhow::ensure!(
-            !self.reporting.openlineage_namespace.trim().is_empty(),
-            "--openlineage-namespace (or OPENLINEAGE_NAMESPACE) must not be empty; leave it out for `{}`",
-            defaults::OPENLINEAGE_NAMESPACE
-        );
-        let job = &self.reporting.job_name;
-        anyhow::ensure!(
-            !job.trim().is_empty() && !job.contains(['/', '%', '?', '#']) && !job.chars().any(char::is_whitespace),
-            "--job-name {job:?}: give a name without spaces, '/', '%', '?' or '#' (it is a Pushgateway URL segment)"
-        );
-        for (flag, url) in
-            [("--metrics-push", &self.reporting.metrics_push), ("--openlineage-url", &self.reporting.openlineage_url)]
+        let reporting = &self.reporting;
+        if reporting.openlineage_namespace.trim().is_empty() {
+            let problem = format!("must not be empty; leave it out for `{}`", defaults::OPENLINEAGE_NAMESPACE);
+            return Err(InvalidOption::new("openlineage_namespace", Some(OptionValue::Text(String::new())), problem));
+        }
+        let job = &reporting.job_name;
+        if job.trim().is_empty() || job.contains(['/', '%', '?', '#']) || job.chars().any(char::is_whitespace) {
+            let problem = "give a name without spaces, '/', '%', '?' or '#' (it is a Pushgateway URL segment)";
+            return Err(InvalidOption::new("job_name", Some(OptionValue::Text(job.clone())), problem));
+        }
+        for (option, url) in
+            [("metrics_push", &reporting.metrics_push), ("openlineage_url", &reporting.openlineage_url)]
         {
             if let Some(url) = url {
                 // Messages quote it without its credentials.
                 let (parsed, url) = (url::Url::parse(url), batch_io::redact::redact_urls(url));
-                let parsed = parsed.map_err(|e| anyhow::anyhow!("{flag} {url} is not a URL ({e})"))?;
-                anyhow::ensure!(
-                    matches!(parsed.scheme(), "http" | "https"),
-                    "{flag} {url} is not an http:// or https:// URL"
-                );
-                anyhow::ensure!(
-                    parsed.query().is_none() && parsed.fragment().is_none(),
-                    "{flag} {url}: give the service's base URL, without ?query or #fragment (paths are appended to it)"
-                );
+                let invalid =
+                    |problem: String| InvalidOption::new(option, Some(OptionValue::Text(url.clone())), problem);
+                let parsed = parsed.map_err(|e| invalid(format!("is not a URL ({e})")))?;
+                if !matches!(parsed.scheme(), "http" | "https") {
+                    return Err(invalid("is not an http:// or https:// URL".to_owned()));
+                }
+                if parsed.query().is_some() || parsed.fragment().is_some() {
+                    let problem = "give the service's base URL, without ?query or #fragment (paths are appended to it)";
+                    return Err(invalid(problem.to_owned()));
+                }
             }
         }
         Ok(())
@@ -267,6 +425,8 @@ mod tests {
 
     use super::*;
 
+    use crate::job::options::OptionValue;
+
     #[test]
     fn batch_and_chunk_sizes_default_to_the_devices_and_given_ones_win() {
         let mut spec = RunSpec::new("in.parquet".to_owned());
@@ -277,6 +437,42 @@ mod tests {
         spec.chunk_rows = Some(1000);
         assert_eq!((spec.batch_size(), spec.chunk_rows()), (256, 1000));
         spec.batch_size = Some(0);
-        assert!(spec.check().unwrap_err().to_string().contains("--batch-size must be at least 1"));
+        let error = spec.check().unwrap_err();
+        assert_eq!(error.to_string(), "--batch-size 0: must be at least 1");
+    }
+
+    #[test]
+    fn every_default_is_a_value_of_its_option() {
+        for option in RUN_OPTIONS {
+            if let Some(default) = option.default {
+                let value = option.parse_text(default).unwrap();
+                RunSpec::new(String::new()).set(option.name, value).unwrap();
+            }
+        }
+        let spec = RunSpec::new("in.parquet".to_owned());
+        assert_eq!((spec.text_column.as_str(), spec.rows_per_part), ("text", 2500));
+        assert_eq!(spec.backend.kind, BackendKind::Auto);
+        assert_eq!(spec.reporting.job_name, "pipeline_run");
+        spec.check().unwrap();
+    }
+
+    #[test]
+    fn the_setter_checks_values_and_names_the_option() {
+        let mut spec = RunSpec::new(String::new());
+        spec.set("attention", OptionValue::Text("top-k:8".to_owned())).unwrap();
+        assert_eq!(spec.attention, AttentionEncoding::TopK(8));
+        let error = spec.set("device", OptionValue::Text("tpu".to_owned())).unwrap_err();
+        assert_eq!(error.to_string(), "--device tpu: not one of: cpu, cuda");
+        let error = spec.set("min_confidence", OptionValue::Probability(1.5)).unwrap_err();
+        assert!(error.to_string().starts_with("--min-confidence 1.5: "), "{error}");
+        spec.set("long_documents", OptionValue::Text("truncate".to_owned())).unwrap();
+        spec.set("long_document_stride", OptionValue::Count(64)).unwrap();
+        let error = spec.check().unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "--long-document-stride 64: applies only to long documents read in windows, not truncate: leave it out, or \
+             give --long-documents windows"
+        );
+        assert!(spec.set("no_such_option", OptionValue::Flag(true)).is_err());
     }
 }

@@ -10,6 +10,7 @@ use batch_io::choice::Choice;
 use batch_io::command_line::exit_code_for;
 use batch_io::object_storage::block_on;
 use batch_io::source::InputFile;
+use batch_io::spelling;
 
 use crate::job::{JobSummary, Reporting, RunSpec};
 use crate::units::Shard;
@@ -78,8 +79,8 @@ impl<'a> RunWatch<'a> {
         push_metrics(reporting, self.spec.shard, &outcome, ended, REQUEST_DEADLINE);
         if let Some(path) = reporting.metrics_textfile.as_ref().filter(|_| !outputs_checked) {
             tracing::warn!(
-                "--metrics-textfile {}: not written, the run stopped before its outputs (this file among them) passed their checks",
-                path.display()
+                "{}: not written, the run stopped before its outputs (this file among them) passed their checks",
+                spelling::option_with("metrics_textfile", &path.display().to_string())
             );
         }
         if outputs_checked {
@@ -102,7 +103,7 @@ fn write_textfile(reporting: &Reporting, shard: Shard, outcome: &Outcome<'_>, en
         let previous = metrics::last_success_in(path);
         let written = RunMetrics::new(&reporting.job_name, shard, outcome, ended, previous)
             .and_then(|metrics| metrics.write_textfile(path));
-        warn_on_failure("--metrics-textfile", written);
+        warn_on_failure("metrics_textfile", written);
     }
 }
 
@@ -125,7 +126,7 @@ fn push_metrics(reporting: &Reporting, shard: Shard, outcome: &Outcome<'_>, ende
     if let Some(url) = &reporting.metrics_push {
         let pushed = RunMetrics::new(&reporting.job_name, shard, outcome, ended, None)
             .and_then(|metrics| block_on(metrics.push(url, deadline)).and_then(|r| r));
-        warn_on_failure("--metrics-push", pushed);
+        warn_on_failure("metrics_push", pushed);
     }
 }
 
@@ -171,7 +172,7 @@ fn lineage_run(spec: &RunSpec, files: Option<&[InputFile]>, model_sha256: Option
             spec.text_column.as_str(),
             &format!("{:?}", spec.pass_through),
             &format!("{:?}", spec.max_tokens),
-            &spec.long_documents.to_string(),
+            &spec.long_documents().map(|mode| mode.to_string()).unwrap_or_default(),
             &spec.attention.to_string(),
             &spec.embedding.to_string(),
             &format!("{:?}", spec.min_confidence),
@@ -207,10 +208,12 @@ fn send_lineage(url: &str, event: &serde_json::Value, deadline: Duration) {
     let redacted = serde_json::from_str(&redacted(&event.to_string()))
         .map_err(|e| anyhow::anyhow!("cannot hide the credentials in the event ({e}); it is not sent"));
     let sent = redacted.and_then(|event| block_on(LineageRun::send(url, &event, deadline)).and_then(|r| r));
-    warn_on_failure("--openlineage-url", sent);
+    warn_on_failure("openlineage_url", sent);
 }
 
-fn warn_on_failure(flag: &str, result: anyhow::Result<()>) {
+/// `option` as Python spells it: the front end's spelling is in the warning.
+fn warn_on_failure(option: &str, result: anyhow::Result<()>) {
+    let flag = spelling::name(option);
     if let Err(error) = result {
         let error = redacted(&format!("{error:#}"));
         tracing::warn!("{flag}: {error}; the run goes on without it");

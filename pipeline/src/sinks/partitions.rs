@@ -10,6 +10,7 @@ use anyhow::{Context, bail};
 use arrow::array::{Array, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
+use batch_io::spelling;
 
 use crate::sinks::{LayoutHints, ParquetLayout};
 
@@ -51,32 +52,34 @@ impl Partitioning {
         let mut columns = Vec::with_capacity(names.len());
         for name in names {
             if name.is_empty() {
-                bail!("--partition-by names an empty column: give COLUMN,... without empty names");
+                bail!("{} names an empty column: give COLUMN,... without empty names", spelling::name("partition_by"));
             }
             if escape(name) != *name {
                 bail!(
-                    "--partition-by {name}: its name holds characters a directory name escapes (/ = % : and the \
+                    "{}: its name holds characters a directory name escapes (/ = % : and the \
                      like), which each reader reads back differently; rename the column in the input, or \
-                     partition by another"
+                     partition by another",
+                    spelling::option_with("partition_by", name)
                 );
             }
             let Ok(index) = full.index_of(name) else {
                 let written: Vec<&str> = full.fields().iter().map(|f| f.name().as_str()).collect();
                 bail!(
-                    "--partition-by {name}: the run writes no such column; partition by one it writes ({})",
+                    "{}: the run writes no such column; partition by one it writes ({})",
+                    spelling::option_with("partition_by", name),
                     written.join(", ")
                 );
             };
             let data_type = full.field(index).data_type();
             if !partitionable(data_type) {
                 bail!(
-                    "--partition-by {name}: its values are {data_type}, which make no directory names; partition by \
-                     a column of text, whole numbers, true/false or dates, such as prediction or a passed-through \
-                     label"
+                    "{}: its values are {data_type}, which make no directory names; partition by a column of text, \
+                     whole numbers, true/false or dates, such as prediction or a passed-through label",
+                    spelling::option_with("partition_by", name)
                 );
             }
             if columns.iter().any(|(other, _)| other == name) {
-                bail!("--partition-by names {name} twice");
+                bail!("{} names {name} twice", spelling::name("partition_by"));
             }
             columns.push((name.clone(), index));
         }
@@ -102,10 +105,10 @@ impl Partitioning {
         if directories > MOST_DIRECTORIES_PER_UNIT {
             let names: Vec<&str> = self.columns.iter().map(|(name, _)| name.as_str()).collect();
             bail!(
-                "--partition-by {}: over {MOST_DIRECTORIES_PER_UNIT} values in one part's rows, more than the \
+                "{}: over {MOST_DIRECTORIES_PER_UNIT} values in one part's rows, more than the \
                  directories a part may write (each is a file open at once); partition by a column with fewer \
                  values (a label, a date, a country), and filter by this one when reading",
-                names.join(",")
+                spelling::option_with("partition_by", &names.join(","))
             );
         }
         Ok(())
@@ -135,9 +138,10 @@ impl Partitioning {
                 let value = if value.is_empty() { NULL_VALUE.to_owned() } else { escape(&value) };
                 if name.len() + 1 + value.len() > MOST_DIRECTORY_NAME_BYTES {
                     bail!(
-                        "--partition-by {name}: a value {} bytes long as a directory name (row {row} of this \
+                        "{}: a value {} bytes long as a directory name (row {row} of this \
                          chunk), over the {MOST_DIRECTORY_NAME_BYTES} a file system allows; partition by a column of \
                          short values (a label, a date, a country)",
+                        spelling::option_with("partition_by", name),
                         name.len() + 1 + value.len()
                     );
                 }

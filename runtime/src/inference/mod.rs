@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use batch_io::spelling;
 
 pub use null::NullBackend;
 pub use onnxruntime::{
@@ -206,12 +207,20 @@ impl Default for BackendOptions {
 /// Opens `graph` with the backend `options` asks for.
 pub fn open_backend(graph: &Path, options: &BackendOptions) -> anyhow::Result<Box<dyn InferenceBackend>> {
     if options.tf32 && options.device != Device::Cuda {
-        anyhow::bail!("--tf32 applies to CUDA only; add `--device cuda`, or leave --tf32 out");
+        anyhow::bail!(
+            "{} applies to CUDA only; add `{}`, or leave it out",
+            spelling::flag_set("tf32"),
+            spelling::option_with("device", "cuda")
+        );
     }
     match options.kind {
         BackendKind::Tract => {
             if options.device == Device::Cuda {
-                anyhow::bail!("the tract backend runs on the CPU only; use `--backend ort --device cuda` for a GPU");
+                anyhow::bail!(
+                    "the tract backend runs on the CPU only; use `{} {}` for a GPU",
+                    spelling::option_with("backend", "ort"),
+                    spelling::option_with("device", "cuda")
+                );
             }
             Ok(Box::new(TractBackend::open(graph)?))
         }

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::package::{GRAPH_FILE, MANIFEST_FILE, ModelPackage, TOKENIZER_FILE};
 use anyhow::Context;
 use batch_io::object_storage::{block_on, remote_prefix, request_failed};
+use batch_io::spelling;
 use object_store::{GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt};
 
 /// The package at `url`, from the cache when its files are unchanged.
@@ -22,8 +23,10 @@ pub fn open(url: &str) -> anyhow::Result<ModelPackage> {
     let metas: Vec<ObjectMeta> = names
         .iter()
         .map(|name| {
-            block_on(prefix.store.head(&prefix.child(name)))?
-                .map_err(|e| request_failed(&format!("--model {url}: cannot read {}", prefix.child_url(name)), e))
+            block_on(prefix.store.head(&prefix.child(name)))?.map_err(|e| {
+                let model = spelling::option_with("model", url);
+                request_failed(&format!("{model}: cannot read {}", prefix.child_url(name)), e)
+            })
         })
         .collect::<anyhow::Result<_>>()?;
     let entry = cache_dir()?.join(entry_name(&prefix.url, &metas));
@@ -39,7 +42,8 @@ pub fn open(url: &str) -> anyhow::Result<ModelPackage> {
     for (name, meta) in names.iter().zip(&metas) {
         download(&prefix.store, meta, &prefix.child_url(name), &staging.path().join(name))?;
     }
-    ModelPackage::open(staging.path()).with_context(|| format!("--model {url} is not a model package"))?;
+    ModelPackage::open(staging.path())
+        .with_context(|| format!("{} is not a model package", spelling::option_with("model", url)))?;
     super::write_digests(staging.path(), &names)?;
     let package = super::publish_cache_entry(staging, &entry)?;
     tracing::info!(model = url, cache = %entry.display(), "model package downloaded");

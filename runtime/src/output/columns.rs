@@ -13,6 +13,7 @@ use arrow::array::{
     Int32Builder, Int64Builder, ListBuilder, StringArray, StringBuilder, UInt8Builder,
 };
 use arrow::datatypes::{DataType, Field, FieldRef};
+use batch_io::spelling;
 
 use super::encoding::{
     AttentionEncoding, Explanation, Values, entropy, keep_heaviest, quantise_signed, quantise_weights, signed_scale,
@@ -495,16 +496,24 @@ impl OutputTable {
             |name: &str, column: &Column| column.name == name || (column == &TOKEN_SPANS && name == TOKENS.name);
         for name in dropped {
             if name.trim().is_empty() {
-                bail!("--drop: an empty column name; give names separated by commas, e.g. --drop attention,tokens");
+                bail!(
+                    "{}: an empty column name; give names separated by commas, e.g. {}",
+                    spelling::name("drop"),
+                    spelling::option_with("drop", "attention,tokens")
+                );
             }
             if name == PREDICTION.name {
-                bail!("--drop prediction: every reader of an output (the report, SQL's tables) needs it; keep it");
+                bail!(
+                    "{}: every reader of an output (the report, SQL's tables) needs it; keep it",
+                    spelling::option_with("drop", "prediction")
+                );
             }
             if !self.columns.iter().any(|column| names_it(name, column)) {
                 bail!(
-                    "--drop {name}: this run writes no column `{name}`; it writes {} (input columns are chosen with \
-                     --pass-through)",
-                    names.join(", ")
+                    "{}: this run writes no column `{name}`; it writes {} (input columns are chosen with {})",
+                    spelling::option_with("drop", name),
+                    names.join(", "),
+                    spelling::name("pass_through")
                 );
             }
         }
@@ -513,8 +522,8 @@ impl OutputTable {
         for (values, scale) in scales {
             if gone(scale) && !gone(values) && names.contains(&values.name) {
                 bail!(
-                    "--drop {}: {} holds bytes that only it turns into logit units; drop {} too, or keep both",
-                    scale.name,
+                    "{}: {} holds bytes that only it turns into logit units; drop {} too, or keep both",
+                    spelling::option_with("drop", scale.name),
                     values.name,
                     values.name
                 );

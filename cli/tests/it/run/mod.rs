@@ -5,6 +5,7 @@ mod attention;
 mod backends;
 mod dropped_columns;
 mod input_formats;
+mod options;
 mod predictions;
 mod refusals;
 mod reporting;

@@ -215,7 +215,11 @@ fn long_documents_are_read_in_windows_or_by_head_and_tail() {
 
     let output = run(&input, &out, &["--long-documents", "truncate", "--long-document-stride", "10"]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    assert!(stderr(&output).contains("need --long-documents windows"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("--long-document-stride 10: applies only to long documents read in windows"),
+        "{}",
+        stderr(&output)
+    );
     let output = run(&input, &out, &["--long-document-stride", "300"]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("window stride is 300"), "{}", stderr(&output));

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use batch_io::spelling;
 use serde::{Deserialize, Serialize};
 
 /// One input file as the run saw it.
@@ -160,22 +161,22 @@ impl Run {
                 found.push(format!("{name} was {old}, now {new}"));
             }
         };
-        option("--text-column", earlier.text_column.clone(), now.text_column.clone());
+        option(&spelling::name("text_column"), earlier.text_column.clone(), now.text_column.clone());
         option("the pass-through columns", earlier.pass_through.join(","), now.pass_through.join(","));
-        option("--max-tokens", earlier.max_tokens.to_string(), now.max_tokens.to_string());
-        option("--long-documents", earlier.long_documents.clone(), now.long_documents.clone());
-        option("--attention", earlier.attention.clone(), now.attention.clone());
-        option("--embedding", earlier.embedding.to_string(), now.embedding.to_string());
+        option(&spelling::name("max_tokens"), earlier.max_tokens.to_string(), now.max_tokens.to_string());
+        option(&spelling::name("long_documents"), earlier.long_documents.clone(), now.long_documents.clone());
+        option(&spelling::name("attention"), earlier.attention.clone(), now.attention.clone());
+        option(&spelling::name("embedding"), earlier.embedding.to_string(), now.embedding.to_string());
         let threshold = |p: &Option<String>| p.clone().unwrap_or_else(|| "not set".to_owned());
-        option("--min-confidence", threshold(&earlier.min_confidence), threshold(&now.min_confidence));
+        option(&spelling::name("min_confidence"), threshold(&earlier.min_confidence), threshold(&now.min_confidence));
         option(
             "the class `contribution` pushes towards (pipeline.contribution_towards)",
             earlier.contribution_towards.clone(),
             now.contribution_towards.clone(),
         );
-        option("--drop", none_if_empty(&earlier.dropped), none_if_empty(&now.dropped));
-        option("--partition-by", none_if_empty(&earlier.partition_by), none_if_empty(&now.partition_by));
-        option("--rows-per-part", earlier.rows_per_part.to_string(), now.rows_per_part.to_string());
+        option(&spelling::name("drop"), none_if_empty(&earlier.dropped), none_if_empty(&now.dropped));
+        option(&spelling::name("partition_by"), none_if_empty(&earlier.partition_by), none_if_empty(&now.partition_by));
+        option(&spelling::name("rows_per_part"), earlier.rows_per_part.to_string(), now.rows_per_part.to_string());
         let written = |columns: &[String]| {
             if columns.is_empty() { "not recorded (an older version's layout)".to_owned() } else { columns.join(",") }
         };

@@ -26,6 +26,7 @@ use batch_io::atomic_file::{describe_file_type, remove_stale_temporaries, tempor
 use batch_io::object_storage::{RemoteObject, RemotePrefix, block_on, is_url, remote_prefix, request_failed};
 use batch_io::publish::{Destination, Sink};
 use batch_io::source::{InputFile, parquet_footer};
+use batch_io::spelling;
 use object_store::ObjectStoreExt;
 use serde::{Deserialize, Serialize};
 
@@ -370,9 +371,10 @@ impl DatasetDir {
                         let part = slot.get_mut();
                         if part.run != footer.run {
                             bail!(
-                                "{} holds files of {} from two runs; delete the output, or rerun with --overwrite",
+                                "{} holds files of {} from two runs; delete the output, or rerun with {}",
                                 self.location(),
-                                part_name(index)
+                                part_name(index),
+                                spelling::flag_set("overwrite")
                             );
                         }
                         part.files.insert(name, file);
@@ -403,7 +405,8 @@ impl DatasetDir {
 
     fn read_part(&self, name: &str) -> anyhow::Result<FooterOfPart> {
         let file = self.input_file(name)?;
-        let unreadable = || format!("{file} is not a readable part; delete it, or rerun with --overwrite");
+        let unreadable =
+            || format!("{file} is not a readable part; delete it, or rerun with {}", spelling::flag_set("overwrite"));
         let footer = parquet_footer(&file).with_context(unreadable)?;
         let metadata = footer.file_metadata();
         let run = metadata
@@ -509,9 +512,11 @@ impl DatasetDir {
         if !foreign.is_empty() {
             if !overwrite {
                 bail!(
-                    "output {} holds another run's output ({}); rerun with --overwrite to delete it, or choose another --output",
+                    "output {} holds another run's output ({}); rerun with {} to delete it, or choose another {}",
                     self.location(),
-                    foreign.join("; ")
+                    foreign.join("; "),
+                    spelling::flag_set("overwrite"),
+                    spelling::name("output")
                 );
             }
             self.clear(&parts)?;
@@ -699,9 +704,10 @@ impl DatasetDir {
         }
         if let Some((index, _)) = parts.iter().find(|(_, p)| !p.run.same_options(&fingerprint)) {
             bail!(
-                "{} belongs to a different run than the other parts of {}; rerun with --overwrite",
+                "{} belongs to a different run than the other parts of {}; rerun with {}",
                 part_name(*index),
-                self.location()
+                self.location(),
+                spelling::flag_set("overwrite")
             );
         }
         let missing: Vec<usize> =

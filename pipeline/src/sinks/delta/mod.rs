@@ -34,6 +34,7 @@ use url::Url;
 use batch_io::locations::DELTA_LOG;
 use batch_io::object_storage::{block_on, request_failed};
 use batch_io::source::RowSpan;
+use batch_io::spelling;
 
 use crate::sinks::dataset::{InputIdentity, Run, RunFingerprint, StagedPart};
 use crate::units::WorkUnit;
@@ -112,8 +113,8 @@ impl DeltaOutput {
             && let Ok(object) = block_on(prefix.store.head(&prefix.path))?
         {
             bail!(
-                "--output {} is an object ({} bytes), not a Delta table; give a prefix for the table",
-                self.location,
+                "{} is an object ({} bytes), not a Delta table; give a prefix for the table",
+                spelling::option_with("output", &self.location.to_string()),
                 object.size
             );
         }
@@ -228,9 +229,9 @@ impl DeltaOutput {
         let ours = |name: &String| name == DELTA_LOG || name.starts_with("run-");
         if names.iter().any(|name| !ours(name)) {
             bail!(
-                "--output {} holds files but is not a Delta table (it has no _delta_log); \
+                "{} holds files but is not a Delta table (it has no _delta_log); \
                  give a new or empty location, or an existing table",
-                self.location
+                spelling::option_with("output", &self.location.to_string())
             );
         }
         Ok(())
@@ -286,7 +287,11 @@ impl DeltaOutput {
         for (key, ours) in properties {
             let theirs = configuration.get(key);
             if theirs != Some(ours) {
-                let flag = if key == ROWS_PER_PART_PROPERTY { " (--rows-per-part)" } else { "" };
+                let flag = if key == ROWS_PER_PART_PROPERTY {
+                    format!(" ({})", spelling::name("rows_per_part"))
+                } else {
+                    String::new()
+                };
                 bail!(
                     "the Delta table {} holds rows of another model or options: its {key}{flag} is {}, this run's {ours}; \
                      write to a new table, or run with the model and options that made it",
