@@ -91,7 +91,7 @@ impl DeltaLocation {
         if path.exists() && !path.is_dir() {
             bail!(
                 "{} is a file; a Delta table is a directory (give a new or empty one, or a table)",
-                batch_io::spelling::option_with("output", &location.to_string())
+                batch_io::spelling::option_with("output", location)
             );
         }
         if !path.exists() {
