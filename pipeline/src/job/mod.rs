@@ -37,7 +37,7 @@ pub mod options;
 pub(crate) mod plan;
 mod preflight;
 pub mod spec;
-mod summary;
+pub(crate) mod summary;
 
 pub use metadata::{model_sha256, table_metadata};
 pub use options::{InvalidOption, OptionValue, RunOption, Scope};

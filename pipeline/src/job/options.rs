@@ -1,18 +1,14 @@
 //! The options of `pipeline run` as one table, in the manner of DataFusion's
-//! `config_namespace!`: `spec.rs` declares each option once in [`run_options!`] (its name,
-//! type, scope, whether it changes results, default, help and how it sets a [`RunSpec`]).
-//! From that table come [`RUN_OPTIONS`], which the command line turns into flags and the
-//! Python module into keyword arguments, and [`RunSpec::set`], the name-keyed setter both
-//! call. Errors name an option as [`InvalidOption`]; each front end spells it its own way
-//! (`--batch-size` / `batch_size=`).
-//!
-//! [`RunSpec`]: super::RunSpec
-//! [`RunSpec::set`]: super::RunSpec::set
+//! `config_namespace!`: `spec.rs` declares each option once in `run_options!` (its name,
+//! type, scope, whether it changes results, default, help and how it sets a `RunSpec`).
+//! This module is what the table is made of: from a table the macro makes `RUN_OPTIONS`,
+//! which the command line turns into flags and the Python module into keyword arguments,
+//! and `RunSpec::set`, the name-keyed setter both call. Errors name an option as
+//! [`InvalidOption`]; each front end spells it its own way (`--batch-size` / `batch_size=`).
 
 use std::fmt;
 use std::path::PathBuf;
 
-use batch_io::choice::Choice;
 use batch_io::values::{at_least_one, count_at_least_one, probability, probability_in_range};
 
 /// Which calls take an option.
@@ -112,7 +108,7 @@ pub struct RunOption {
     pub env: Option<&'static str>,
     /// How help shows the value (`P`, `COLUMN,...`); `None`: the name in capitals.
     pub value_name: Option<&'static str>,
-    /// Checks a value as [`super::RunSpec::set`] would, without a spec to set.
+    /// Checks a value as `RunSpec::set` would, without a spec to set.
     pub check: fn(OptionValue) -> Result<(), String>,
 }
 
@@ -128,16 +124,6 @@ impl RunOption {
         (self.check)(value.clone())?;
         Ok(value)
     }
-}
-
-/// The option `name` (as Python spells it), if there is one.
-pub fn find(name: &str) -> Option<&'static RunOption> {
-    super::spec::RUN_OPTIONS.iter().find(|option| option.name == name)
-}
-
-/// The names of the options of `scope`, in the table's order.
-pub fn names(scope: Scope) -> impl Iterator<Item = &'static str> {
-    super::spec::RUN_OPTIONS.iter().filter(move |option| option.scope == scope).map(|option| option.name)
 }
 
 /// A type an option's value can be: how it reads an [`OptionValue`], and what kind of value
@@ -214,15 +200,16 @@ impl OptionType for Vec<String> {
     }
 }
 
-/// Options whose values are [`Choice`]s: read by name.
+/// Options whose values are `batch_io::choice::Choice`s: read by name.
 macro_rules! choice_option_types {
     ($($type:ty),* $(,)?) => {$(
-        impl OptionType for $type {
-            const KIND: Kind = Kind::Choice(|| {
-                <$type as Choice>::CHOICES.iter().map(|(_, name, help)| (*name, *help)).collect()
+        impl $crate::job::options::OptionType for $type {
+            const KIND: $crate::job::options::Kind = $crate::job::options::Kind::Choice(|| {
+                <$type as batch_io::choice::Choice>::CHOICES.iter().map(|(_, name, help)| (*name, *help)).collect()
             });
-            fn from_value(value: OptionValue) -> Result<Self, String> {
-                let text = String::from_value(value)?;
+            fn from_value(value: $crate::job::options::OptionValue) -> Result<Self, String> {
+                use batch_io::choice::Choice;
+                let text = <String as $crate::job::options::OptionType>::from_value(value)?;
                 <$type as Choice>::from_name(&text).ok_or_else(|| {
                     let names: Vec<&str> = <$type as Choice>::CHOICES.iter().map(|(_, name, _)| *name).collect();
                     format!("not one of: {}", names.join(", "))
@@ -237,7 +224,6 @@ choice_option_types!(
     runtime::inference::Device,
     runtime::long_documents::Mode,
     runtime::long_documents::Aggregate,
-    super::spec::OutputFormat,
 );
 
 /// Options whose values have a text form of their own (`FromStr`).
@@ -293,7 +279,7 @@ impl std::error::Error for InvalidOption {}
 
 /// Declares the run options: for each, its help (doc comment), name and type, scope, whether it
 /// changes results, then optionally its `default`, `env` and `value_name`, and how a value of
-/// its type sets a [`super::RunSpec`]. Makes `RUN_OPTIONS` and `RunSpec::set`.
+/// its type sets a `RunSpec`. Makes `RUN_OPTIONS` and `RunSpec::set`.
 macro_rules! run_options {
     (@results changes_results) => { true };
     (@results same_results) => { false };
@@ -351,4 +337,4 @@ macro_rules! run_options {
     };
 }
 
-pub(crate) use run_options;
+pub(crate) use {choice_option_types, run_options};

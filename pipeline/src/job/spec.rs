@@ -12,7 +12,7 @@ use runtime::inference::{BackendKind, BackendOptions, Device};
 use runtime::long_documents::{Aggregate, LongDocuments, Mode};
 use runtime::output::AttentionEncoding;
 
-use super::options::{InvalidOption, OptionValue, run_options};
+use super::options::{InvalidOption, OptionValue, RunOption, Scope, choice_option_types, run_options};
 use crate::units::Shard;
 
 /// The defaults that are not an option's (those are in the table), or that code needs as values.
@@ -188,6 +188,18 @@ pub struct Reporting {
     pub openlineage_namespace: String,
 }
 
+/// The option `name` (as Python spells it), if there is one.
+pub fn find(name: &str) -> Option<&'static RunOption> {
+    RUN_OPTIONS.iter().find(|option| option.name == name)
+}
+
+/// The names of the options of `scope`, in the table's order.
+pub fn names(scope: Scope) -> impl Iterator<Item = &'static str> {
+    RUN_OPTIONS.iter().filter(move |option| option.scope == scope).map(|option| option.name)
+}
+
+choice_option_types!(OutputFormat);
+
 /// `--long-documents` and its settings as given; [`RunSpec::long_documents`] checks them
 /// together.
 #[derive(Debug, Clone, Copy, Default)]
@@ -200,7 +212,7 @@ pub struct LongDocumentOptions {
 #[derive(Debug, Clone)]
 pub struct RunSpec {
     pub input: String,
-    /// A local path or a storage URL; see [`super::is_dataset`].
+    /// A local path or a storage URL; see `job::is_dataset`.
     pub output: String,
     pub text_column: String,
     /// Input columns copied to the output; `None` keeps them all.
@@ -236,7 +248,7 @@ pub struct RunSpec {
     /// ([`runtime::inference::NullBackend`]), to measure the pipeline's own ceiling.
     pub null_model: bool,
     /// Set from another thread to stop the run (Ctrl-C in the Python module): no chunk is
-    /// read after it, and the run ends with [`super::Interrupted`], publishing nothing.
+    /// read after it, and the run ends with `Interrupted`, publishing nothing.
     pub cancel: Option<Arc<AtomicBool>>,
     /// Dataset outputs only: the units this process takes.
     pub shard: Shard,

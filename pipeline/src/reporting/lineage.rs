@@ -13,7 +13,7 @@
 
 use serde_json::{Value, json};
 
-use crate::job::JobSummary;
+use crate::job::summary::JobSummary;
 
 const PRODUCER: &str = concat!("https://github.com/attention-classifier/pipeline/tree/v", env!("CARGO_PKG_VERSION"));
 const RUN_EVENT: &str = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent";
@@ -214,17 +214,17 @@ impl LineageRun {
     pub async fn send(url: &str, event: &Value, deadline: std::time::Duration) -> anyhow::Result<()> {
         let endpoint = std::env::var(ENDPOINT_VARIABLE).unwrap_or_else(|_| DEFAULT_ENDPOINT.to_owned());
         let target = format!("{}/{}", url.trim_end_matches('/'), endpoint.trim_start_matches('/'));
-        let mut request = super::http_client(deadline)?
+        let mut request = super::http::http_client(deadline)?
             .post(&target)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(event.to_string());
         if let Ok(key) = std::env::var(API_KEY_VARIABLE) {
             request = request.bearer_auth(key);
         }
-        let shown = super::redacted(&target);
+        let shown = super::http::redacted(&target);
         let response =
             request.send().await.map_err(|e| anyhow::anyhow!("cannot reach {shown}: {}", e.without_url()))?;
-        super::expect_success(response, &shown).await
+        super::http::expect_success(response, &shown).await
     }
 }
 

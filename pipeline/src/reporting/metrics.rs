@@ -20,7 +20,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use batch_io::atomic_file::{temp_beside, write_failed};
 
-use crate::job::JobSummary;
+use crate::job::summary::JobSummary;
 use crate::units::Shard;
 
 const PREFIX: &str = "pipeline_run";
@@ -131,7 +131,7 @@ impl RunMetrics {
     /// POST (only these series replaced) on failure.
     pub async fn push(&self, base: &str, deadline: std::time::Duration) -> anyhow::Result<()> {
         let url = format!("{}/metrics/job/{}/shard/{}", base.trim_end_matches('/'), self.job, self.shard.index);
-        let client = super::http_client(deadline)?;
+        let client = super::http::http_client(deadline)?;
         let request = if self.succeeded { client.put(&url) } else { client.post(&url) };
         let response = request
             .header(reqwest::header::CONTENT_TYPE, prometheus_text::CONTENT_TYPE)
@@ -139,9 +139,9 @@ impl RunMetrics {
             .send()
             .await
             .map_err(|e| {
-                anyhow::anyhow!("cannot reach the Pushgateway at {}: {}", super::redacted(&url), e.without_url())
+                anyhow::anyhow!("cannot reach the Pushgateway at {}: {}", super::http::redacted(&url), e.without_url())
             })?;
-        super::expect_success(response, &format!("the Pushgateway at {}", super::redacted(&url))).await
+        super::http::expect_success(response, &format!("the Pushgateway at {}", super::http::redacted(&url))).await
     }
 
     /// Writes the figures to `path` whole (a temporary renamed into place), as the textfile

@@ -12,12 +12,15 @@ use batch_io::object_storage::block_on;
 use batch_io::source::InputFile;
 use batch_io::spelling;
 
-use crate::job::{JobSummary, Reporting, RunSpec};
+use crate::job::spec::{Reporting, RunSpec};
+use crate::job::summary::JobSummary;
 use crate::units::Shard;
 
+mod http;
 pub mod lineage;
 pub mod metrics;
 
+use http::redacted;
 use lineage::{Dataset, EventType, LineageRun, RunRef};
 use metrics::{Outcome, RunMetrics};
 
@@ -218,29 +221,4 @@ fn warn_on_failure(option: &str, result: anyhow::Result<()>) {
         let error = redacted(&format!("{error:#}"));
         tracing::warn!("{flag}: {error}; the run goes on without it");
     }
-}
-
-/// `url` as messages may show it: without a user name, password or query.
-fn redacted(url: &str) -> String {
-    batch_io::redact::redact_urls(url)
-}
-
-/// The client for both services: a deadline on every request.
-fn http_client(deadline: Duration) -> anyhow::Result<reqwest::Client> {
-    reqwest::Client::builder()
-        .timeout(deadline)
-        .connect_timeout(deadline)
-        .build()
-        .map_err(|e| anyhow::anyhow!("cannot start an HTTP client: {e}"))
-}
-
-/// An error naming `what` and the answer, unless the status is a success.
-async fn expect_success(response: reqwest::Response, what: &str) -> anyhow::Result<()> {
-    let status = response.status();
-    if status.is_success() {
-        return Ok(());
-    }
-    let body = response.text().await.unwrap_or_default();
-    let body: String = body.trim().chars().take(300).collect();
-    anyhow::bail!("{what} answered {status}: {body}")
 }

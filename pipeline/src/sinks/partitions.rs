@@ -12,7 +12,7 @@ use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use batch_io::spelling;
 
-use crate::sinks::{LayoutHints, ParquetLayout};
+use crate::sinks::layout::{LayoutHints, ParquetLayout};
 
 pub use batch_io::locations::{NULL_PARTITION_VALUE as NULL_VALUE, is_partition_directory};
 

@@ -178,7 +178,7 @@ fn next<T>(queue: &Receiver<T>) -> Option<T> {
     queue.recv().ok()
 }
 
-/// The run was stopped through [`crate::job::RunSpec::cancel`]; its output was not published (a
+/// The run was stopped through [`crate::job::spec::RunSpec::cancel`]; its output was not published (a
 /// dataset keeps the parts it committed, for a rerun to resume from).
 #[derive(Debug, Clone, Copy)]
 pub struct Interrupted;
