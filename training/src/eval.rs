@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use runtime::classifier::Classifier;
 use runtime::inference::BackendOptions;
 use runtime::long_documents::LongDocuments;
@@ -194,13 +194,25 @@ pub fn evaluate(
 /// `{prefix}_macro_f1` (written to a temporary file and renamed, so the manifest is never
 /// half-written).
 pub fn record_in_manifest(package_dir: &Path, prefix: &str, evaluation: &Evaluation) -> anyhow::Result<()> {
-    let mut package = ModelPackage::open(package_dir)?;
-    let metrics = &mut package.manifest.metrics;
-    metrics.insert(format!("{prefix}_accuracy"), evaluation.accuracy);
-    metrics.insert(format!("{prefix}_macro_f1"), evaluation.macro_f1);
+    // Opened first, so that only a package that loads is written to.
+    ModelPackage::open(package_dir)?;
     let path = package_dir.join(runtime::package::MANIFEST_FILE);
+    // Edited as JSON, so that the two figures are all that changes: a manifest read into the
+    // current struct and written back would gain every field that has a default.
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let Some(fields) = manifest.as_object_mut() else {
+        anyhow::bail!("{} is not a JSON object", path.display());
+    };
+    let metrics = fields.entry("metrics").or_insert_with(|| serde_json::json!({}));
+    let Some(metrics) = metrics.as_object_mut() else {
+        anyhow::bail!("{}: `metrics` is not an object; fix or remove it", path.display());
+    };
+    metrics.insert(format!("{prefix}_accuracy"), serde_json::json!(evaluation.accuracy));
+    metrics.insert(format!("{prefix}_macro_f1"), serde_json::json!(evaluation.macro_f1));
     let mut staged = batch_io::atomic_file::temp_beside(&path)?;
-    std::io::Write::write_all(&mut staged, serde_json::to_string_pretty(&package.manifest)?.as_bytes())
+    std::io::Write::write_all(&mut staged, serde_json::to_string_pretty(&manifest)?.as_bytes())
         .map_err(|e| batch_io::atomic_file::write_failed(&path, &e))?;
     staged.publish(&path)
 }

@@ -308,7 +308,15 @@ fn null_rows_are_skipped_counted_and_training_completes_with_force() {
         "{report}"
     );
 
-    // --record keeps the figures with the package
+    // --record keeps the figures with the package, and changes nothing else in its manifest
+    let manifest = || -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).expect("read")).expect("json")
+    };
+    // As an older version wrote it: without fields added since, such as the training's members.
+    let mut before = manifest();
+    let removed = before["training"].as_object_mut().expect("training").remove("members");
+    assert!(removed.is_some(), "the package records its members");
+    std::fs::write(out.join("manifest.json"), serde_json::to_string_pretty(&before).expect("json")).expect("write");
     let eval = pipeline()
         .args(["eval", "--record", "holdout", "--model"])
         .arg(&out)
@@ -321,6 +329,11 @@ fn null_rows_are_skipped_counted_and_training_completes_with_force() {
     let accuracy = package.manifest.metrics.get("holdout_accuracy").copied().expect("recorded accuracy");
     assert!(package.manifest.metrics.contains_key("holdout_macro_f1"));
     assert!(report.contains(&format!("accuracy: {accuracy:.4}")), "recorded {accuracy} but printed {report}");
+    let mut after = manifest();
+    for key in ["holdout_accuracy", "holdout_macro_f1"] {
+        after["metrics"].as_object_mut().expect("metrics").remove(key);
+    }
+    assert_eq!(after, before, "only the recorded figures change");
     assert_nothing_written(dir.path(), &["nulls.parquet", "model"]);
     assert_eq!(
         std::fs::read_dir(&out).expect("package dir").count(),
