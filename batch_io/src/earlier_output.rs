@@ -2,6 +2,7 @@
 //! of ours, recognised by its first bytes, so that a mistyped `--metrics-textfile README.md`
 //! or `--output essay.txt` leaves the file alone. An empty file may always be replaced.
 
+use crate::spelling::{name, option_with};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -36,8 +37,8 @@ impl OutputKind {
             OutputKind::Parquet => "a Parquet file",
             OutputKind::Csv => "a CSV file (named *.csv)",
             OutputKind::JsonLines => "a newline-delimited JSON file",
-            OutputKind::SummaryJson => "a summary written by --metrics-json",
-            OutputKind::MetricsText => "a metrics textfile written by --metrics-textfile",
+            OutputKind::SummaryJson => "a run summary (JSON)",
+            OutputKind::MetricsText => "a metrics textfile",
             OutputKind::ReportPage => "a page written by `pipeline report`",
             OutputKind::TextTable => "a table written by `pipeline sql --format table`",
             OutputKind::WordVectors => "word vectors written by `pipeline vectors`",
@@ -74,12 +75,14 @@ impl OutputKind {
 /// Bytes read from each end of a file to recognise it.
 const PEEK: usize = 4096;
 
-/// Refuses to replace an existing `target` (named by `flag`) unless it is empty or an earlier
+/// Refuses to replace an existing `target` (given as the option `option`; see
+/// [`crate::spelling`]) unless it is empty or an earlier
 /// output of `kind`, and refuses `-`, which would be a file of that name rather than stdout.
 /// Anything that is not a regular file is left to the caller's checks.
-pub fn check_replaceable_output(flag: &str, target: &Path, kind: OutputKind) -> anyhow::Result<()> {
+pub fn check_replaceable_output(option: &str, target: &Path, kind: OutputKind) -> anyhow::Result<()> {
     if target.as_os_str() == "-" {
-        bail!("{flag} -: give a file path ({} is written to a file, not to stdout)", kind.describe());
+        let given = option_with(option, "-");
+        bail!("{given}: give a file path ({} is written to a file, not to stdout)", kind.describe());
     }
     let Ok(meta) = std::fs::metadata(target) else { return Ok(()) };
     if !meta.is_file() || meta.len() == 0 {
@@ -98,10 +101,11 @@ pub fn check_replaceable_output(flag: &str, target: &Path, kind: OutputKind) -> 
     let recognised = ends().is_ok_and(|(head, tail)| kind.recognises(target, &head, &tail));
     if !recognised {
         bail!(
-            "{flag} {} exists and is not {}; an output replaces only an earlier output of its own kind, so that a \
-             mistyped name leaves a file alone. Move or delete it, or choose another {flag}",
-            target.display(),
-            kind.describe()
+            "{} exists and is not {}; an output replaces only an earlier output of its own kind, so that a \
+             mistyped name leaves a file alone. Move or delete it, or choose another {}",
+            option_with(option, &target.display().to_string()),
+            kind.describe(),
+            name(option)
         );
     }
     Ok(())
@@ -115,7 +119,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(name);
         std::fs::write(&path, contents).expect("write");
-        check_replaceable_output("--output", &path, kind)
+        check_replaceable_output("output", &path, kind)
     }
 
     const ESSAY: &[u8] = b"It was a dark and stormy night; the rain fell in torrents.\n";

@@ -2,6 +2,7 @@
 //! expanded into files, and the check that an output is not something an input reads, now
 //! or on a rerun (an output inside an input directory would be read back as input).
 
+use crate::spelling::option_with;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -199,14 +200,14 @@ impl InputLocation {
     }
 }
 
-/// Refuses an output (named by `flag`, e.g. `--output`) that one of `inputs` reads, or would
-/// read on a rerun.
-pub fn refuse_output_among_inputs(flag: &str, output: &Path, inputs: &[InputLocation]) -> anyhow::Result<()> {
+/// Refuses an output (given as the option `option`, e.g. `output`; see [`crate::spelling`])
+/// that one of `inputs` reads, or would read on a rerun.
+pub fn refuse_output_among_inputs(option: &str, output: &Path, inputs: &[InputLocation]) -> anyhow::Result<()> {
     for input in inputs {
         if let Some(why) = input.overlap(output) {
             bail!(
-                "{flag} {} is covered by the input {} ({why}); write it somewhere the input does not cover",
-                output.display(),
+                "{} is covered by the input {} ({why}); write it somewhere the input does not cover",
+                option_with(option, &output.display().to_string()),
                 input.location
             );
         }
@@ -217,11 +218,11 @@ pub fn refuse_output_among_inputs(flag: &str, output: &Path, inputs: &[InputLoca
 /// The name of a Delta table's log directory: a directory holding one is a table's root.
 pub const DELTA_LOG: &str = "_delta_log";
 
-/// Refuses an output (named by `flag`) inside a Delta table, local or in a store: a file
+/// Refuses an output (given as the option `option`) inside a Delta table, local or in a store: a file
 /// there would replace a commit of its log or sit among its data files, and the table's
 /// readers would fail or read it. A local path is checked against every directory above it
 /// (as the file system resolves it); a storage URL by its keys' names.
-pub fn refuse_output_inside_table(flag: &str, output: &str) -> anyhow::Result<()> {
+pub fn refuse_output_inside_table(option: &str, output: &str) -> anyhow::Result<()> {
     let inside = if is_url(output) {
         let canonical = canonical_url(output)?;
         let segments: Vec<&str> = canonical.split('/').collect();
@@ -242,16 +243,17 @@ pub fn refuse_output_inside_table(flag: &str, output: &str) -> anyhow::Result<()
     };
     if let Some(table) = inside {
         bail!(
-            "{flag} {output} is inside the Delta table {table}: it would replace a commit of the table's log or sit \
-             among its files, and the table's readers would fail on it. Write it outside the table"
+            "{} is inside the Delta table {table}: it would replace a commit of the table's log or sit among its \
+             files, and the table's readers would fail on it. Write it outside the table",
+            option_with(option, output)
         );
     }
     Ok(())
 }
 
-/// Refuses a local dataset directory `dir` (named by `flag`) that holds one of the files of
-/// `inputs`: a part would replace it, or `--overwrite` delete it.
-pub fn refuse_dataset_holding_inputs(flag: &str, dir: &Path, inputs: &[InputLocation]) -> anyhow::Result<()> {
+/// Refuses a local dataset directory `dir` (given as the option `option`) that holds one of
+/// the files of `inputs`: a part would replace it, or `--overwrite` delete it.
+pub fn refuse_dataset_holding_inputs(option: &str, dir: &Path, inputs: &[InputLocation]) -> anyhow::Result<()> {
     let Ok(dir_resolved) = dir.canonicalize() else { return Ok(()) };
     let held = inputs
         .iter()
@@ -259,8 +261,8 @@ pub fn refuse_dataset_holding_inputs(flag: &str, dir: &Path, inputs: &[InputLoca
         .find(|file| resolved(file).is_some_and(|f| f.starts_with(&dir_resolved)));
     if let Some(file) = held {
         bail!(
-            "{flag} {} holds the input file {}; write the dataset somewhere the input does not cover",
-            dir.display(),
+            "{} holds the input file {}; write the dataset somewhere the input does not cover",
+            option_with(option, &dir.display().to_string()),
             file.display()
         );
     }
@@ -324,9 +326,9 @@ pub fn remote_overlap(
     Ok(read_on_rerun.then_some("a rerun would read it back as input"))
 }
 
-/// [`remote_overlap`] as a refusal naming `flag`.
+/// [`remote_overlap`] as a refusal naming the option `option`.
 pub fn refuse_remote_output_among_inputs(
-    flag: &str,
+    option: &str,
     output: &str,
     dataset: bool,
     written: Option<&str>,
@@ -334,7 +336,10 @@ pub fn refuse_remote_output_among_inputs(
     files: &[String],
 ) -> anyhow::Result<()> {
     if let Some(why) = remote_overlap(output, dataset, written, input, files)? {
-        bail!("{flag} {output} is covered by the input {input} ({why}); write it somewhere the input does not cover");
+        bail!(
+            "{} is covered by the input {input} ({why}); write it somewhere the input does not cover",
+            option_with(option, output)
+        );
     }
     Ok(())
 }
@@ -379,7 +384,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let table = dir.path().join("table");
         std::fs::create_dir_all(table.join(DELTA_LOG)).expect("mkdir");
-        let at = |path: &Path| refuse_output_inside_table("--output", path.to_str().expect("utf-8"));
+        let at = |path: &Path| refuse_output_inside_table("output", path.to_str().expect("utf-8"));
         for inside in [
             table.join("_delta_log/00000000000000000002.json"),
             table.join("run-abc/part-00000.parquet"),
@@ -391,9 +396,9 @@ mod tests {
         }
         at(&dir.path().join("report.html")).expect("beside the table");
         at(&dir.path().join("table-report.html")).expect("a sibling name");
-        let error = refuse_output_inside_table("--output", "s3://b/t/_delta_log/00000000000000000099.json");
+        let error = refuse_output_inside_table("output", "s3://b/t/_delta_log/00000000000000000099.json");
         assert!(format!("{:#}", error.expect_err("a log key")).contains("the Delta table s3://b/t"));
-        refuse_output_inside_table("--output", "s3://b/t/report.html").expect("not known to be a table by name");
+        refuse_output_inside_table("output", "s3://b/t/report.html").expect("not known to be a table by name");
     }
 
     #[cfg(unix)]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import numbers
 import os
 import re
 import threading
@@ -89,11 +90,12 @@ def _counts(**values: Optional[int]) -> None:
     for name, value in values.items():
         if value is None:
             continue
-        # bool is an int in Python: threads=True would silently mean 1.
-        if isinstance(value, bool) or not isinstance(value, int):
+        # bool is an int in Python: threads=True would silently mean 1. numpy's integers are
+        # whole numbers too.
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise TypeError(f"{name}= takes a whole number (int), not {type(value).__name__} {value!r}")
         if value < 1:
-            raise PipelineError(f"{name} must be at least 1, not {value}")
+            raise PipelineError(f"{name}={value}: must be at least 1")
         if value > _MOST:
             raise PipelineError(f"{name}={value} is more than the largest count, {_MOST}")
 
@@ -168,7 +170,9 @@ class Classifier:
         """The one ``Classifier`` of this process for these arguments, opened on first use: for
         engines that call a function per task (Spark's ``mapInArrow``, Ray tasks), so that each
         worker process opens the model once rather than once per task."""
-        key = (_location(model), tuple(sorted(options.items())))
+        # Lists (`drop=[...]`) as tuples, so that the arguments can key the cache.
+        hashable = {name: tuple(value) if isinstance(value, (list, set)) else value for name, value in options.items()}
+        key = (_location(model), tuple(sorted(hashable.items())))
         with _SHARED_LOCK:
             if key not in _SHARED:
                 _SHARED[key] = cls(model, **options)
@@ -227,6 +231,8 @@ def run(input: str, output: str = "predictions.parquet", *, model: Optional[Path
     ``backend``, ``batch_size``, ``long_documents``, ``attention``, ``min_confidence``, ``shard`` (``"I/N"``),
     ``overwrite``, ``threads``, ...). Returns the run summary that ``--metrics-json`` writes.
     Raises ``TransientError`` where ``pipeline`` exits 75 (retry), ``PipelineError`` otherwise."""
+    if "window" in options and options.get("chunk_rows") is not None:
+        raise TypeError("run() got both window= and chunk_rows=; window= is chunk_rows='s old name: give chunk_rows= only")
     if "window" in options:
         warnings.warn("window= is now chunk_rows= (rows read together, not token windows); the old name goes in "
                       "the next release", DeprecationWarning, stacklevel=2)
@@ -236,6 +242,9 @@ def run(input: str, output: str = "predictions.parquet", *, model: Optional[Path
         if isinstance(options.get(listed), str):
             # As `--pass-through id,label`, `--drop attention,tokens` and `--partition-by a,b` read them.
             options[listed] = options[listed].split(",")
+        elif options.get(listed) is not None and not isinstance(options[listed], list):
+            # A tuple or a set of names, as Classifier takes them.
+            options[listed] = list(options[listed])
     options.setdefault("ort_search_dirs", onnxruntime_dirs())
     if "ort_library" in options:
         options["ort_library"] = _location(options["ort_library"])

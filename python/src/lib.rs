@@ -78,6 +78,10 @@ fn keywords_of_kind(wanted: fn(Kind) -> bool) -> impl Iterator<Item = &'static s
 
 /// A keyword argument's value as the option's kind reads it.
 fn option_value(option: &RunOption, value: &Bound<'_, PyAny>) -> PyResult<OptionValue> {
+    // Python's bool is an int: `min_confidence=True` would silently be 1.0.
+    if matches!(option.kind, Kind::Count | Kind::Probability) && value.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err(format!("takes a number, not {}", value.repr()?)));
+    }
     Ok(match option.kind {
         Kind::Text | Kind::Choice(_) | Kind::Parsed => OptionValue::Text(value.extract()?),
         Kind::Path => OptionValue::Path(value.extract()?),
@@ -93,6 +97,8 @@ fn option_value(option: &RunOption, value: &Bound<'_, PyAny>) -> PyResult<Option
 struct FrontEndOptions {
     threads: Option<usize>,
     ort_search_dirs: Vec<PathBuf>,
+    /// The options set from their environment variable, for a refusal to say so.
+    from_environment: Vec<&'static RunOption>,
 }
 
 /// Sets `spec`'s options from a call's keyword arguments (those of `scopes`), as
@@ -105,17 +111,20 @@ fn set_options(
     scopes: &[Scope],
 ) -> PyResult<FrontEndOptions> {
     let in_scope = |name: &str| find(name).filter(|option| scopes.contains(&option.scope));
+    let mut from_environment = Vec::new();
     for option in RUN_OPTIONS.iter().filter(|option| scopes.contains(&option.scope)) {
-        let given = options.map(|dict| dict.contains(option.name)).transpose()?.unwrap_or(false);
+        // `None` is left out, as everywhere: the environment's value then stands.
+        let given = options.map(|dict| dict.get_item(option.name)).transpose()?.flatten().is_some_and(|v| !v.is_none());
         let from_env = option.env.and_then(|name| std::env::var(name).ok()).filter(|value| !value.trim().is_empty());
         if let (false, Some(text)) = (given, from_env) {
             let value = option.parse_text(&text).map_err(|problem| {
                 python_error(anyhow::anyhow!("{}={text:?}: {problem}", option.env.unwrap_or_default()))
             })?;
             spec.set(option.name, value).map_err(|e| python_error(e.into()))?;
+            from_environment.push(option);
         }
     }
-    let mut own = FrontEndOptions::default();
+    let mut own = FrontEndOptions { from_environment, ..FrontEndOptions::default() };
     let known: Vec<&str> = RUN_OPTIONS
         .iter()
         .filter(|option| scopes.contains(&option.scope))
@@ -416,9 +425,18 @@ fn run(
     let cancel = Arc::new(AtomicBool::new(false));
     let mut spec = RunSpec::new(input);
     let scopes = [Scope::Classify, Scope::Run, Scope::OutputAndReporting];
-    let threads = set_options("run", &mut spec, options, &scopes)?.threads;
+    let own = set_options("run", &mut spec, options, &scopes)?;
+    let threads = own.threads;
     if let Some(output) = output {
         spec.output = output;
+    }
+    // Checked here too, so that a refused value read from the environment says so.
+    if let Err(invalid) = spec.check() {
+        let variable = own.from_environment.iter().find(|option| option.name == invalid.option).and_then(|o| o.env);
+        return Err(python_error(match variable {
+            Some(variable) => anyhow::anyhow!("{invalid} (from {variable}: change or unset it)"),
+            None => invalid.into(),
+        }));
     }
     spec.cancel = Some(cancel.clone());
     let job = move || -> anyhow::Result<String> {

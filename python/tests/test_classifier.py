@@ -126,7 +126,7 @@ def test_run_is_pipeline_run_in_this_process(pipeline_command, expected, tmp_pat
     assert essay.read_text() == "not predictions"
 
 
-def test_run_sets_and_checks_options_as_pipeline_run_does(tmp_path):
+def test_run_sets_and_checks_options_as_pipeline_run_does(tmp_path, monkeypatch):
     # `metrics_json` writes the summary that run() returns; a refused option is named as passed.
     summary_file = tmp_path / "summary.json"
     output = tmp_path / "out.parquet"
@@ -137,6 +137,19 @@ def test_run_sets_and_checks_options_as_pipeline_run_does(tmp_path):
         ac.run(str(REVIEWS), str(tmp_path / "other.parquet"), job_name="a b")
     with pytest.raises(ac.PipelineError, match=r"min_confidence=1.5: "):
         ac.run(str(REVIEWS), str(tmp_path / "other.parquet"), min_confidence=1.5)
+    with pytest.raises(TypeError, match=r"min_confidence=True: takes a number"):
+        ac.run(str(REVIEWS), str(tmp_path / "other.parquet"), min_confidence=True)
+    with pytest.raises(TypeError, match=r"window= and chunk_rows="):
+        ac.run(str(REVIEWS), str(tmp_path / "other.parquet"), window=5, chunk_rows=7)
+    monkeypatch.setenv("OPENLINEAGE_URL", "not a url")
+    with pytest.raises(ac.PipelineError, match=r"openlineage_url=\"not a url\": is not a URL .*from OPENLINEAGE_URL"):
+        ac.run(str(REVIEWS), str(tmp_path / "other.parquet"))
+    monkeypatch.delenv("OPENLINEAGE_URL")
+    # numpy's integers are counts (numpy comes with onnxruntime), and a set of names is a list.
+    import numpy as np
+
+    ac.run(str(REVIEWS), str(tmp_path / "numpy.parquet"), batch_size=np.int64(9), drop={"contribution"})
+    assert "contribution" not in pq.read_schema(tmp_path / "numpy.parquet").names
     assert not (tmp_path / "other.parquet").exists()
 
 
@@ -149,7 +162,7 @@ def test_errors_name_what_to_fix(classifier, tmp_path):
         classifier.classify(pa.table({"text": ["fine"], "prediction": ["x"]}))
     with pytest.raises(ac.PipelineError, match=r"2 columns named `text`"):
         classifier.classify(pa.Table.from_arrays([pa.array(["good"]), pa.array(["awful"])], names=["text", "text"]))
-    with pytest.raises(ac.PipelineError, match=r"batch_size must be at least 1, not -1"):
+    with pytest.raises(ac.PipelineError, match=r"batch_size=-1: must be at least 1"):
         ac.Classifier(batch_size=-1)
     with pytest.raises(TypeError, match="pyarrow.Table.from_pandas"):
         classifier.classify([{"text": "fine"}])

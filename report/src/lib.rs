@@ -64,7 +64,7 @@ const BATCH_ROWS: usize = 1024;
 pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     let started = Instant::now();
     refuse_output_name(&options.output)?;
-    refuse_output_inside_table("--output", &options.output)?;
+    refuse_output_inside_table("output", &options.output)?;
     let destination = Destination::parse(&options.output)?;
     // A Delta table is the files its log lists now, as for `pipeline sql`.
     let sql::tables::ParquetInputs { input: inputs, table_metadata } = sql::tables::parquet_inputs(&options.input)?;
@@ -75,12 +75,12 @@ pub fn write_report(options: &ReportOptions) -> anyhow::Result<ReportSummary> {
     match &destination {
         Destination::Local(path) => {
             check_replaceable(path)?;
-            check_replaceable_output("--output", path, OutputKind::ReportPage)?;
-            refuse_output_among_inputs("--output", path, inputs.local.as_slice())?;
+            check_replaceable_output("output", path, OutputKind::ReportPage)?;
+            refuse_output_among_inputs("output", path, inputs.local.as_slice())?;
         }
         Destination::Object { .. } => {
             let files: Vec<String> = inputs.files.iter().map(ToString::to_string).collect();
-            refuse_remote_output_among_inputs("--output", &options.output, false, None, &options.input, &files)?;
+            refuse_remote_output_among_inputs("output", &options.output, false, None, &options.input, &files)?;
         }
     }
 

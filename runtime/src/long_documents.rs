@@ -142,7 +142,10 @@ impl LongDocuments {
         if let Self::Windows { stride: Some(stride), .. } = self
             && (stride == 0 || stride > limit)
         {
-            bail!("the window stride is {stride}; give one from 1 to the token limit ({limit})");
+            bail!(
+                "{}: give a stride from 1 to the token limit ({limit})",
+                batch_io::spelling::option_with("long_document_stride", &stride.to_string())
+            );
         }
         Ok(())
     }

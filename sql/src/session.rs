@@ -187,16 +187,16 @@ impl SqlSession {
     /// Refuses an output (a local path or a storage URL) that a registered table or a path
     /// named in a query reads, or would read on a rerun. Call it after planning the query.
     pub fn check_output(&self, output: &str) -> anyhow::Result<()> {
-        refuse_output_inside_table("--output", output)?;
+        refuse_output_inside_table("output", output)?;
         if is_url(output) {
             let read = self.remote_read.lock().unwrap_or_else(PoisonError::into_inner);
             for (location, files) in read.iter() {
-                refuse_remote_output_among_inputs("--output", output, false, None, location, files)?;
+                refuse_remote_output_among_inputs("output", output, false, None, location, files)?;
             }
             return Ok(());
         }
         let read = self.read.lock().unwrap_or_else(PoisonError::into_inner);
-        refuse_output_among_inputs("--output", Path::new(output), &read)
+        refuse_output_among_inputs("output", Path::new(output), &read)
     }
 
     /// Registered tables with their locations, by name.

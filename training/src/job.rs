@@ -128,7 +128,7 @@ fn refuse_url_destination(out: &Path) -> anyhow::Result<()> {
 /// Trains the model `config` describes and writes its verified package.
 pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow::Result<TrainOutcome<C::Model>> {
     refuse_url_destination(&request.out)?;
-    batch_io::locations::refuse_output_inside_table("--out", &request.out.to_string_lossy())?;
+    batch_io::locations::refuse_output_inside_table("out", &request.out.to_string_lossy())?;
     check_destination(&request.out, request.force)?;
     refuse_input_inside_destination("--train", &request.train, &request.out)?;
     if let Some(valid) = &request.valid {

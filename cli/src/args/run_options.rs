@@ -22,6 +22,8 @@ pub trait OptionGroup {
 /// The flags of some run options, and the values given to them.
 pub struct OptionFlags<G: OptionGroup> {
     given: Vec<(&'static str, OptionValue)>,
+    /// The options whose value came from their environment variable, not a flag.
+    from_environment: Vec<&'static RunOption>,
     group: PhantomData<G>,
 }
 
@@ -32,6 +34,12 @@ impl<G: OptionGroup> OptionFlags<G> {
             spec.set(name, value.clone())?;
         }
         Ok(())
+    }
+
+    /// Where `option`'s value came from an environment variable, its name: a refusal of the
+    /// value then says where to change it.
+    pub fn environment_variable_of(&self, option: &str) -> Option<&'static str> {
+        self.from_environment.iter().find(|given| given.name == option).and_then(|given| given.env)
     }
 
     /// A run's options with these flags applied, and the rest at their defaults.
@@ -103,6 +111,8 @@ fn flag(option: &'static RunOption) -> Arg {
         None => arg,
     };
     let arg = arg.value_name(option.value_name.map_or_else(|| option.name.to_uppercase(), str::to_owned));
+    // `--min-confidence -0.1` is a bad value, not an unknown flag `-0`.
+    let arg = arg.allow_negative_numbers(true);
     match option.kind {
         Kind::Flag => arg.action(ArgAction::SetTrue),
         Kind::Names => arg.action(ArgAction::Append).value_delimiter(',').value_parser(checked(option)),
@@ -138,10 +148,13 @@ impl<G: OptionGroup> Args for OptionFlags<G> {
 impl<G: OptionGroup> FromArgMatches for OptionFlags<G> {
     fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
         let mut given = Vec::new();
+        let mut from_environment = Vec::new();
         for option in Self::rows() {
             // Defaults are the spec's own; only what the user (or the environment) gave is set.
-            if matches.value_source(option.name).is_none_or(|source| source == ValueSource::DefaultValue) {
-                continue;
+            match matches.value_source(option.name) {
+                None | Some(ValueSource::DefaultValue) => continue,
+                Some(ValueSource::EnvVariable) => from_environment.push(option),
+                Some(_) => {}
             }
             let value = match option.kind {
                 Kind::Flag => OptionValue::Flag(matches.get_flag(option.name)),
@@ -160,7 +173,7 @@ impl<G: OptionGroup> FromArgMatches for OptionFlags<G> {
             };
             given.push((option.name, value));
         }
-        Ok(Self { given, group: PhantomData })
+        Ok(Self { given, from_environment, group: PhantomData })
     }
 
     fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {

@@ -58,7 +58,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let metrics = args
         .metrics_json
         .as_deref()
-        .map(|path| checked_output("--metrics-json", path, &inputs, OutputKind::SummaryJson))
+        .map(|path| checked_output("metrics_json", path, &inputs, OutputKind::SummaryJson))
         .transpose()?;
     let long_documents = args.long_documents.mode()?;
     let evaluation =

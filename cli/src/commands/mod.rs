@@ -15,10 +15,10 @@ pub mod sql;
 pub mod train;
 pub mod vectors;
 
-/// The temporary for an output file (named by `flag`), after checking that it may be replaced
+/// The temporary for an output file (given as the option `option`, e.g. `metrics_json`), after checking that it may be replaced
 /// (an earlier output of `kind`), that it is none of `inputs` and not inside a Delta table.
-fn checked_output(flag: &str, output: &Path, inputs: &[&Path], kind: OutputKind) -> anyhow::Result<TempFile> {
-    batch_io::locations::refuse_output_inside_table(flag, &output.to_string_lossy())?;
+fn checked_output(option: &str, output: &Path, inputs: &[&Path], kind: OutputKind) -> anyhow::Result<TempFile> {
+    batch_io::locations::refuse_output_inside_table(option, &output.to_string_lossy())?;
     for input in inputs {
         anyhow::ensure!(
             !same_location(output, input),
@@ -26,6 +26,6 @@ fn checked_output(flag: &str, output: &Path, inputs: &[&Path], kind: OutputKind)
             output.display()
         );
     }
-    check_replaceable_output(flag, output, kind)?;
+    check_replaceable_output(option, output, kind)?;
     temp_beside(output)
 }

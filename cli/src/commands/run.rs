@@ -80,6 +80,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     spec.panic_after_first_chunk = args.panic_after_first_chunk;
     spec.kill_before_commit = args.kill_before_commit;
     spec.null_model = args.null_model;
+    if let Err(invalid) = spec.check() {
+        match args.options.environment_variable_of(invalid.option) {
+            Some(variable) => anyhow::bail!("{invalid} (from {variable}: change or unset it)"),
+            None => return Err(invalid.into()),
+        }
+    }
     let (_guard, package) = runtime::model_source::open(args.model.as_deref())?;
     let summary = run_job(&package, &spec)?;
     // On stdout for a person; also as one log event for a log shipper.

@@ -87,7 +87,7 @@ fn run_here(mut args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
         (None, None) => ResultFormat::Table,
     };
     if let Some(output) = &args.output {
-        batch_io::locations::refuse_output_inside_table("--output", output)?;
+        batch_io::locations::refuse_output_inside_table("output", output)?;
     }
     let destination = args.output.as_deref().map(Destination::parse).transpose()?;
     // Where the result file is written: the output itself, or for object storage a local
@@ -106,7 +106,7 @@ fn run_here(mut args: SqlArgs, default_model: PathBuf) -> anyhow::Result<()> {
                 ResultFormat::Json => OutputKind::JsonLines,
                 ResultFormat::Parquet => OutputKind::Parquet,
             };
-            check_replaceable_output("--output", path, kind)?;
+            check_replaceable_output("output", path, kind)?;
             Some(path.clone())
         }
         (Some(Destination::Object { .. }), Some(dir)) => Some(dir.path().join("result")),

@@ -94,7 +94,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let metrics = args
         .metrics_json
         .as_deref()
-        .map(|path| checked_output("--metrics-json", path, &inputs, OutputKind::SummaryJson))
+        .map(|path| checked_output("metrics_json", path, &inputs, OutputKind::SummaryJson))
         .transpose()?;
     let report = job::run(&request)?;
     let calibration = if report.training.calibrate {

@@ -36,7 +36,7 @@ pub fn run(args: VectorArgs) -> anyhow::Result<()> {
         anyhow::bail!("{} already exists; pass --force to replace it", args.out.display());
     }
     let corpora: Vec<&Path> = args.corpus.iter().map(PathBuf::as_path).collect();
-    let temp = checked_output("--out", &args.out, &corpora, OutputKind::WordVectors)?;
+    let temp = checked_output("out", &args.out, &corpora, OutputKind::WordVectors)?;
     args.vectors.validate()?;
     let mut texts = Vec::new();
     for path in &args.corpus {

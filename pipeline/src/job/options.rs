@@ -79,14 +79,24 @@ impl OptionValue {
     /// The value as a command line wrote it (`text`, `a,b`).
     fn as_flag(&self) -> String {
         match self {
-            // Quoted where a shell would have needed quotes to pass it.
-            Self::Text(text) if text.is_empty() || text.contains(char::is_whitespace) => format!("{text:?}"),
+            // Quoted where a shell would have needed quotes to pass it, and where a URL's query
+            // would run into the message after it.
+            Self::Text(text) if text.is_empty() || text.contains(|c: char| c.is_whitespace() || "?#&;".contains(c)) => {
+                format!("{text:?}")
+            }
             Self::Text(text) => text.clone(),
             Self::Path(path) => path.display().to_string(),
             Self::Count(count) => count.to_string(),
             Self::Flag(on) => on.to_string(),
             Self::Probability(p) => p.to_string(),
-            Self::Names(names) => names.join(","),
+            Self::Names(names) => {
+                let joined = names.join(",");
+                if joined.trim().is_empty() || joined.contains(char::is_whitespace) {
+                    format!("{joined:?}")
+                } else {
+                    joined
+                }
+            }
         }
     }
 }
@@ -151,11 +161,15 @@ impl OptionType for String {
 impl OptionType for PathBuf {
     const KIND: Kind = Kind::Path;
     fn from_value(value: OptionValue) -> Result<Self, String> {
-        match value {
-            OptionValue::Path(path) => Ok(path),
-            OptionValue::Text(text) => Ok(PathBuf::from(text)),
-            other => Err(wrong_kind(&other, "a path")),
+        let path = match value {
+            OptionValue::Path(path) => path,
+            OptionValue::Text(text) => PathBuf::from(text),
+            other => return Err(wrong_kind(&other, "a path")),
+        };
+        if path.as_os_str().is_empty() {
+            return Err("an empty path: give a file, or leave the option out".to_owned());
         }
+        Ok(path)
     }
 }
 
@@ -194,7 +208,11 @@ impl OptionType for Vec<String> {
     const KIND: Kind = Kind::Names;
     fn from_value(value: OptionValue) -> Result<Self, String> {
         match value {
-            OptionValue::Names(names) => Ok(names),
+            // `--drop "contribution, embedding"` names `embedding`, not ` embedding`.
+            OptionValue::Names(names) if names.iter().any(|name| name.trim().is_empty()) => {
+                Err("an empty name: give names separated by commas, such as a,b".to_owned())
+            }
+            OptionValue::Names(names) => Ok(names.into_iter().map(|name| name.trim().to_owned()).collect()),
             other => Err(wrong_kind(&other, "a list of names")),
         }
     }

@@ -17,7 +17,7 @@ use batch_io::locations::{
 };
 use batch_io::object_storage::is_url;
 use batch_io::source::{BatchStream, InputFile, column_list, did_you_mean, is_text_type};
-use batch_io::spelling::{option, option_with};
+use batch_io::spelling::{name, option, option_with};
 use runtime::output::OutputTable;
 use runtime::package::ModelPackage;
 
@@ -35,12 +35,13 @@ pub fn check_outputs(
     dataset: bool,
 ) -> anyhow::Result<()> {
     if !dataset && options.shard != Shard::WHOLE {
-        bail!(
-            "{} and {} need a dataset output: give {} a directory (a path without .parquet)",
-            option("shard"),
-            option("shards"),
-            option("output")
-        );
+        // Python has no `shards=`: only the command line reads the shard from a scheduler.
+        let shard = if batch_io::spelling::keywords() {
+            option("shard")
+        } else {
+            format!("{} and {}", option("shard"), option("shards"))
+        };
+        bail!("{shard} need a dataset output: give {} a directory (a path without .parquet)", option("output"));
     }
     if !dataset && !options.partition_by.is_empty() {
         bail!(
@@ -49,12 +50,17 @@ pub fn check_outputs(
             option("output")
         );
     }
+    if !dataset && options.overwrite {
+        tracing::warn!(
+            "{} applies to dataset outputs; a file output replaces an earlier one of its kind anyway",
+            batch_io::spelling::flag_set("overwrite")
+        );
+    }
     let output = options.output.as_str();
     // What no output may overwrite: the local inputs (now or on a rerun) and the model.
     let inputs: Vec<InputLocation> = input.local.iter().cloned().chain([package.as_input()]).collect();
     // Never into a Delta table's log or among its files (a Delta output is the table itself).
-    let output_option = option("output");
-    refuse_output_inside_table(&output_option, output)?;
+    refuse_output_inside_table("output", output)?;
     if dataset && options.output_format != OutputFormat::Delta {
         if !is_url(output) && Path::new(output).join(batch_io::locations::DELTA_LOG).is_dir() {
             bail!(
@@ -63,60 +69,51 @@ pub fn check_outputs(
                 option_with("output_format", "delta")
             );
         }
-        refuse_output_inside_table(&output_option, &format!("{}/{}", output.trim_end_matches('/'), part_name(0)))?;
+        refuse_output_inside_table("output", &format!("{}/{}", output.trim_end_matches('/'), part_name(0)))?;
     }
     if is_url(output) {
         let files: Vec<String> = input.files.iter().map(ToString::to_string).collect();
         let first_part = dataset.then(|| format!("{}/{}", output.trim_end_matches('/'), part_name(0)));
-        refuse_remote_output_among_inputs(
-            &output_option,
-            output,
-            dataset,
-            first_part.as_deref(),
-            &options.input,
-            &files,
-        )?;
+        refuse_remote_output_among_inputs("output", output, dataset, first_part.as_deref(), &options.input, &files)?;
     } else {
         let path = Path::new(output);
         if dataset {
             // The directory, and any part in it, must be out of the inputs' reach.
-            refuse_output_among_inputs(&output_option, path, &inputs)?;
-            refuse_output_among_inputs(&output_option, &path.join(part_name(0)), &inputs)?;
-            refuse_dataset_holding_inputs(&output_option, path, &inputs)?;
+            refuse_output_among_inputs("output", path, &inputs)?;
+            refuse_output_among_inputs("output", &path.join(part_name(0)), &inputs)?;
+            refuse_dataset_holding_inputs("output", path, &inputs)?;
         } else {
             check_replaceable(path)?;
-            refuse_output_among_inputs(&output_option, path, &inputs)?;
-            check_replaceable_output(&output_option, path, OutputKind::Parquet)?;
+            refuse_output_among_inputs("output", path, &inputs)?;
+            check_replaceable_output("output", path, OutputKind::Parquet)?;
         }
     }
     let side_files = [
-        (option("metrics_json"), &options.metrics_json, OutputKind::SummaryJson),
-        (option("metrics_textfile"), &options.reporting.metrics_textfile, OutputKind::MetricsText),
+        ("metrics_json", &options.metrics_json, OutputKind::SummaryJson),
+        ("metrics_textfile", &options.reporting.metrics_textfile, OutputKind::MetricsText),
     ];
     if let [(first, Some(a), _), (second, Some(b), _)] = &side_files
         && same_location(a, b)
     {
-        bail!("{first} and {second} both name {}; give each its own file", a.display());
+        bail!("{} and {} both name {}; give each its own file", name(first), name(second), a.display());
     }
-    for (flag, metrics, kind) in
-        side_files.iter().filter_map(|(flag, path, kind)| path.as_ref().map(|p| (flag.as_str(), p, *kind)))
+    for (side, metrics, kind) in
+        side_files.iter().filter_map(|(side, path, kind)| path.as_ref().map(|p| (*side, p, *kind)))
     {
-        check_replaceable(metrics).context(flag.to_owned())?;
-        refuse_output_inside_table(flag, &metrics.to_string_lossy())?;
-        refuse_output_among_inputs(flag, metrics, &inputs)?;
+        let given = option_with(side, &metrics.display().to_string());
+        check_replaceable(metrics).context(given.clone())?;
+        refuse_output_inside_table(side, &metrics.to_string_lossy())?;
+        refuse_output_among_inputs(side, metrics, &inputs)?;
         if same_location(metrics, Path::new(output)) {
-            bail!("{flag} {} is also {output_option}; give the figures their own file", metrics.display());
+            bail!("{given} is also {}; give the figures their own file", name("output"));
         }
         // Among the parts (or in a table's log or staging) it could replace a committed part,
         // `_SUCCESS` or a log entry.
         if dataset && !is_url(output) && within(metrics, Path::new(output)) {
-            bail!(
-                "{flag} {} is inside the dataset output {output}; give the figures a file outside it",
-                metrics.display()
-            );
+            bail!("{given} is inside the dataset output {output}; give the figures a file outside it");
         }
         // Last: the checks above say more precisely why a file is not ours to replace.
-        check_replaceable_output(flag, metrics, kind)?;
+        check_replaceable_output(side, metrics, kind)?;
     }
     Ok(())
 }

@@ -499,7 +499,7 @@ impl OutputTable {
                 bail!(
                     "{}: an empty column name; give names separated by commas, e.g. {}",
                     spelling::name("drop"),
-                    spelling::option_with("drop", "attention,tokens")
+                    spelling::option_with("drop", "contribution,token_spans")
                 );
             }
             if name == PREDICTION.name {

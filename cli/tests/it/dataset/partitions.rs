@@ -165,7 +165,7 @@ fn partitioning_that_cannot_work_is_refused_before_any_work() {
     let cases: [(&[&str], &str); 6] = [
         (&["--partition-by", "confidence"], "--partition-by confidence: its values are Float32"),
         (&["--partition-by", "topic"], "--partition-by topic: the run writes no such column"),
-        (&["--partition-by", "label,"], "--partition-by names an empty column"),
+        (&["--partition-by", "label,"], "--partition-by label,: an empty name"),
         (&["--partition-by", "a=b"], "--partition-by a=b: its name holds characters a directory name escapes"),
         (&["--partition-by", "prediction", "--output-format", "delta"], "a Delta table keeps its own partitioning"),
         (&["--partition-by", "prediction", "--drop", "prediction"], "--drop prediction"),

@@ -35,7 +35,7 @@ fn an_unknown_column_or_a_scale_without_its_bytes_is_refused_before_any_work() {
         ("id", "input columns are chosen with --pass-through"),
         ("contribution_scale", "drop contribution too"),
         ("prediction", "every reader of an output"),
-        (",", "an empty column name"),
+        (",", "--drop ,: an empty name: give names separated by commas"),
     ] {
         let output = run(&reviews(), &out, &["--drop", drop]);
         assert_eq!(output.status.code(), Some(1), "{drop}: {}", stderr(&output));

@@ -222,7 +222,11 @@ fn long_documents_are_read_in_windows_or_by_head_and_tail() {
     );
     let output = run(&input, &out, &["--long-document-stride", "300"]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    assert!(stderr(&output).contains("window stride is 300"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("--long-document-stride 300: give a stride from 1 to the token limit"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 fn strings_of_list(batch: &arrow::array::RecordBatch, column: &str, row: usize) -> Vec<String> {

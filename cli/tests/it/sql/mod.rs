@@ -178,7 +178,10 @@ fn a_stride_past_the_models_limit_is_blamed_on_the_flag_not_the_package() {
     let out = pipeline_in(dir.path(), &["sql", "SELECT classify('good movie')", "--long-document-stride", "401"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let err = text(&out.stderr);
-    assert!(err.contains("classify: the window stride is 401; give one from 1 to the token limit (400)"), "{err}");
+    assert!(
+        err.contains("classify: --long-document-stride 401: give a stride from 1 to the token limit (400)"),
+        "{err}"
+    );
     assert!(!err.contains("cannot load model package"), "{err}");
 }
 

@@ -23,7 +23,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use batch_io::atomic_file::{describe_file_type, remove_stale_temporaries, temporary_target, write_failed};
-use batch_io::object_storage::{RemoteObject, RemotePrefix, block_on, is_url, remote_prefix, request_failed};
+use batch_io::object_storage::{
+    RemoteObject, RemotePrefix, TransientIo, block_on, is_url, remote_prefix, request_failed,
+};
 use batch_io::publish::{Destination, Sink};
 use batch_io::source::{InputFile, parquet_footer};
 use batch_io::spelling;
@@ -342,13 +344,24 @@ impl DatasetDir {
     fn scan(&self) -> anyhow::Result<(BTreeMap<usize, CommittedPart>, Option<RunManifest>)> {
         let mut parts: BTreeMap<usize, CommittedPart> = BTreeMap::new();
         let mut success = None;
-        for name in self.entries()? {
+        let entries = self.entries()?;
+        let completed = entries.iter().any(|name| name == SUCCESS);
+        for name in entries {
             let file_name = name.rsplit('/').next().unwrap_or(&name);
             let at_top = !name.contains('/');
             if name == SUCCESS {
                 success = Some(self.read_manifest()?);
             } else if let Some(index) = part_index(file_name) {
-                let footer = self.read_part(&name)?;
+                let footer = match self.read_part(&name) {
+                    Ok(footer) => footer,
+                    // A `_SUCCESS` over a part no reader can read would vouch for it: withdrawn.
+                    // Not for an object store that did not answer: the part may be whole.
+                    Err(error) if completed && !error.chain().any(|cause| cause.is::<TransientIo>()) => {
+                        self.withdraw_success(&[format!("{name} cannot be read")])?;
+                        return Err(error);
+                    }
+                    Err(error) => return Err(error),
+                };
                 if let Some(unit) = footer.unit.filter(|&unit| unit != index) {
                     bail!(
                         "{} holds the rows of {}, not of its own unit: it was copied or renamed; delete it, \
