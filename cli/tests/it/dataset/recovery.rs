@@ -192,6 +192,26 @@ fn a_part_damaged_in_place_or_an_edited_success_is_not_believed() {
 }
 
 #[test]
+fn a_truncated_part_withdraws_the_success_that_vouched_for_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    assert!(run(&reviews(), &out, &["--rows-per-part", "100"]).status.success());
+    let part = out.join("part-00001.parquet");
+    let bytes = std::fs::read(&part).expect("read");
+    std::fs::write(&part, &bytes[..bytes.len() / 2]).expect("truncate");
+    let finalized = finalize(&out);
+    assert_eq!(finalized.status.code(), Some(1), "{}", stderr(&finalized));
+    let err = stderr(&finalized);
+    assert!(err.contains("part-00001.parquet is not a readable part; delete it, or rerun with --overwrite"), "{err}");
+    assert!(err.contains("part-00001.parquet cannot be read"), "the withdrawal says why: {err}");
+    assert!(!out.join("_SUCCESS").exists(), "no reader is told the dataset is complete");
+    // The rerun the message offers writes it all again.
+    let output = run(&reviews(), &out, &["--rows-per-part", "100", "--overwrite"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(out.join("_SUCCESS").exists());
+}
+
+#[test]
 fn an_input_inside_the_dataset_output_is_refused_even_with_overwrite() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("ds");

@@ -190,6 +190,17 @@ pub struct StagedPart {
     pub rows: u64,
 }
 
+/// What a scan of the output does with a part whose footer cannot be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unreadable {
+    /// Refuses the output, withdrawing a `_SUCCESS` that vouched for the part.
+    Refuse,
+    /// Deletes the part, to be written again (`--overwrite`).
+    Delete,
+    /// Leaves it out of what the scan returns.
+    Skip,
+}
+
 /// What [`DatasetDir::finalize`] found.
 #[derive(Debug)]
 pub enum Finalized {
@@ -341,7 +352,8 @@ impl DatasetDir {
     /// (`*.html`, which `pipeline report` may write beside the parts) are left alone; anything
     /// else in the directory (but a live writer's temporary) is refused: this is not a run's
     /// output.
-    fn scan(&self) -> anyhow::Result<(BTreeMap<usize, CommittedPart>, Option<RunManifest>)> {
+    /// `unreadable` says what becomes of a part whose footer cannot be read.
+    fn scan(&self, unreadable: Unreadable) -> anyhow::Result<(BTreeMap<usize, CommittedPart>, Option<RunManifest>)> {
         let mut parts: BTreeMap<usize, CommittedPart> = BTreeMap::new();
         let mut success = None;
         let entries = self.entries()?;
@@ -356,11 +368,23 @@ impl DatasetDir {
                     Ok(footer) => footer,
                     // A `_SUCCESS` over a part no reader can read would vouch for it: withdrawn.
                     // Not for an object store that did not answer: the part may be whole.
-                    Err(error) if completed && !error.chain().any(|cause| cause.is::<TransientIo>()) => {
-                        self.withdraw_success(&[format!("{name} cannot be read")])?;
+                    Err(error) if error.chain().any(|cause| cause.is::<TransientIo>()) => return Err(error),
+                    Err(_) if unreadable == Unreadable::Skip => continue,
+                    Err(_) if unreadable == Unreadable::Delete => {
+                        tracing::warn!(
+                            "{} is not a readable part; deleted it ({}), to be written again",
+                            self.destination(&name),
+                            spelling::flag_set("overwrite")
+                        );
+                        self.delete(&name)?;
+                        continue;
+                    }
+                    Err(error) => {
+                        if completed {
+                            self.withdraw_success(&[format!("{name} cannot be read")])?;
+                        }
                         return Err(error);
                     }
-                    Err(error) => return Err(error),
                 };
                 if let Some(unit) = footer.unit.filter(|&unit| unit != index) {
                     bail!(
@@ -500,7 +524,7 @@ impl DatasetDir {
     /// only the new inputs are to do. Its `_SUCCESS` stays until this run writes its own, so
     /// that a reader meanwhile sees the earlier dataset whole.
     pub fn committed(&self, run: &Run, unit_files: &[usize], overwrite: bool) -> anyhow::Result<Committed> {
-        let (parts, success) = self.scan()?;
+        let (parts, success) = self.scan(if overwrite { Unreadable::Delete } else { Unreadable::Refuse })?;
         let mut foreign: Vec<String> = Vec::new();
         let mut extended = None;
         if let Some(manifest) = &success
@@ -578,7 +602,8 @@ impl DatasetDir {
     /// lists, then those its parts name, by part. A rerun over grown inputs reads these
     /// first, so that each keeps its units, and its parts stand.
     fn earlier_input_order(&self) -> anyhow::Result<Vec<String>> {
-        let (parts, success) = self.scan()?;
+        // An unreadable part names no input; the run's check of the parts decides about it.
+        let (parts, success) = self.scan(Unreadable::Skip)?;
         let mut order: Vec<String> =
             success.map(|m| m.inputs.into_iter().map(|i| i.location).collect()).unwrap_or_default();
         for input in parts.into_values().filter_map(|p| p.input) {
@@ -667,7 +692,7 @@ impl DatasetDir {
         run: &Run,
         units: impl Iterator<Item = usize>,
     ) -> anyhow::Result<BTreeMap<usize, StagedPart>> {
-        let (parts, _) = self.scan()?;
+        let (parts, _) = self.scan(Unreadable::Refuse)?;
         let mut staged = BTreeMap::new();
         for index in units {
             let Some(part) = parts.get(&index) else { continue };
@@ -691,7 +716,7 @@ impl DatasetDir {
     /// With `run`, the parts must belong to it; without (`pipeline finalize`), to the run their
     /// footers name. A `_SUCCESS` already there is checked against the parts first.
     pub fn finalize(&self, run: Option<&Run>, started_at: chrono::DateTime<chrono::Utc>) -> anyhow::Result<Finalized> {
-        let (parts, success) = self.scan()?;
+        let (parts, success) = self.scan(Unreadable::Refuse)?;
         // Without the run, the newest of the parts' runs: an extended dataset holds parts of
         // the earlier run too, and the newest one's units are all of them.
         let newest = parts.values().max_by_key(|p| p.run.parts);
