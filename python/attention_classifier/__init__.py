@@ -234,6 +234,7 @@ def run(input: str, output: str = "predictions.parquet", *, model: Optional[Path
     if "window" in options and options.get("chunk_rows") is not None:
         raise TypeError("run() got both window= and chunk_rows=; window= is chunk_rows='s old name: give chunk_rows= only")
     if "window" in options:
+        _counts(window=options["window"])
         warnings.warn("window= is now chunk_rows= (rows read together, not token windows); the old name goes in "
                       "the next release", DeprecationWarning, stacklevel=2)
         options.setdefault("chunk_rows", options.pop("window"))

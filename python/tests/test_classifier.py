@@ -139,6 +139,8 @@ def test_run_sets_and_checks_options_as_pipeline_run_does(tmp_path, monkeypatch)
         ac.run(str(REVIEWS), str(tmp_path / "other.parquet"), min_confidence=1.5)
     with pytest.raises(TypeError, match=r"min_confidence=True: takes a number"):
         ac.run(str(REVIEWS), str(tmp_path / "other.parquet"), min_confidence=True)
+    with pytest.raises(ac.PipelineError, match=r"window=0: must be at least 1"):
+        ac.run(str(REVIEWS), str(tmp_path / "other.parquet"), window=0)
     with pytest.raises(TypeError, match=r"window= and chunk_rows="):
         ac.run(str(REVIEWS), str(tmp_path / "other.parquet"), window=5, chunk_rows=7)
     monkeypatch.setenv("OPENLINEAGE_URL", "not a url")

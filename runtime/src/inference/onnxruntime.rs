@@ -93,9 +93,10 @@ impl OrtLibrary {
             "the ONNX Runtime shared library ({LIBRARY_FILE}) was not found. Fix it with one of:\n\
              \x20 - set ORT_DYLIB_PATH=/path/to/{LIBRARY_FILE} (or pass the library path explicitly);\n\
              \x20 - `pip install onnxruntime=={ORT_VERSION}` (or `onnxruntime-gpu=={ORT_GPU_VERSION}` for CUDA) \
-             for the python3 on PATH, and pass `--ort-library {FROM_PYTHON}` (or set ORT_DYLIB_PATH={FROM_PYTHON});\n\
+             for the python3 on PATH, and pass `{}` (or set ORT_DYLIB_PATH={FROM_PYTHON});\n\
              \x20 - run `scripts/install-onnxruntime.sh` (CPU only; installs {INSTALL_DIR}/{LIBRARY_FILE}, \
-             found by the binaries built into that target directory)."
+             found by the binaries built into that target directory).",
+            batch_io::spelling::option_with("ort_library", FROM_PYTHON)
         )
     }
 }
