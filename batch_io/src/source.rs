@@ -35,7 +35,32 @@ pub struct ParquetSource {
 /// A stream of record batches whose errors name their file.
 pub type Batches = Box<dyn Iterator<Item = anyhow::Result<RecordBatch>> + Send>;
 
-/// Opens `path`, checks that every column in `columns` exists, and streams only those.
+/// A column asked for by name that a file lacks; its `Display` lists the file's columns. A
+/// caller that knows which option named the column adds it ([`Self::given_as`]).
+#[derive(Debug)]
+pub struct MissingColumn {
+    pub column: String,
+    message: String,
+}
+
+impl MissingColumn {
+    /// The message with the option that names the column (`text_column`), as the front end
+    /// spells it ([`crate::spelling`]).
+    pub fn given_as(&self, option: &str) -> String {
+        format!("{} (choose another with {})", self.message, crate::spelling::name(option))
+    }
+}
+
+impl std::fmt::Display for MissingColumn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for MissingColumn {}
+
+/// Opens `path`, checks that every column in `columns` exists (else [`MissingColumn`]), and
+/// streams only those.
 /// Decoding is guarded: a corrupt file that makes the decoder panic gives an error.
 pub fn open_parquet(path: &Path, columns: &[&str], batch_size: usize) -> anyhow::Result<ParquetSource> {
     let display = path.display().to_string();
@@ -52,7 +77,11 @@ fn open_parquet_unguarded(path: &Path, columns: &[&str], batch_size: usize) -> a
     for column in columns {
         match schema.index_of(column) {
             Ok(index) => indices.push(index),
-            Err(_) => bail!("{} has no column `{column}`; its columns are: {}", path.display(), column_list(&schema)),
+            Err(_) => {
+                let message =
+                    format!("{} has no column `{column}`; its columns are: {}", path.display(), column_list(&schema));
+                return Err(MissingColumn { column: (*column).to_owned(), message }.into());
+            }
         }
     }
     let rows = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);

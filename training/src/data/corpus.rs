@@ -6,7 +6,8 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 use batch_io::source::{
-    column, column_list, is_label_list_type, is_string_type, label_sets, label_values, open_parquet, string_values,
+    MissingColumn, column, column_list, is_label_list_type, is_string_type, label_sets, label_values, open_parquet,
+    string_values,
 };
 use runtime::package::CorpusFingerprint;
 use sha2::{Digest, Sha256};
@@ -34,7 +35,11 @@ pub struct LabelledCorpus {
 
 /// The non-null texts of an unlabelled Parquet corpus (e.g. for word vectors).
 pub fn read_texts(path: &Path, text_column: &str) -> anyhow::Result<Vec<String>> {
-    let source = open_parquet(path, &[text_column], 4096)?;
+    let source =
+        open_parquet(path, &[text_column], 4096).map_err(|error| match error.downcast_ref::<MissingColumn>() {
+            Some(missing) => anyhow::anyhow!(missing.given_as("text_column")),
+            None => error,
+        })?;
     check_text_column(path, &source.schema, text_column)?;
     let mut texts = Vec::new();
     for batch in source.batches {
@@ -62,7 +67,13 @@ fn check_text_column(path: &Path, schema: &arrow::datatypes::SchemaRef, text_col
 
 impl LabelledCorpus {
     pub fn read(path: &Path, columns: &Columns) -> anyhow::Result<Self> {
-        let source = open_parquet(path, &[&columns.text, &columns.label], 4096)?;
+        let source = open_parquet(path, &[&columns.text, &columns.label], 4096).map_err(|error| match error
+            .downcast_ref::<MissingColumn>(
+        ) {
+            Some(missing) if missing.column == columns.text => anyhow::anyhow!(missing.given_as("text_column")),
+            Some(missing) => anyhow::anyhow!(missing.given_as("label_column")),
+            None => error,
+        })?;
         check_text_column(path, &source.schema, &columns.text)?;
         let multi_label = is_label_list_type(source.schema.field_with_name(&columns.label)?.data_type());
         let (mut texts, mut labels, mut skipped_null) = (Vec::new(), Vec::new(), 0);

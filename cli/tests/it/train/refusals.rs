@@ -144,3 +144,19 @@ fn a_validation_copy_of_the_training_file_and_reserved_record_names_are_refused(
     }
     assert_nothing_written(dir.path(), &["train.parquet", "copy.parquet"]);
 }
+
+#[test]
+fn a_column_that_is_not_there_names_the_flag_that_chose_it() {
+    for (flag, other) in [("--text-column", "--label-column"), ("--label-column", "--text-column")] {
+        let eval = pipeline()
+            .args(["eval", "--model"])
+            .arg(fixture("tiny-san"))
+            .arg("--data")
+            .arg(fixture("reviews.parquet"))
+            .args([flag, "nope"])
+            .output()
+            .expect("eval");
+        refused(&eval, &["has no column `nope`; its columns are: id", &format!("(choose another with {flag})")]);
+        assert!(!stderr(&eval).contains(other), "{}", stderr(&eval));
+    }
+}
