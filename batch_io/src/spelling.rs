@@ -17,21 +17,26 @@ pub fn keywords() -> bool {
     KEYWORD_ARGUMENTS.load(Ordering::Relaxed)
 }
 
+/// The command line's flag for the option `name`, whatever the front end: `--batch-size`.
+pub fn flag(name: &str) -> String {
+    format!("--{}", name.replace('_', "-"))
+}
+
 /// The option `name` as the caller gave it: `--batch-size`, or `batch_size=`.
 pub fn option(name: &str) -> String {
-    if keywords() { format!("{name}=") } else { format!("--{}", name.replace('_', "-")) }
+    if keywords() { format!("{name}=") } else { flag(name) }
 }
 
 /// The option `name` alone, as a label: `--batch-size`, or `batch_size`.
 pub fn name(name: &str) -> String {
-    if keywords() { name.to_owned() } else { format!("--{}", name.replace('_', "-")) }
+    if keywords() { name.to_owned() } else { flag(name) }
 }
 
 /// The option `name` with `value`: `--drop tokens`, or `drop="tokens"` (a number or a flag's
 /// `True` unquoted).
 pub fn option_with(name: &str, value: &str) -> String {
     if !keywords() {
-        return format!("--{} {value}", name.replace('_', "-"));
+        return format!("{} {value}", flag(name));
     }
     if value.parse::<f64>().is_ok() || ["True", "False"].contains(&value) {
         format!("{name}={value}")
@@ -42,7 +47,7 @@ pub fn option_with(name: &str, value: &str) -> String {
 
 /// A flag that takes no value, as set: `--overwrite`, or `overwrite=True`.
 pub fn flag_set(name: &str) -> String {
-    if keywords() { format!("{name}=True") } else { format!("--{}", name.replace('_', "-")) }
+    if keywords() { format!("{name}=True") } else { flag(name) }
 }
 
 #[cfg(test)]

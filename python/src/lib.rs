@@ -20,7 +20,7 @@ use batch_io::command_line::MAX_THREADS;
 use batch_io::object_storage::TransientIo;
 use batch_io::source::{is_text_type, string_values, text_array};
 use pipeline::job::options::Kind;
-use pipeline::job::spec::{find, names};
+use pipeline::job::spec::find;
 use pipeline::job::{OptionValue, RUN_OPTIONS, RunOption, RunSpec, Scope, model_sha256, run_job, table_metadata};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
@@ -61,14 +61,20 @@ fn python_error(error: anyhow::Error) -> PyErr {
 /// process's worker threads, and where the Python package found ONNX Runtime.
 const FRONT_END_OWN: [&str; 2] = ["threads", "ort_search_dirs"];
 
-/// Every keyword argument `Classifier` takes: the options of how documents are classified.
-fn classifier_keywords() -> Vec<&'static str> {
-    names(Scope::Classify).chain(FRONT_END_OWN).collect()
+/// The options `Classifier` takes: those of how documents are classified.
+const CLASSIFIER_SCOPES: [Scope; 1] = [Scope::Classify];
+
+/// The options `run` takes: every run option.
+const RUN_SCOPES: [Scope; 3] = [Scope::Classify, Scope::Run, Scope::OutputAndReporting];
+
+/// The run options a call of `scopes` takes.
+fn options_of(scopes: &[Scope]) -> impl Iterator<Item = &'static RunOption> {
+    RUN_OPTIONS.iter().filter(move |option| scopes.contains(&option.scope))
 }
 
-/// Every keyword argument `run` takes: every run option.
-fn run_keywords() -> Vec<&'static str> {
-    RUN_OPTIONS.iter().map(|option| option.name).chain(FRONT_END_OWN).collect()
+/// The keyword arguments a call of `scopes` takes: its options and the front end's own.
+fn keywords(scopes: &[Scope]) -> Vec<&'static str> {
+    options_of(scopes).map(|option| option.name).chain(FRONT_END_OWN).collect()
 }
 
 /// The run options whose values are of the kinds `wanted` takes.
@@ -110,9 +116,8 @@ fn set_options(
     options: Option<&Bound<'_, PyDict>>,
     scopes: &[Scope],
 ) -> PyResult<FrontEndOptions> {
-    let in_scope = |name: &str| find(name).filter(|option| scopes.contains(&option.scope));
     let mut from_environment = Vec::new();
-    for option in RUN_OPTIONS.iter().filter(|option| scopes.contains(&option.scope)) {
+    for option in options_of(scopes) {
         // `None` is left out, as everywhere: the environment's value then stands.
         let given = options.map(|dict| dict.get_item(option.name)).transpose()?.flatten().is_some_and(|v| !v.is_none());
         let from_env = option.env.and_then(|name| std::env::var(name).ok()).filter(|value| !value.trim().is_empty());
@@ -125,17 +130,12 @@ fn set_options(
         }
     }
     let mut own = FrontEndOptions { from_environment, ..FrontEndOptions::default() };
-    let known: Vec<&str> = RUN_OPTIONS
-        .iter()
-        .filter(|option| scopes.contains(&option.scope))
-        .map(|option| option.name)
-        .chain(FRONT_END_OWN)
-        .collect();
+    let known = keywords(scopes);
     keyword_arguments(function, options, &known, |name, value| {
         if value.is_none() {
             return Ok(known.contains(&name));
         }
-        match (name, in_scope(name)) {
+        match (name, find(name).filter(|option| scopes.contains(&option.scope))) {
             ("threads", _) => own.threads = Some(value.extract()?),
             ("ort_search_dirs", _) => own.ort_search_dirs = value.extract()?,
             (_, Some(option)) => {
@@ -280,7 +280,7 @@ impl Classifier {
     fn new(py: Python<'_>, model: Option<PathBuf>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         // The options of a run, checked as `pipeline run` checks them; there is no input.
         let mut spec = RunSpec::new(String::new());
-        let threads = set_options("Classifier", &mut spec, options, &[Scope::Classify])?.threads;
+        let threads = set_options("Classifier", &mut spec, options, &CLASSIFIER_SCOPES)?.threads;
         let open = || -> anyhow::Result<Self> {
             spec.check()?;
             worker_pool(threads)?;
@@ -424,8 +424,7 @@ fn run(
 ) -> PyResult<String> {
     let cancel = Arc::new(AtomicBool::new(false));
     let mut spec = RunSpec::new(input);
-    let scopes = [Scope::Classify, Scope::Run, Scope::OutputAndReporting];
-    let own = set_options("run", &mut spec, options, &scopes)?;
+    let own = set_options("run", &mut spec, options, &RUN_SCOPES)?;
     let threads = own.threads;
     if let Some(output) = output {
         spec.output = output;
@@ -490,8 +489,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("TransientError", module.py().get_type::<TransientError>())?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // The keyword arguments each takes, for the test that holds them to `pipeline run --help`.
-    module.add("CLASSIFIER_KEYWORDS", classifier_keywords())?;
-    module.add("RUN_KEYWORDS", run_keywords())?;
+    module.add("CLASSIFIER_KEYWORDS", keywords(&CLASSIFIER_SCOPES))?;
+    module.add("RUN_KEYWORDS", keywords(&RUN_SCOPES))?;
     // Those the Python package checks as counts, and those it also takes as "a,b" strings.
     module.add(
         "COUNT_KEYWORDS",

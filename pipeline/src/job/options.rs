@@ -125,7 +125,7 @@ pub struct RunOption {
 impl RunOption {
     /// The option of `pipeline run` (`--batch-size`).
     pub fn flag(&self) -> String {
-        format!("--{}", self.name.replace('_', "-"))
+        batch_io::spelling::flag(self.name)
     }
 
     /// `text`, as a flag's argument, checked as the option's value.
@@ -283,7 +283,7 @@ impl InvalidOption {
 
 impl fmt::Display for InvalidOption {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let flag = format!("--{}", self.option.replace('_', "-"));
+        let flag = batch_io::spelling::flag(self.option);
         match &self.given {
             Some(OptionValue::Text(name)) if self.option.is_empty() => write!(f, "`{name}` {}", self.problem),
             _ if batch_io::spelling::keywords() => f.write_str(&self.in_python()),

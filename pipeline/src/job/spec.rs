@@ -12,7 +12,7 @@ use runtime::inference::{BackendKind, BackendOptions, Device};
 use runtime::long_documents::{Aggregate, LongDocuments, Mode};
 use runtime::output::AttentionEncoding;
 
-use super::options::{InvalidOption, OptionValue, RunOption, Scope, choice_option_types, run_options};
+use super::options::{InvalidOption, OptionValue, RunOption, choice_option_types, run_options};
 use crate::units::Shard;
 
 /// The defaults that are not an option's (those are in the table), or that code needs as values.
@@ -191,11 +191,6 @@ pub struct Reporting {
 /// The option `name` (as Python spells it), if there is one.
 pub fn find(name: &str) -> Option<&'static RunOption> {
     RUN_OPTIONS.iter().find(|option| option.name == name)
-}
-
-/// The names of the options of `scope`, in the table's order.
-pub fn names(scope: Scope) -> impl Iterator<Item = &'static str> {
-    RUN_OPTIONS.iter().filter(move |option| option.scope == scope).map(|option| option.name)
 }
 
 choice_option_types!(OutputFormat);
