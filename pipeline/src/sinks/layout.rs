@@ -21,13 +21,16 @@ const ZSTD_LEVEL: i32 = 6;
 /// on IMDB test's attention; 3.85 against 3.83 MB of spans) in a seventh of the time, which
 /// was a fifth of the default run's CPU (#34).
 const ZSTD_LEVEL_BYTES: i32 = 1;
-/// zstd's level for the signed pushes (`contribution`, `label_contributions`): most are 0 or
-/// ±1, and only zstd's optimal parser (levels 16 and up) stops spending bits on short matches
-/// that cost more than the bytes they replace. 16 left them 10 % smaller than level 1 on IMDB
-/// test (2.66 against 2.95 MB), 1.5 % on Reuters' news and 10 % on its multi-label pushes, for
-/// about 1.3 s of one core over IMDB test's 6.8 M tokens; levels 2 to 15 were larger than 1
-/// (#50). The summary gained under 0.5 % at 16, so it stays at 1.
-const ZSTD_LEVEL_PUSHES: i32 = 16;
+/// zstd's level for an attention model's signed pushes (`contribution`,
+/// `label_contributions`): where attention looks away, a word pushes nothing, so most are 0
+/// or ±1, and only zstd's optimal parser (levels 16 and up) stops spending bits on short
+/// matches that cost more than the bytes they replace. 16 left them 10 % smaller than level 1
+/// on IMDB test (2.66 against 2.95 MB), 1.5 % on Reuters' news and 10 % on its multi-label
+/// pushes, for about 2 s of one core over IMDB test's 6.8 M tokens; levels 2 to 15 were
+/// larger than 1. The fast tier's pushes are dense (every word pushes): 16 saved it 0.2 % and
+/// cost it 30 % of its speed, so they stay at level 1, as does the summary, which gained 0.4 %
+/// (#50, RESULTS.md).
+const ZSTD_LEVEL_SPARSE_PUSHES: i32 = 16;
 /// zstd's level for the text column, the largest of the default output (half of it): 12 on
 /// whole pages kept IMDB test's text 7 % smaller than 6 (#50), for about 1.5 s of one core
 /// over the 25,000 reviews.
@@ -44,6 +47,8 @@ pub struct LayoutHints {
     pub sparse_floats: bool,
     /// The text column, when the files hold it: every value differs, so no dictionary.
     pub text_column: Option<String>,
+    /// The pushes come from an attention model, so most are 0: they are packed harder.
+    pub sparse_pushes: bool,
 }
 
 /// How every output file of a run is laid out: its schema and its Parquet settings.
@@ -74,9 +79,9 @@ impl ParquetLayout {
                 || name == Some(TOKEN_SPANS.name);
             if column.max_rep_level() > 0 && small_integers {
                 let pushes = name == Some(CONTRIBUTION.name) || name == Some(LABEL_CONTRIBUTIONS.name);
-                let level = if pushes { ZSTD_LEVEL_PUSHES } else { ZSTD_LEVEL_BYTES };
-                properties =
-                    properties.set_column_compression(column.path().clone(), Compression::ZSTD(ZstdLevel::try_new(level)?));
+                let level = if pushes && hints.sparse_pushes { ZSTD_LEVEL_SPARSE_PUSHES } else { ZSTD_LEVEL_BYTES };
+                properties = properties
+                    .set_column_compression(column.path().clone(), Compression::ZSTD(ZstdLevel::try_new(level)?));
             }
             if column.physical_type() == PhysicalType::FLOAT {
                 properties = properties
@@ -130,25 +135,31 @@ mod tests {
     }
 
     /// The level each list of bytes gets follows its column's name, so a renamed column
-    /// would silently fall back to level 1: the pushes, single or per label, get the
-    /// optimal parser, and the summary does not.
+    /// would silently fall back to level 1: an attention model's pushes, single or per label,
+    /// get the optimal parser; the summary and the fast tier's dense pushes do not.
     #[test]
-    fn the_signed_pushes_are_packed_at_their_own_level() {
+    fn an_attention_models_pushes_are_packed_at_their_own_level() {
         let schema = Schema::new(vec![
             Field::new("attention_summary", list_of(DataType::UInt8), true),
             Field::new("contribution", list_of(DataType::Int8), true),
             Field::new("label_contributions", list_of(list_of(DataType::Int8)), true),
         ]);
-        let layout = ParquetLayout::new(Arc::new(schema), &LayoutHints::default()).expect("layout");
-        let level = |path: &[&str]| {
+        let schema = Arc::new(schema);
+        let level = |sparse_pushes: bool, path: &[&str]| {
+            let hints = LayoutHints { sparse_pushes, ..LayoutHints::default() };
+            let layout = ParquetLayout::new(schema.clone(), &hints).expect("layout");
             let path = ColumnPath::new(path.iter().map(|part| part.to_string()).collect());
             match layout.properties.compression(&path) {
                 Compression::ZSTD(level) => level.compression_level(),
                 other => panic!("{path} is {other:?}, not zstd"),
             }
         };
-        assert_eq!(level(&["attention_summary", "list", "item"]), ZSTD_LEVEL_BYTES);
-        assert_eq!(level(&["contribution", "list", "item"]), ZSTD_LEVEL_PUSHES);
-        assert_eq!(level(&["label_contributions", "list", "item", "list", "item"]), ZSTD_LEVEL_PUSHES);
+        let pushes: [&[&str]; 2] =
+            [&["contribution", "list", "item"], &["label_contributions", "list", "item", "list", "item"]];
+        for path in pushes {
+            assert_eq!(level(true, path), ZSTD_LEVEL_SPARSE_PUSHES, "{path:?}");
+            assert_eq!(level(false, path), ZSTD_LEVEL_BYTES, "{path:?}");
+        }
+        assert_eq!(level(true, &["attention_summary", "list", "item"]), ZSTD_LEVEL_BYTES);
     }
 }
