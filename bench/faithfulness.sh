@@ -10,7 +10,7 @@ models=("${@:-fixtures/default-model}")
 work=target/bench/faithfulness
 mkdir -p "$work"
 
-cargo build --release --bin pipeline
+cargo build --release --workspace
 pipeline="${CARGO_TARGET_DIR:-target}/release/pipeline"
 ORT_DYLIB_PATH=$(realpath "$(bash scripts/install-onnxruntime.sh | tail -n 1)")
 export ORT_DYLIB_PATH

@@ -10,7 +10,7 @@ test=${2:-../shared/datasets/imdb/test.parquet}
 work=target/bench/fast-tier
 mkdir -p "$work"
 
-cargo build --release --bin pipeline
+cargo build --release --workspace
 export PIPELINE_BIN="${CARGO_TARGET_DIR:-target}/release/pipeline"
 ort_lib=$(bash scripts/install-onnxruntime.sh | tail -n 1)
 venv=target/bench/venv
