@@ -239,6 +239,7 @@ fn fit<C: ModelConfig>(
         let training = TrainConfig { seed: training.seed + member as u64, ..training.clone() };
         device.seed(training.seed);
         let model = config.init(words, data.classes.len(), device);
+        let model = config.fitted_to_corpus(model, &data.train, data.classes.len(), data.task);
         let trained = train(model, &data.classes, &data.train, &data.valid, &training)?;
         let best = trained.best().context("no best epoch recorded")?.clone();
         runs.push(TrainedRun { history: trained.history, best });

@@ -139,6 +139,17 @@ pub trait ModelConfig: Serialize + for<'a> From<&'a ModelFlags> {
     fn members(&self) -> usize {
         1
     }
+    /// The untrained model made ready for its corpus, from the training documents, before
+    /// training starts (the fast tier's naive-Bayes weights); as it is by default.
+    fn fitted_to_corpus(
+        &self,
+        model: Self::Model,
+        _train: &[crate::fit::Example],
+        _classes: usize,
+        _task: crate::fit::Task,
+    ) -> Self::Model {
+        model
+    }
     /// The package's model from the trained members (the one model, unless [`Self::members`]
     /// says more).
     fn join(mut members: Vec<Self::Model>) -> anyhow::Result<Self::Model> {
@@ -263,6 +274,13 @@ pub struct ModelFlags {
     /// wordNgrams) [ngram].
     #[arg(long, default_value_t = 2)]
     pub ngrams: usize,
+    /// How much each word and n-gram counts in the document's average: `naive-bayes` scales it
+    /// by its log-count ratio between the classes (NBSVM's; Wang & Manning 2012), measured on
+    /// the training documents, so words that name no class weigh little; `none` counts every
+    /// feature alike (fastText); `auto`: naive-Bayes for one label a document, none for
+    /// several [ngram].
+    #[arg(long, value_enum, default_value_t = crate::models::ngram::FeatureWeights::Auto)]
+    pub feature_weights: crate::models::ngram::FeatureWeights,
     /// LSTM units per direction, u [san].
     #[arg(long, default_value_t = 64)]
     pub lstm_hidden: usize,

@@ -21,6 +21,7 @@ use super::{
     GraphShape, ModelConfig, Network, NetworkOutput, VariantDefaults, check_sizes, declare_contribution,
     declare_outputs,
 };
+use crate::fit::{Example, Task};
 use crate::layers::embedding::InitialWords;
 use crate::layers::{TokenBatch, values};
 use crate::onnx::{Dim, ElemType, GraphBuilder, Value};
@@ -46,9 +47,23 @@ pub struct NgramConfig {
     pub ngrams: usize,
     pub members: usize,
     pub dropout: f64,
+    pub feature_weights: FeatureWeights,
 }
 
-config_from_flags!(NgramConfig, |flags| { buckets, ngrams }, members: flags.members.unwrap_or(DEFAULT_MEMBERS));
+config_from_flags!(NgramConfig, |flags| { buckets, ngrams, feature_weights }, members: flags.members.unwrap_or(DEFAULT_MEMBERS));
+
+/// How much each feature (word or n-gram) counts in a document's average.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FeatureWeights {
+    /// Naive-Bayes for one label a document; none for several, where on Reuters-21578 they
+    /// slowed training (RESULTS.md, "Naive-Bayes feature weights").
+    Auto,
+    /// By its log-count ratio between the classes on the training documents (NBSVM's).
+    NaiveBayes,
+    /// Every feature alike (fastText).
+    None,
+}
 
 impl ModelConfig for NgramConfig {
     type Model = Ngram;
@@ -71,7 +86,25 @@ impl ModelConfig for NgramConfig {
             .init(device);
         let output = LinearConfig::new(self.embedding_dim, classes).with_initializer(Initializer::Zeros).init(device);
         let dropout = DropoutConfig::new(self.dropout).init();
-        Ngram { features, output, dropout, vocabulary: words.vocab_size, buckets: self.buckets, ngrams: self.ngrams }
+        Ngram {
+            features,
+            output,
+            dropout,
+            vocabulary: words.vocab_size,
+            buckets: self.buckets,
+            ngrams: self.ngrams,
+            feature_weights: None,
+        }
+    }
+
+    fn fitted_to_corpus(&self, model: Ngram, train: &[Example], classes: usize, task: Task) -> Ngram {
+        match (self.feature_weights, task) {
+            (FeatureWeights::None, _) | (FeatureWeights::Auto, Task::MultiLabel) => model,
+            (FeatureWeights::NaiveBayes, _) | (FeatureWeights::Auto, Task::OneClass) => {
+                let weights = naive_bayes_weights(&model, train, classes);
+                Ngram { feature_weights: Some(weights), ..model }
+            }
+        }
     }
 
     fn takes_word_vectors(&self) -> bool {
@@ -88,8 +121,9 @@ impl ModelConfig for NgramConfig {
     fn join(members: Vec<Ngram>) -> anyhow::Result<Ngram> {
         let count = members.len();
         let first = members.first().context("no model was trained")?;
-        let (dropout, vocabulary, buckets, ngrams) =
-            (first.dropout.clone(), first.vocabulary, first.buckets, first.ngrams);
+        // Every member's weights come from the same training documents.
+        let (dropout, vocabulary, buckets, ngrams, feature_weights) =
+            (first.dropout.clone(), first.vocabulary, first.buckets, first.ngrams, first.feature_weights.clone());
         if count == 1 {
             return members.into_iter().next().context("no model was trained");
         }
@@ -104,7 +138,7 @@ impl ModelConfig for NgramConfig {
         let mut output = members[0].output.clone();
         output.weight = Param::from_tensor(Tensor::cat(weights, 0));
         output.bias = Some(Param::from_tensor(Tensor::stack::<2>(biases, 0).mean_dim(0).squeeze_dim(0)));
-        Ok(Ngram { features, output, dropout, vocabulary, buckets, ngrams })
+        Ok(Ngram { features, output, dropout, vocabulary, buckets, ngrams, feature_weights })
     }
 }
 
@@ -152,6 +186,93 @@ pub struct Ngram {
     buckets: usize,
     /// The longest n-gram.
     ngrams: usize,
+    /// Each row's weight in the average (`--feature-weights naive-bayes`), fixed before
+    /// training; every row 1 without them. Not a parameter: the export folds it into the table.
+    #[module(skip)]
+    feature_weights: Option<Vec<f32>>,
+}
+
+/// The smoothing count of NBSVM's log-count ratio, α (Wang & Manning use 1).
+const NAIVE_BAYES_ALPHA: f64 = 1.0;
+
+/// Each feature row's naive-Bayes weight: the largest, over the classes, of the magnitude of
+/// the log-count ratio between the documents of that class and the others,
+/// `r = log((n_c + α) / ‖n_c + α‖₁) − log((n_¬c + α) / ‖n_¬c + α‖₁)`, with `n` the number
+/// of documents that hold the feature (each counted once, as NBSVM's binarised features).
+/// The weights are then divided by their mean over the training documents' features, so the
+/// average a document's vectors make keeps its scale (and the learning rate its meaning).
+fn naive_bayes_weights(model: &Ngram, train: &[Example], classes: usize) -> Vec<f32> {
+    let rows = model.vocabulary + model.buckets;
+    // (row, class) of every distinct feature of every document, sorted: the counts without a
+    // table of rows × classes, which many classes would make too large.
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    let mut features = Vec::new();
+    for example in train {
+        features.clear();
+        model.feature_rows(&example.ids, &mut features);
+        features.sort_unstable();
+        features.dedup();
+        for &label in &example.labels {
+            pairs.extend(features.iter().map(|&row| (row, label as u32)));
+        }
+    }
+    pairs.sort_unstable();
+    let mut per_class = vec![0f64; classes];
+    for &(_, class) in &pairs {
+        if let Some(total) = per_class.get_mut(class as usize) {
+            *total += 1.0;
+        }
+    }
+    let everything: f64 = per_class.iter().sum();
+    let smoothing = NAIVE_BAYES_ALPHA * rows as f64;
+    // The classes by documents' features, largest first: among the classes that never hold a
+    // feature, the largest gives it the largest ratio.
+    let mut largest_first: Vec<usize> = (0..classes).collect();
+    largest_first.sort_by(|&a, &b| per_class[b].total_cmp(&per_class[a]));
+    let ratio = |in_class: f64, in_feature: f64, class: usize| {
+        let (class_total, rest_total) = (per_class[class], everything - per_class[class]);
+        let inside = (in_class + NAIVE_BAYES_ALPHA) / (class_total + smoothing);
+        let outside = (in_feature - in_class + NAIVE_BAYES_ALPHA) / (rest_total + smoothing);
+        (inside / outside).ln().abs()
+    };
+    let largest_ratio = |counts: &[(u32, u32)]| {
+        let in_feature = counts.len() as f64;
+        let mut largest = 0f64;
+        let mut start = 0;
+        while let Some(&(_, class)) = counts.get(start) {
+            let end = start + counts[start..].iter().take_while(|&&(_, c)| c == class).count();
+            largest = largest.max(ratio((end - start) as f64, in_feature, class as usize));
+            start = end;
+        }
+        let absent = largest_first.iter().find(|&&class| counts.iter().all(|&(_, c)| c as usize != class));
+        if let Some(&class) = absent {
+            largest = largest.max(ratio(0.0, in_feature, class));
+        }
+        largest
+    };
+    let unseen = largest_ratio(&[]) as f32;
+    let mut weights = vec![unseen; rows];
+    let mut start = 0;
+    let (mut weighted, mut occurrences) = (0f64, 0f64);
+    while let Some(&(row, _)) = pairs.get(start) {
+        let end = start + pairs[start..].iter().take_while(|&&(r, _)| r == row).count();
+        let weight = largest_ratio(&pairs[start..end]);
+        if let Some(slot) = weights.get_mut(row as usize) {
+            *slot = weight as f32;
+        }
+        weighted += weight * (end - start) as f64;
+        occurrences += (end - start) as f64;
+        start = end;
+    }
+    let mean = if occurrences > 0.0 && weighted > 0.0 { (weighted / occurrences) as f32 } else { 1.0 };
+    weights.iter_mut().for_each(|weight| *weight /= mean);
+    tracing::info!(
+        "naive-Bayes feature weights from {} training documents: {} features seen, the mean weight of a \
+         document's features scaled to 1",
+        train.len(),
+        pairs.chunk_by(|a, b| a.0 == b.0).count()
+    );
+    weights
 }
 
 /// The hash of an n-gram one word longer: `(hash · M + next) mod buckets`, the words' ids
@@ -175,6 +296,19 @@ impl Ngram {
 
     fn classes(&self) -> usize {
         self.output.weight.dims()[1]
+    }
+
+    /// The rows of a document's features: its words, then each n-gram (as [`Self::lookups`]).
+    fn feature_rows(&self, ids: &[i64], rows: &mut Vec<u32>) {
+        rows.extend(ids.iter().map(|&id| id as u32));
+        let mut hash = ids.to_vec();
+        for n in 2..=self.ngrams {
+            let grams = ids.len().saturating_sub(n - 1);
+            for t in 0..grams {
+                hash[t] = extend_hash(hash[t], ids[t + n - 1], self.buckets);
+                rows.push((hash[t] + self.vocabulary as i64) as u32);
+            }
+        }
     }
 
     /// The lookups of a `[rows, seq]` batch, as the host computes them for training (the graph
@@ -225,7 +359,12 @@ impl Ngram {
         let mask: Vec<f32> = batch.mask.clone().into_data().convert::<f32>().try_to_vec::<f32>().unwrap_or_default();
         let (lookups, count) = self.lookups(&ids, &mask, rows, seq);
         let mut vectors: Option<Tensor<3>> = None;
-        for Lookup { rows: ids, weights } in lookups {
+        for Lookup { rows: ids, mut weights } in lookups {
+            if let Some(feature_weights) = &self.feature_weights {
+                for (weight, &row) in weights.iter_mut().zip(&ids) {
+                    *weight *= feature_weights.get(row as usize).copied().unwrap_or(1.0);
+                }
+            }
             let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [rows, seq]), &device);
             let weights = Tensor::<2>::from_data(TensorData::new(weights, [rows, seq]), &device);
             let part = self.features.forward(ids) * weights.unsqueeze_dim(2);
@@ -236,6 +375,18 @@ impl Ngram {
         }
         let vectors = vectors.unwrap_or_else(|| Tensor::zeros([rows, seq, self.dim()], &device));
         (vectors, Tensor::from_data(TensorData::new(count, [rows, 1]), &device))
+    }
+
+    /// The feature table with each row scaled by its weight in the average, as the graph
+    /// looks it up.
+    fn weighted_rows(&self, table: Tensor<2>) -> Tensor<2> {
+        match &self.feature_weights {
+            Some(weights) => {
+                let column = Tensor::<1>::from_floats(weights.as_slice(), &table.device()).unsqueeze_dim::<2>(1);
+                table * column
+            }
+            None => table,
+        }
     }
 
     /// The read-out's weights less their mean over the classes `[dim, classes]`.
@@ -278,7 +429,7 @@ impl Network for Ngram {
         let mask = g.input(runtime::package::tensor::ATTENTION_MASK, ElemType::Int64, &dims);
         // A multi-label graph's sigmoids are not blind to a shift shared by the labels.
         let read_out = if g.independent_labels() { self.output.weight.val() } else { self.centred_weight() };
-        let scores = self.features.weight.val().matmul(read_out);
+        let scores = self.weighted_rows(self.features.weight.val()).matmul(read_out);
         let (per_token, count) = g.scoped("features", |g| self.emit_token_vectors(g, &ids, &mask, scores));
         let axis1 = g.ints("axis1", &[1], &[1]);
         let summed = g.reduce_sum(&per_token, &axis1, false);
@@ -396,7 +547,6 @@ impl Ngram {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fit::Example;
     use crate::fit::padded;
 
     /// Each token's contributions add up, over the document, to the centred logits less the
@@ -404,13 +554,22 @@ mod tests {
     #[test]
     fn contributions_sum_to_the_centred_logits_less_the_bias() {
         let device = Device::default();
-        let config = NgramConfig { embedding_dim: 4, buckets: 97, ngrams: 3, members: 1, dropout: 0.0 };
+        let config = NgramConfig {
+            embedding_dim: 4,
+            buckets: 97,
+            ngrams: 3,
+            members: 1,
+            dropout: 0.0,
+            feature_weights: FeatureWeights::None,
+        };
         let mut model = config.init(&InitialWords::random(50), 3, &device);
         // The read-out starts at zero; give it weights so the scores are not all zero.
         let weight = Tensor::<2>::random([4, 3], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
         let bias = Tensor::<1>::from_floats([0.3, -0.1, 0.5], &device);
         model.output.weight = burn::module::Param::from_tensor(weight);
         model.output.bias = Some(burn::module::Param::from_tensor(bias.clone()));
+        // Features of unequal weight (as naive-Bayes weights make them) keep the identity.
+        model.feature_weights = Some((0..50 + 97).map(|row| 0.5 + (row % 7) as f32 / 5.0).collect());
         let examples: Vec<Example> = [vec![5i64, 9, 12, 5, 40], vec![7], vec![3, 3]]
             .into_iter()
             .map(|ids| Example { ids, labels: vec![0], sentence_lengths: None })
@@ -434,7 +593,14 @@ mod tests {
     #[test]
     fn joined_members_give_their_mean_logits() {
         let device = Device::default();
-        let config = NgramConfig { embedding_dim: 3, buckets: 31, ngrams: 2, members: 2, dropout: 0.0 };
+        let config = NgramConfig {
+            embedding_dim: 3,
+            buckets: 31,
+            ngrams: 2,
+            members: 2,
+            dropout: 0.0,
+            feature_weights: FeatureWeights::None,
+        };
         let members: Vec<Ngram> = (0..2)
             .map(|_| {
                 let mut model = config.init(&InitialWords::random(20), 2, &device);
@@ -453,6 +619,58 @@ mod tests {
         assert_eq!(joined.dim(), 6);
         let difference = (joined.forward(&batch).logits - expected).abs().max().into_scalar::<f32>();
         assert!(difference < 1e-5, "the joined model's logits are not the mean (by {difference})");
+    }
+
+    /// A word that only one class's documents hold weighs more than one that every document
+    /// holds, and the weights of the documents' features average 1.
+    #[test]
+    fn naive_bayes_weights_favour_the_words_that_tell_the_classes_apart() {
+        let device = Device::default();
+        let config = NgramConfig {
+            embedding_dim: 2,
+            buckets: 13,
+            ngrams: 2,
+            members: 1,
+            dropout: 0.0,
+            feature_weights: FeatureWeights::NaiveBayes,
+        };
+        let (everywhere, first_class, second_class) = (3usize, 5usize, 7usize);
+        let documents = [
+            (vec![3, 5], 0),
+            (vec![5, 3], 0),
+            (vec![3, 5, 3], 0),
+            (vec![3, 7], 1),
+            (vec![7, 3], 1),
+            (vec![3, 7, 7], 1),
+        ];
+        let examples: Vec<Example> = documents
+            .iter()
+            .map(|(ids, class)| Example { ids: ids.clone(), labels: vec![*class], sentence_lengths: None })
+            .collect();
+        let untrained = config.init(&InitialWords::random(10), 2, &device);
+        let model = config.fitted_to_corpus(untrained, &examples, 2, Task::OneClass);
+        let weights = model.feature_weights.clone().expect("naive-Bayes weights");
+        assert_eq!(weights.len(), 10 + 13, "a weight for every row");
+        assert!(weights[first_class] > 2.0 * weights[everywhere], "{weights:?}");
+        assert!(weights[second_class] > 2.0 * weights[everywhere], "{weights:?}");
+        let mut total = (0.0, 0.0);
+        for example in &examples {
+            let mut rows = Vec::new();
+            model.feature_rows(&example.ids, &mut rows);
+            rows.sort_unstable();
+            rows.dedup();
+            total.0 += rows.iter().map(|&row| weights[row as usize]).sum::<f32>();
+            total.1 += rows.len() as f32;
+        }
+        assert!((total.0 / total.1 - 1.0).abs() < 1e-5, "the mean weight is {}", total.0 / total.1);
+
+        // `auto` weighs a corpus of one label a document, and not one of several.
+        let auto = NgramConfig { feature_weights: FeatureWeights::Auto, ..config };
+        for (task, weighed) in [(Task::OneClass, true), (Task::MultiLabel, false)] {
+            let untrained = auto.init(&InitialWords::random(10), 2, &device);
+            let model = auto.fitted_to_corpus(untrained, &examples, 2, task);
+            assert_eq!(model.feature_weights.is_some(), weighed, "{task:?}");
+        }
     }
 
     /// An n-gram's hash is a bucket, for any ids, and the order of the words counts.

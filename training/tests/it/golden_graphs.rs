@@ -45,6 +45,7 @@ fn flags() -> ModelFlags {
         embedding_dim: Some(6),
         buckets: 64,
         ngrams: 2,
+        feature_weights: training::models::ngram::FeatureWeights::None,
         members: Some(1),
         lstm_hidden: 4,
         gru_hidden: 4,

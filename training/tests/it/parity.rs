@@ -36,6 +36,7 @@ fn tiny_flags() -> ModelFlags {
         embedding_dim: Some(24),
         buckets: 5000,
         ngrams: 3,
+        feature_weights: training::models::ngram::FeatureWeights::NaiveBayes,
         members: Some(2),
         lstm_hidden: 8,
         gru_hidden: 8,
