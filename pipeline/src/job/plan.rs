@@ -12,7 +12,6 @@ use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use batch_io::publish::Destination;
 use batch_io::source::{BatchStream, InputFile, RowSpan, open_span};
 use runtime::classifier::Classifier;
-use runtime::output::columns::ATTENTION_SUMMARY;
 use runtime::output::{OutputTable, keys};
 use runtime::package::ModelPackage;
 
@@ -134,7 +133,6 @@ impl Plan {
         let hints = LayoutHints {
             sparse_floats: spec.attention.is_sparse(),
             text_column: kept_columns.contains(&spec.text_column).then(|| spec.text_column.clone()),
-            sparse_pushes: table.has(&ATTENTION_SUMMARY),
         };
         let layout = ParquetLayout::new(Arc::new(output_schema.with_metadata(metadata)), &hints)?;
         let partitioning = (!spec.partition_by.is_empty())

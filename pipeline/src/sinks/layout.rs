@@ -11,7 +11,7 @@ use parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory;
 use parquet::basic::{Compression, LogicalType, Type as PhysicalType, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use runtime::output::columns::{ATTENTION_ENTROPY, CONTRIBUTION, LABEL_CONTRIBUTIONS, TOKEN_SPANS};
+use runtime::output::columns::{ATTENTION_ENTROPY, TOKEN_SPANS};
 
 /// zstd's level for the columns that are compressed (tokens, passed-through columns): 6 keeps
 /// the tokens 15 % smaller than level 1 for a few percent of the write stage (RESULTS.md, #27).
@@ -20,17 +20,12 @@ const ZSTD_LEVEL: i32 = 6;
 /// `token_spans`: level 1 packs them a little tighter than 6 (0.58 against 0.61 of their size
 /// on IMDB test's attention; 3.85 against 3.83 MB of spans) in a seventh of the time, which
 /// was a fifth of the default run's CPU (#34).
+///
+/// The signed pushes would be 10 % smaller at level 16 (2.66 against 2.95 MB on IMDB test:
+/// most are 0 or ±1, and only zstd's optimal parser stops paying for short matches), but it
+/// cost the default command 12 % of its docs/s and the fast tier 30 %, so they stay at 1
+/// (#50; `bench/zstd_levels.py` measures the sizes).
 const ZSTD_LEVEL_BYTES: i32 = 1;
-/// zstd's level for an attention model's signed pushes (`contribution`,
-/// `label_contributions`): where attention looks away, a word pushes nothing, so most are 0
-/// or ±1, and only zstd's optimal parser (levels 16 and up) stops spending bits on short
-/// matches that cost more than the bytes they replace. 16 left them 10 % smaller than level 1
-/// on IMDB test (2.66 against 2.95 MB), 1.5 % on Reuters' news and 10 % on its multi-label
-/// pushes, for about 2 s of one core over IMDB test's 6.8 M tokens; levels 2 to 15 were
-/// larger than 1. The fast tier's pushes are dense (every word pushes): 16 saved it 0.2 % and
-/// cost it 30 % of its speed, so they stay at level 1, as does the summary, which gained 0.4 %
-/// (#50, RESULTS.md).
-const ZSTD_LEVEL_SPARSE_PUSHES: i32 = 16;
 /// zstd's level for the text column, the largest of the default output (half of it): 12 on
 /// whole pages kept IMDB test's text 7 % smaller than 6 (#50), for about 1.5 s of one core
 /// over the 25,000 reviews.
@@ -47,8 +42,6 @@ pub struct LayoutHints {
     pub sparse_floats: bool,
     /// The text column, when the files hold it: every value differs, so no dictionary.
     pub text_column: Option<String>,
-    /// The pushes come from an attention model, so most are 0: they are packed harder.
-    pub sparse_pushes: bool,
 }
 
 /// How every output file of a run is laid out: its schema and its Parquet settings.
@@ -78,10 +71,10 @@ impl ParquetLayout {
             let small_integers = matches!(column.logical_type_ref(), Some(LogicalType::Integer(int)) if int.bit_width == 8)
                 || name == Some(TOKEN_SPANS.name);
             if column.max_rep_level() > 0 && small_integers {
-                let pushes = name == Some(CONTRIBUTION.name) || name == Some(LABEL_CONTRIBUTIONS.name);
-                let level = if pushes && hints.sparse_pushes { ZSTD_LEVEL_SPARSE_PUSHES } else { ZSTD_LEVEL_BYTES };
-                properties = properties
-                    .set_column_compression(column.path().clone(), Compression::ZSTD(ZstdLevel::try_new(level)?));
+                properties = properties.set_column_compression(
+                    column.path().clone(),
+                    Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL_BYTES)?),
+                );
             }
             if column.physical_type() == PhysicalType::FLOAT {
                 properties = properties
@@ -118,48 +111,5 @@ impl ParquetLayout {
         let writer = ArrowWriter::try_new(std::io::sink(), self.schema.clone(), Some(self.properties.clone()))?;
         let (_, factory) = writer.into_serialized_writer()?;
         Ok(factory)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use arrow::datatypes::{DataType, Field, Schema};
-    use parquet::schema::types::ColumnPath;
-
-    use super::*;
-
-    fn list_of(item: DataType) -> DataType {
-        DataType::List(Arc::new(Field::new("item", item, true)))
-    }
-
-    /// The level each list of bytes gets follows its column's name, so a renamed column
-    /// would silently fall back to level 1: an attention model's pushes, single or per label,
-    /// get the optimal parser; the summary and the fast tier's dense pushes do not.
-    #[test]
-    fn an_attention_models_pushes_are_packed_at_their_own_level() {
-        let schema = Schema::new(vec![
-            Field::new("attention_summary", list_of(DataType::UInt8), true),
-            Field::new("contribution", list_of(DataType::Int8), true),
-            Field::new("label_contributions", list_of(list_of(DataType::Int8)), true),
-        ]);
-        let schema = Arc::new(schema);
-        let level = |sparse_pushes: bool, path: &[&str]| {
-            let hints = LayoutHints { sparse_pushes, ..LayoutHints::default() };
-            let layout = ParquetLayout::new(schema.clone(), &hints).expect("layout");
-            let path = ColumnPath::new(path.iter().map(|part| part.to_string()).collect());
-            match layout.properties.compression(&path) {
-                Compression::ZSTD(level) => level.compression_level(),
-                other => panic!("{path} is {other:?}, not zstd"),
-            }
-        };
-        let pushes: [&[&str]; 2] =
-            [&["contribution", "list", "item"], &["label_contributions", "list", "item", "list", "item"]];
-        for path in pushes {
-            assert_eq!(level(true, path), ZSTD_LEVEL_SPARSE_PUSHES, "{path:?}");
-            assert_eq!(level(false, path), ZSTD_LEVEL_BYTES, "{path:?}");
-        }
-        assert_eq!(level(true, &["attention_summary", "list", "item"]), ZSTD_LEVEL_BYTES);
     }
 }
