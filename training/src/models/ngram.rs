@@ -202,77 +202,142 @@ const NAIVE_BAYES_ALPHA: f64 = 1.0;
 /// The weights are then divided by their mean over the training documents' features, so the
 /// average a document's vectors make keeps its scale (and the learning rate its meaning).
 fn naive_bayes_weights(model: &Ngram, train: &[Example], classes: usize) -> Vec<f32> {
-    let rows = model.vocabulary + model.buckets;
-    // (row, class) of every distinct feature of every document, sorted: the counts without a
-    // table of rows × classes, which many classes would make too large.
-    let mut pairs: Vec<(u32, u32)> = Vec::new();
-    let mut features = Vec::new();
-    for example in train {
-        features.clear();
-        model.feature_rows(&example.ids, &mut features);
-        features.sort_unstable();
-        features.dedup();
-        for &label in &example.labels {
-            pairs.extend(features.iter().map(|&row| (row, label as u32)));
-        }
-    }
-    pairs.sort_unstable();
-    let mut per_class = vec![0f64; classes];
-    for &(_, class) in &pairs {
-        if let Some(total) = per_class.get_mut(class as usize) {
-            *total += 1.0;
-        }
-    }
-    let everything: f64 = per_class.iter().sum();
-    let smoothing = NAIVE_BAYES_ALPHA * rows as f64;
-    // The classes by documents' features, largest first: among the classes that never hold a
-    // feature, the largest gives it the largest ratio.
-    let mut largest_first: Vec<usize> = (0..classes).collect();
-    largest_first.sort_by(|&a, &b| per_class[b].total_cmp(&per_class[a]));
-    let ratio = |in_class: f64, in_feature: f64, class: usize| {
-        let (class_total, rest_total) = (per_class[class], everything - per_class[class]);
-        let inside = (in_class + NAIVE_BAYES_ALPHA) / (class_total + smoothing);
-        let outside = (in_feature - in_class + NAIVE_BAYES_ALPHA) / (rest_total + smoothing);
-        (inside / outside).ln().abs()
-    };
-    let largest_ratio = |counts: &[(u32, u32)]| {
-        let in_feature = counts.len() as f64;
-        let mut largest = 0f64;
-        let mut start = 0;
-        while let Some(&(_, class)) = counts.get(start) {
-            let end = start + counts[start..].iter().take_while(|&&(_, c)| c == class).count();
-            largest = largest.max(ratio((end - start) as f64, in_feature, class as usize));
-            start = end;
-        }
-        let absent = largest_first.iter().find(|&&class| counts.iter().all(|&(_, c)| c as usize != class));
-        if let Some(&class) = absent {
-            largest = largest.max(ratio(0.0, in_feature, class));
-        }
-        largest
-    };
-    let unseen = largest_ratio(&[]) as f32;
-    let mut weights = vec![unseen; rows];
-    let mut start = 0;
-    let (mut weighted, mut occurrences) = (0f64, 0f64);
-    while let Some(&(row, _)) = pairs.get(start) {
-        let end = start + pairs[start..].iter().take_while(|&&(r, _)| r == row).count();
-        let weight = largest_ratio(&pairs[start..end]);
-        if let Some(slot) = weights.get_mut(row as usize) {
-            *slot = weight as f32;
-        }
-        weighted += weight * (end - start) as f64;
-        occurrences += (end - start) as f64;
-        start = end;
-    }
-    let mean = if occurrences > 0.0 && weighted > 0.0 { (weighted / occurrences) as f32 } else { 1.0 };
-    weights.iter_mut().for_each(|weight| *weight /= mean);
+    let counts = FeatureCounts::of(model, train, classes, DENSE_COUNT_CELLS);
+    let weights = counts.weights(model.vocabulary + model.buckets);
     tracing::info!(
         "naive-Bayes feature weights from {} training documents: {} features seen, the mean weight of a \
          document's features scaled to 1",
         train.len(),
-        pairs.chunk_by(|a, b| a.0 == b.0).count()
+        counts.rows_seen()
     );
     weights
+}
+
+/// Rows × classes document counts are kept in a table up to this many cells (256 MiB: IMDB's
+/// two classes take 8 MiB); beyond, as sorted (row, class) pairs, which grow with the
+/// documents instead.
+const DENSE_COUNT_CELLS: usize = 1 << 26;
+
+/// How many training documents of each class hold each feature row.
+struct FeatureCounts {
+    /// Σ over the rows of each class's counts: ‖n_c‖₁.
+    per_class: Vec<f64>,
+    by_row: CountsByRow,
+}
+
+enum CountsByRow {
+    /// `[rows, classes]`, row-major.
+    Table { classes: usize, cells: Vec<u32> },
+    /// One (row, class) a document and label, sorted.
+    Pairs(Vec<(u32, u32)>),
+}
+
+impl FeatureCounts {
+    fn of(model: &Ngram, train: &[Example], classes: usize, dense_cells: usize) -> Self {
+        let rows = model.vocabulary + model.buckets;
+        let table = classes.checked_mul(rows).is_some_and(|cells| cells <= dense_cells);
+        let mut by_row = if table {
+            CountsByRow::Table { classes, cells: vec![0; classes * rows] }
+        } else {
+            CountsByRow::Pairs(Vec::new())
+        };
+        let mut per_class = vec![0f64; classes];
+        let mut features = Vec::new();
+        for example in train {
+            features.clear();
+            model.feature_rows(&example.ids, &mut features);
+            features.sort_unstable();
+            features.dedup();
+            for &label in &example.labels {
+                let Some(total) = per_class.get_mut(label) else { continue };
+                *total += features.len() as f64;
+                match &mut by_row {
+                    CountsByRow::Table { classes, cells } => {
+                        for &row in &features {
+                            if let Some(cell) = cells.get_mut(row as usize * *classes + label) {
+                                *cell += 1;
+                            }
+                        }
+                    }
+                    CountsByRow::Pairs(pairs) => pairs.extend(features.iter().map(|&row| (row, label as u32))),
+                }
+            }
+        }
+        if let CountsByRow::Pairs(pairs) = &mut by_row {
+            pairs.sort_unstable();
+        }
+        Self { per_class, by_row }
+    }
+
+    /// Calls `visit(row, held)` for each row some document holds, `held` its (class,
+    /// documents) counts.
+    fn each_row(&self, mut visit: impl FnMut(usize, &[(usize, f64)])) {
+        let mut held = Vec::new();
+        match &self.by_row {
+            CountsByRow::Table { classes, cells } => {
+                for (row, counts) in cells.chunks((*classes).max(1)).enumerate() {
+                    held.clear();
+                    let nonzero = counts.iter().enumerate().filter(|&(_, &n)| n > 0);
+                    held.extend(nonzero.map(|(class, &n)| (class, f64::from(n))));
+                    if !held.is_empty() {
+                        visit(row, &held);
+                    }
+                }
+            }
+            CountsByRow::Pairs(pairs) => {
+                for group in pairs.chunk_by(|a, b| a.0 == b.0) {
+                    held.clear();
+                    held.extend(group.chunk_by(|a, b| a.1 == b.1).map(|same| (same[0].1 as usize, same.len() as f64)));
+                    visit(group[0].0 as usize, &held);
+                }
+            }
+        }
+    }
+
+    fn rows_seen(&self) -> usize {
+        let mut seen = 0;
+        self.each_row(|_, _| seen += 1);
+        seen
+    }
+
+    /// The weight of each of `rows` rows (module doc of [`naive_bayes_weights`]).
+    fn weights(&self, rows: usize) -> Vec<f32> {
+        let per_class = &self.per_class;
+        let everything: f64 = per_class.iter().sum();
+        let smoothing = NAIVE_BAYES_ALPHA * rows as f64;
+        // The classes by documents' features, largest first: among the classes that never hold
+        // a feature, the largest gives it the largest ratio.
+        let mut largest_first: Vec<usize> = (0..per_class.len()).collect();
+        largest_first.sort_by(|&a, &b| per_class[b].total_cmp(&per_class[a]));
+        let ratio = |in_class: f64, in_feature: f64, class: usize| {
+            let (class_total, rest_total) = (per_class[class], everything - per_class[class]);
+            let inside = (in_class + NAIVE_BAYES_ALPHA) / (class_total + smoothing);
+            let outside = (in_feature - in_class + NAIVE_BAYES_ALPHA) / (rest_total + smoothing);
+            (inside / outside).ln().abs()
+        };
+        let largest_ratio = |held: &[(usize, f64)]| {
+            let in_feature: f64 = held.iter().map(|&(_, n)| n).sum();
+            let mut largest = held.iter().map(|&(class, n)| ratio(n, in_feature, class)).fold(0.0, f64::max);
+            if let Some(&absent) = largest_first.iter().find(|&&class| held.iter().all(|&(c, _)| c != class)) {
+                largest = largest.max(ratio(0.0, in_feature, absent));
+            }
+            largest
+        };
+        let mut weights = vec![largest_ratio(&[]) as f32; rows];
+        let (mut weighted, mut occurrences) = (0f64, 0f64);
+        self.each_row(|row, held| {
+            let weight = largest_ratio(held);
+            if let Some(slot) = weights.get_mut(row) {
+                *slot = weight as f32;
+            }
+            let documents: f64 = held.iter().map(|&(_, n)| n).sum();
+            weighted += weight * documents;
+            occurrences += documents;
+        });
+        let mean = if occurrences > 0.0 && weighted > 0.0 { (weighted / occurrences) as f32 } else { 1.0 };
+        weights.iter_mut().for_each(|weight| *weight /= mean);
+        weights
+    }
 }
 
 /// The hash of an n-gram one word longer: `(hash · M + next) mod buckets`, the words' ids
@@ -663,6 +728,12 @@ mod tests {
             total.1 += rows.len() as f32;
         }
         assert!((total.0 / total.1 - 1.0).abs() < 1e-5, "the mean weight is {}", total.0 / total.1);
+
+        // Counted in a table or as pairs (many classes), the weights are the same.
+        let [table, pairs] =
+            [usize::MAX, 0].map(|cells| FeatureCounts::of(&model, &examples, 2, cells).weights(10 + 13));
+        assert_eq!(table, pairs);
+        assert!(matches!(FeatureCounts::of(&model, &examples, 2, 0).by_row, CountsByRow::Pairs(_)));
 
         // `auto` weighs a corpus of one label a document, and not one of several.
         let auto = NgramConfig { feature_weights: FeatureWeights::Auto, ..config };
