@@ -33,13 +33,18 @@ pub struct LabelledCorpus {
     pub fingerprint: CorpusFingerprint,
 }
 
+/// `error`, where it is a column the file lacks, naming the option that chose that column.
+fn naming_its_option(error: anyhow::Error, option_of: impl Fn(&str) -> &'static str) -> anyhow::Error {
+    match error.downcast_ref::<MissingColumn>() {
+        Some(missing) => anyhow::anyhow!(missing.given_as(option_of(&missing.column))),
+        None => error,
+    }
+}
+
 /// The non-null texts of an unlabelled Parquet corpus (e.g. for word vectors).
 pub fn read_texts(path: &Path, text_column: &str) -> anyhow::Result<Vec<String>> {
     let source =
-        open_parquet(path, &[text_column], 4096).map_err(|error| match error.downcast_ref::<MissingColumn>() {
-            Some(missing) => anyhow::anyhow!(missing.given_as("text_column")),
-            None => error,
-        })?;
+        open_parquet(path, &[text_column], 4096).map_err(|error| naming_its_option(error, |_| "text_column"))?;
     check_text_column(path, &source.schema, text_column)?;
     let mut texts = Vec::new();
     for batch in source.batches {
@@ -67,13 +72,9 @@ fn check_text_column(path: &Path, schema: &arrow::datatypes::SchemaRef, text_col
 
 impl LabelledCorpus {
     pub fn read(path: &Path, columns: &Columns) -> anyhow::Result<Self> {
-        let source = open_parquet(path, &[&columns.text, &columns.label], 4096).map_err(|error| match error
-            .downcast_ref::<MissingColumn>(
-        ) {
-            Some(missing) if missing.column == columns.text => anyhow::anyhow!(missing.given_as("text_column")),
-            Some(missing) => anyhow::anyhow!(missing.given_as("label_column")),
-            None => error,
-        })?;
+        let option_of = |column: &str| if column == columns.text { "text_column" } else { "label_column" };
+        let source = open_parquet(path, &[&columns.text, &columns.label], 4096)
+            .map_err(|error| naming_its_option(error, option_of))?;
         check_text_column(path, &source.schema, &columns.text)?;
         let multi_label = is_label_list_type(source.schema.field_with_name(&columns.label)?.data_type());
         let (mut texts, mut labels, mut skipped_null) = (Vec::new(), Vec::new(), 0);
