@@ -40,6 +40,9 @@ enum Command {
     },
     /// Train a variant on a Parquet corpus and write a model package.
     Train(Box<commands::train::TrainArgs>),
+    /// Join trained packages into one that sums their logits, weighted as the members'
+    /// validation split says; each token's push is the weighted sum of the members' pushes.
+    Combine(commands::combine::CombineArgs),
     /// Score a model package on a labelled Parquet corpus by running its ONNX graph.
     Eval(commands::eval::EvalArgs),
     /// Pre-train word vectors (skip-gram, negative sampling) on unlabelled Parquet texts, for
@@ -75,6 +78,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Finalize(args) => commands::finalize::run(args),
         Command::Inspect { dir } => commands::inspect::run(dir),
         Command::Train(args) => commands::train::run(*args),
+        Command::Combine(args) => commands::combine::run(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Vectors(args) => commands::vectors::run(args),
     }

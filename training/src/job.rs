@@ -56,6 +56,34 @@ pub struct TrainRequest {
     pub freeze_word_vectors: bool,
 }
 
+/// What the data preparation reads of a request: the corpus, its columns, and how it is split
+/// and tokenized (`pipeline combine` rebuilds its members' split from the same).
+pub(crate) struct DataSpec<'a> {
+    pub train: &'a Path,
+    pub valid: Option<&'a Path>,
+    pub columns: &'a Columns,
+    pub multi_label: bool,
+    pub valid_fraction: f64,
+    pub seed: u64,
+    pub max_tokens: usize,
+    pub vocabulary: &'a VocabularyConfig,
+}
+
+impl TrainRequest {
+    fn data(&self) -> DataSpec<'_> {
+        DataSpec {
+            train: &self.train,
+            valid: self.valid.as_deref(),
+            columns: &self.columns,
+            multi_label: self.multi_label,
+            valid_fraction: self.valid_fraction,
+            seed: self.training.seed,
+            max_tokens: self.max_tokens,
+            vocabulary: &self.vocabulary,
+        }
+    }
+}
+
 pub struct TrainReport {
     pub package: PathBuf,
     pub manifest: Manifest,
@@ -70,15 +98,15 @@ pub struct TrainReport {
 }
 
 /// Labelled, tokenized examples ready for training.
-struct PreparedData {
-    classes: Vec<String>,
-    task: Task,
-    tokenizer: Tokenizer,
-    train: Vec<Example>,
-    valid: Vec<Example>,
+pub(crate) struct PreparedData {
+    pub(crate) classes: Vec<String>,
+    pub(crate) task: Task,
+    pub(crate) tokenizer: Tokenizer,
+    pub(crate) train: Vec<Example>,
+    pub(crate) valid: Vec<Example>,
     /// Of the training part.
-    counts: ClassCounts,
-    corpus: LabelledCorpus,
+    pub(crate) counts: ClassCounts,
+    pub(crate) corpus: LabelledCorpus,
 }
 
 /// A trained variant with its written package.
@@ -171,7 +199,7 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
         );
     }
     let vectors = request.word_vectors.as_deref().map(|path| load_word_vectors(path, request)).transpose()?;
-    let data = prepare(request, config.sentence_words())?;
+    let data = prepare(&request.data(), config.sentence_words())?;
     tracing::info!(
         "{} training and {} validation documents, {} classes ({}), vocabulary {} tokens",
         data.train.len(),
@@ -301,8 +329,8 @@ fn load_word_vectors(path: &Path, request: &TrainRequest) -> anyhow::Result<Word
 
 /// `sentence_words`: cut documents into sentences of at most this many tokens (hierarchical
 /// variants), as the pipeline will.
-fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Result<PreparedData> {
-    let corpus = LabelledCorpus::read(&request.train, &request.columns)?;
+pub(crate) fn prepare(request: &DataSpec<'_>, sentence_words: Option<usize>) -> anyhow::Result<PreparedData> {
+    let corpus = LabelledCorpus::read(request.train, request.columns)?;
     let classes = corpus.classes();
     if classes.len() < 2 {
         bail!(
@@ -321,7 +349,7 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
             classes.len()
         );
     }
-    crate::data::corpus::refuse_classes_differing_in_white_space(&request.train, &classes)?;
+    crate::data::corpus::refuse_classes_differing_in_white_space(request.train, &classes)?;
     let task = task_of(request, &corpus)?;
     let index: BTreeMap<&str, usize> = classes.iter().enumerate().map(|(i, c)| (c.as_str(), i)).collect();
     let class_of = |label: &str| index.get(label).copied();
@@ -331,10 +359,10 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
         refuse_single_document_classes(request, &classes, &labels, task)?;
     }
 
-    let mut rng = StdRng::seed_from_u64(request.training.seed);
-    let (train_texts, train_labels, valid_texts, valid_labels) = match &request.valid {
+    let mut rng = StdRng::seed_from_u64(request.seed);
+    let (train_texts, train_labels, valid_texts, valid_labels) = match request.valid {
         Some(path) => {
-            let valid = LabelledCorpus::read(path, &request.columns)?;
+            let valid = LabelledCorpus::read(path, request.columns)?;
             if valid.fingerprint.sha256 == corpus.fingerprint.sha256 {
                 bail!(
                     "--valid {} holds the same bytes as --train {}: accuracy on the documents a model learned from says \
@@ -402,7 +430,7 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
         );
     }
     let valid_classes: std::collections::BTreeSet<usize> = valid_labels.iter().flatten().copied().collect();
-    if let (1, Some(only), Some(path)) = (valid_classes.len(), valid_classes.first(), &request.valid)
+    if let (1, Some(only), Some(path)) = (valid_classes.len(), valid_classes.first(), request.valid)
         && classes.len() > 1
     {
         bail!(
@@ -414,7 +442,7 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
         );
     }
     // The vocabulary comes from the training part only, so validation stays unseen.
-    let tokenizer = build_tokenizer(&train_texts, &request.vocabulary)?;
+    let tokenizer = build_tokenizer(&train_texts, request.vocabulary)?;
     let encoder = TextEncoder::new(tokenizer.clone(), request.max_tokens);
     let train = encode(&encoder, &train_texts, &train_labels, sentence_words, "training")?;
     if train.is_empty() {
@@ -432,7 +460,7 @@ fn prepare(request: &TrainRequest, sentence_words: Option<usize>) -> anyhow::Res
 
 /// One class per document, or a multi-label model: from the label column's type, which
 /// `--multi-label` must agree with.
-fn task_of(request: &TrainRequest, corpus: &LabelledCorpus) -> anyhow::Result<Task> {
+fn task_of(request: &DataSpec<'_>, corpus: &LabelledCorpus) -> anyhow::Result<Task> {
     if request.multi_label && !corpus.multi_label {
         bail!(
             "--multi-label: column `{}` of {} holds one label per row; a multi-label corpus holds a list of labels \
@@ -453,7 +481,7 @@ fn task_of(request: &TrainRequest, corpus: &LabelledCorpus) -> anyhow::Result<Ta
 
 /// Without `--valid`, a class of one document cannot be both learned and validated.
 fn refuse_single_document_classes(
-    request: &TrainRequest,
+    request: &DataSpec<'_>,
     classes: &[String],
     labels: &[Vec<usize>],
     task: Task,

@@ -5,7 +5,8 @@
 //! corpus-fitted defaults) → `fit` (burn's training loop over a `models` variant built from
 //! `layers`, judged by `metrics`) → `onnx` (graph emission) →
 //! `package_writer` (verified with tract, published whole). `job` runs that flow for
-//! `pipeline train`; `eval` scores a written package through the runtime.
+//! `pipeline train`; `eval` scores a written package through the runtime; `ensemble` joins
+//! trained packages into one (`pipeline combine`).
 
 // No unwrap/expect/panic on what users hand us (corpora, word vectors, packages); tests may
 // (clippy.toml). Unchecked indexing stays allowed here, unlike in the runtime and `sql`: it
@@ -15,6 +16,7 @@
 
 pub mod calibration;
 pub mod data;
+pub mod ensemble;
 pub mod eval;
 pub mod fit;
 pub mod job;

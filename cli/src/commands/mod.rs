@@ -6,6 +6,7 @@ use batch_io::atomic_file::{TempFile, temp_beside};
 use batch_io::earlier_output::{OutputKind, check_replaceable_output};
 use batch_io::locations::same_location;
 
+pub mod combine;
 pub mod eval;
 pub mod finalize;
 pub mod inspect;

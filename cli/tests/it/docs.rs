@@ -9,7 +9,7 @@ use regex::Regex;
 
 use crate::common::repo_root;
 
-const SUBCOMMANDS: [&str; 8] = ["run", "sql", "report", "inspect", "finalize", "train", "eval", "vectors"];
+const SUBCOMMANDS: [&str; 9] = ["run", "sql", "report", "inspect", "finalize", "train", "combine", "eval", "vectors"];
 
 /// Every `pipeline SUBCOMMAND …` in a fenced block of README.md or `docs/*.md`, continuation
 /// lines joined: (file, subcommand, the rest of the command).

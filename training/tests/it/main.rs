@@ -1,8 +1,10 @@
 //! Training's tests, in one test binary: each variant's exported graph against burn, tract
-//! and ONNX Runtime, and against the graphs recorded before emission was last reworked.
+//! and ONNX Runtime, and against the graphs recorded before emission was last reworked; and
+//! an ensemble of two of those graphs against its members.
 
 use std::sync::{Mutex, MutexGuard};
 
+mod ensemble;
 mod golden_graphs;
 mod parity;
 

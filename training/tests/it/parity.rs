@@ -25,10 +25,10 @@ const ALONE_TOLERANCE: f32 = 1e-5;
 /// Deliberately unsorted, from a single token to the package's 256-token limit.
 const LENGTHS: [usize; 9] = [64, 1, 256, 17, 200, 2, 131, 5, 240];
 
-struct Trained<M> {
+pub(crate) struct Trained<M> {
     _dir: tempfile::TempDir,
-    package: ModelPackage,
-    model: M,
+    pub(crate) package: ModelPackage,
+    pub(crate) model: M,
 }
 
 fn tiny_flags() -> ModelFlags {
@@ -108,7 +108,7 @@ fn words_flags() -> ModelFlags {
 }
 
 /// Token ids of fixture reviews cut to `LENGTHS`, right-padded into one batch.
-fn mixed_length_batch(package: &ModelPackage) -> (ModelInputs, Vec<Vec<i64>>) {
+pub(crate) fn mixed_length_batch(package: &ModelPackage) -> (ModelInputs, Vec<Vec<i64>>) {
     let (documents, _) = mixed_length_documents(package);
     let sequences: Vec<Vec<i64>> = documents.into_iter().map(|(ids, _)| ids).collect();
     (ModelInputs::right_padded(&sequences, package.manifest.padding_id), sequences)
@@ -149,12 +149,12 @@ fn mixed_length_documents(package: &ModelPackage) -> (Vec<Document>, ModelInputs
     (documents, inputs)
 }
 
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "compared tensors differ in size");
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
-fn ort_backend(graph: &Path) -> OrtBackend {
+pub(crate) fn ort_backend(graph: &Path) -> OrtBackend {
     let library = test_support::onnxruntime_library().expect("installing the ONNX Runtime library for tests");
     let options = BackendOptions { kind: BackendKind::Ort, ort_library: Some(library), ..BackendOptions::default() };
     OrtBackend::open(graph, &options).expect("ONNX Runtime opens the graph")
@@ -198,7 +198,7 @@ fn check_against_burn<M: Network>(trained: &Trained<M>, outputs: &ModelOutputs, 
 }
 
 /// Each example run alone gives its row of the padded batch; padding gets no attention.
-fn check_alone_equals_batch(backend: &dyn InferenceBackend, inputs: &ModelInputs, sequences: &[Vec<i64>]) {
+pub(crate) fn check_alone_equals_batch(backend: &dyn InferenceBackend, inputs: &ModelInputs, sequences: &[Vec<i64>]) {
     let batch = backend.run(inputs).expect("batch run");
     let seq = inputs.shape[1];
     let hops = batch.get("attention").map_or(0, |a| a.shape[1]);
@@ -279,7 +279,7 @@ fn single_examples_equal_batch_rows<M: Network>(trained: &Trained<M>) {
 /// file) and both parity checks as two tests.
 macro_rules! parity_module {
     ($module:ident, $variant:ident, $config:ty, $flags:expr) => {
-        mod $module {
+        pub(crate) mod $module {
             use super::*;
 
             pub fn model() -> &'static Trained<<$config as ModelConfig>::Model> {
