@@ -65,17 +65,34 @@ pub fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
 /// configuration, how long, and how it did on validation. Older packages lack some of it.
 fn model_card(m: &runtime::package::Manifest) -> Vec<String> {
     let t = &m.training;
+    let members = m.hyper_parameters.get("members").and_then(serde_json::Value::as_array);
+    let run = match members {
+        // `pipeline combine`'s package: its members trained, it fitted their weights.
+        Some(members) => {
+            let each: Vec<String> = members
+                .iter()
+                .map(|member| {
+                    let field = |name: &str| member.get(name).and_then(serde_json::Value::as_str).unwrap_or("?");
+                    format!(
+                        "{} {} (weight {:.3})",
+                        field("variant"),
+                        field("package"),
+                        member.get("weight").and_then(serde_json::Value::as_f64).unwrap_or(0.0)
+                    )
+                })
+                .collect();
+            format!("the weighted sum of {} packages: {}", members.len(), each.join(", "))
+        }
+        None => format!(
+            "{} epoch(s) run, best {}{}",
+            t.epochs_run,
+            t.best_epoch,
+            if t.members > 1 { format!(" (the first of {} members)", t.members) } else { String::new() }
+        ),
+    };
     let mut lines = vec![format!(
-        "training:    {} training and {} validation documents; {} epoch(s) run, best {}{}; {:.0} s; seed {}; \
-         written by version {}",
-        t.train_rows,
-        t.validation_rows,
-        t.epochs_run,
-        t.best_epoch,
-        if t.members > 1 { format!(" (the first of {} members)", t.members) } else { String::new() },
-        t.seconds,
-        t.seed,
-        m.package_version
+        "training:    {} training and {} validation documents; {run}; {:.0} s; seed {}; written by version {}",
+        t.train_rows, t.validation_rows, t.seconds, t.seed, m.package_version
     )];
     if t.class_counts.len() == m.labels.len() {
         let counts: Vec<String> = m.labels.iter().zip(&t.class_counts).map(|(l, n)| format!("{l} {n}")).collect();

@@ -365,7 +365,7 @@ fn manifest(
     for (member, weight) in members.iter().zip(weights) {
         let graph = std::fs::read(member.package.graph_path())?;
         member_list.push(serde_json::json!({
-            "package": member.name,
+            "package": member.package.dir.display().to_string(),
             "variant": member.package.manifest.variant,
             "weight": weight,
             "graph_sha256": format!("{:x}", Sha256::digest(&graph)),

@@ -63,7 +63,8 @@ fn two_packages_combine_into_one_that_runs_and_explains() {
     }
     let inspected = common::pipeline(&["inspect", &ensemble.display().to_string()], &[]);
     assert!(inspected.status.success(), "{}", common::stderr(&inspected));
-    assert!(String::from_utf8_lossy(&inspected.stdout).contains("ensemble"));
+    let card = String::from_utf8_lossy(&inspected.stdout);
+    assert!(card.contains("variant:     ensemble") && card.contains("the weighted sum of 2 packages: ngram"), "{card}");
 }
 
 #[test]
