@@ -45,3 +45,21 @@ def pushes_towards_prediction(table):
     predictions = table.column("prediction").to_pylist()
     return [None if row is None else [p if label in (None, prediction) else -p for p in row]
             for row, prediction in zip(rows, predictions)]
+
+
+def token_lists(table):
+    """Each row's tokens: the `tokens` column, or, where the run wrote each token's place in the
+    text instead (`token_spans`: `gap * 2**32 + length` in characters, negative for [UNK]),
+    those characters lower-cased as the tokenizer reads them (as `attention_classifier.tokens`)."""
+    if "tokens" in table.column_names:
+        return table.column("tokens").to_pylist()
+    text_column = (table.schema.metadata or {})[b"pipeline.token_spans_text"].decode()
+    rows = []
+    for text, spans in zip(table.column(text_column).to_pylist(), table.column("token_spans").to_pylist()):
+        words, end = [], 0
+        for value in spans or []:
+            start = end + (abs(value) >> 32)
+            end = start + (abs(value) & 0xFFFFFFFF)
+            words.append("[UNK]" if value < 0 else "".join(c.lower() for c in text[start:end]))
+        rows.append(words)
+    return rows

@@ -225,6 +225,24 @@ def ours(variant, corpus, work):
     return table.column("prediction").to_pylist(), table.column("confidence").to_pylist(), seconds
 
 
+def ensemble(variants, corpus, work):
+    """`pipeline combine` of the variants trained before it on this corpus (those that can join:
+    not han); its time is theirs plus the combining, as its manifest records."""
+    members = [f"{work}/{v}" for v in variants if v not in ("ensemble", "han")]
+    model, out = f"{work}/ensemble", f"{work}/ensemble.parquet"
+    subprocess.run([PIPELINE, "combine", "--members", ",".join(members), "--train", f"{corpus}/train.parquet",
+                    "--out", model, "--force"],
+                   check=True, stdout=open(f"{work}/ensemble-combine.txt", "w"),
+                   stderr=open(f"{work}/ensemble-combine.log", "w"))
+    with open(f"{model}/manifest.json") as f:
+        seconds = json.load(f)["training"]["seconds"]
+    subprocess.run([PIPELINE, "run", "--input", f"{corpus}/test.parquet", "--model", model, "--output", out,
+                    "--overwrite", "--pass-through", "label"], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    table = pq.read_table(out, columns=["prediction", "confidence"])
+    return table.column("prediction").to_pylist(), table.column("confidence").to_pylist(), seconds
+
+
 def main():
     work, variants, corpora = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
     for corpus in corpora:
@@ -238,7 +256,9 @@ def main():
         print(f"{'corpus':<10} {'model':<10} {'accuracy':>8} {'macro-F1':>8} {'ECE':>6} {'never':>5} {'trained':>8}",
               flush=True)
         runners = [("tfidf-lr", lambda: tfidf_lr(train, test)), ("fasttext", lambda: fasttext_run(train, test, out))]
-        runners += [(v, lambda v=v: ours(v, corpus, out)) for v in variants if v]
+        runners += [(v, lambda v=v: ours(v, corpus, out)) for v in variants if v and v != "ensemble"]
+        if "ensemble" in variants:
+            runners.append(("ensemble", lambda: ensemble(variants, corpus, out)))
         for runner, run in runners:
             predicted, confidence, seconds = run()
             acc, f1, ece, never = scores(test[1], predicted, confidence)
@@ -256,7 +276,8 @@ def multi_label(name, train, test, corpus, out, variants):
         ("tfidf-lr-t", lambda: tfidf_lr_multi_tuned(train, test)),
         ("fasttext", lambda: fasttext_multi(train, test, out)),
     ]
-    runners += [(v, lambda v=v: ours_multi(v, corpus, out)) for v in variants if v]
+    # pipeline combine sums models of one class per document.
+    runners += [(v, lambda v=v: ours_multi(v, corpus, out)) for v in variants if v and v != "ensemble"]
     for runner, run in runners:
         predicted, probabilities, labels, seconds = run()
         exact, micro, macro, ece, never = multi_label_scores(test[1], predicted, probabilities, labels)

@@ -19,7 +19,7 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from common import pushes_towards_prediction
+from common import pushes_towards_prediction, token_lists
 
 pipeline, model, data, work = sys.argv[1:5]
 rows = int(sys.argv[5]) if len(sys.argv) > 5 else 2000
@@ -39,7 +39,7 @@ table = pq.read_table(data, columns=["text"])
 # Evenly spaced, so that a file sorted by label gives both classes.
 pq.write_table(table.take([i * table.num_rows // rows for i in range(rows)]), subset)
 original = run(subset, f"{work}/original.parquet")
-tokens = original.column("tokens").to_pylist()
+tokens = token_lists(original)
 pushes = pushes_towards_prediction(original)
 summaries = original.column("attention_summary").to_pylist()
 predicted = original.column("prediction_index").to_pylist()

@@ -30,7 +30,7 @@ from importlib import resources
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from common import pushes_towards_prediction
+from common import pushes_towards_prediction, token_lists
 
 pipeline, model, data, work = sys.argv[1:5]
 rows = int(sys.argv[5]) if len(sys.argv) > 5 else 2000
@@ -55,7 +55,7 @@ table = pq.read_table(data, columns=["text"])
 # Evenly spaced, so that a file sorted by label gives both classes.
 subset = [table.column("text")[i * table.num_rows // rows].as_py() for i in range(rows)]
 original = run(subset, "original")
-tokens = original.column("tokens").to_pylist()
+tokens = token_lists(original)
 predicted = original.column("prediction_index").to_pylist()
 labels = original.column("prediction").to_pylist()
 probabilities = original.column("probabilities").to_pylist()

@@ -9,7 +9,7 @@ use burn::grad_clipping::GradientClippingConfig;
 use burn::nn::loss::{BinaryCrossEntropyLoss, BinaryCrossEntropyLossConfig, CrossEntropyLoss, CrossEntropyLossConfig};
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::prelude::*;
-use burn::tensor::activation::{sigmoid, softmax};
+use burn::tensor::activation::{log_softmax, sigmoid, softmax};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -28,6 +28,9 @@ pub struct Example {
     pub labels: Vec<usize>,
     /// For hierarchical models: tokens per sentence (they sum to `ids.len()`).
     pub sentence_lengths: Option<Vec<usize>>,
+    /// A teacher's target distribution over the classes (`pipeline train --teacher`): the loss
+    /// aims at it instead of the class alone.
+    pub soft_targets: Option<Vec<f32>>,
 }
 
 impl Example {
@@ -149,6 +152,26 @@ fn targets(examples: &[Example], indices: &[usize], device: &Device) -> Tensor<1
     Tensor::from_data(TensorData::new(labels, [indices.len()]), device)
 }
 
+/// `[batch, classes]`: each document's teacher targets, or its class as a one-hot row where it
+/// has none; `None` when no document of the batch has any.
+fn soft_targets(examples: &[Example], indices: &[usize], classes: usize, device: &Device) -> Option<Tensor<2>> {
+    indices.iter().any(|&i| examples[i].soft_targets.is_some()).then(|| {
+        let mut rows = vec![0.0f32; indices.len() * classes];
+        for (row, &i) in indices.iter().enumerate() {
+            let cells = &mut rows[row * classes..(row + 1) * classes];
+            match &examples[i].soft_targets {
+                Some(targets) => cells.iter_mut().zip(targets).for_each(|(cell, t)| *cell = *t),
+                None => {
+                    if let Some(cell) = cells.get_mut(examples[i].label()) {
+                        *cell = 1.0;
+                    }
+                }
+            }
+        }
+        Tensor::from_data(TensorData::new(rows, [indices.len(), classes]), device)
+    })
+}
+
 /// `[batch, classes]`: 1 where the document has the label.
 fn label_targets(examples: &[Example], indices: &[usize], classes: usize, device: &Device) -> Tensor<2, Int> {
     let mut hot = vec![0i64; indices.len() * classes];
@@ -185,7 +208,12 @@ impl Objective {
         match self {
             Self::OneClass(loss) => {
                 let expected = targets(examples, indices, &device);
-                (loss.forward(logits.clone(), expected.clone()), count_correct(logits, expected))
+                let right = count_correct(logits.clone(), expected.clone());
+                match soft_targets(examples, indices, logits.dims()[1], &device) {
+                    // −Σ t·log q, averaged over the documents (a teacher's targets weigh no class).
+                    Some(soft) => (-(soft * log_softmax(logits, 1)).sum_dim(1).mean(), right),
+                    None => (loss.forward(logits, expected), right),
+                }
             }
             Self::MultiLabel(loss) => {
                 let [_, classes] = logits.dims();

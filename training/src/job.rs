@@ -54,6 +54,10 @@ pub struct TrainRequest {
     pub word_vectors: Option<PathBuf>,
     /// Train everything but the embedding started from `word_vectors`.
     pub freeze_word_vectors: bool,
+    /// A trained package whose probabilities the model learns to give ([`crate::distil`]).
+    pub teacher: Option<PathBuf>,
+    /// Unlabelled documents the teacher labels for training (with `teacher` only).
+    pub unlabelled: Option<PathBuf>,
 }
 
 /// What the data preparation reads of a request: the corpus, its columns, and how it is split
@@ -165,6 +169,13 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
     if let Some(vectors) = &request.word_vectors {
         refuse_input_inside_destination("--word-vectors", vectors, &request.out)?;
     }
+    if let Some(teacher) = &request.teacher {
+        refuse_input_inside_destination("--teacher", teacher, &request.out)?;
+    }
+    if let Some(unlabelled) = &request.unlabelled {
+        anyhow::ensure!(request.teacher.is_some(), "--unlabelled needs a --teacher to label its documents");
+        refuse_input_inside_destination("--unlabelled", unlabelled, &request.out)?;
+    }
     // Training takes minutes to hours: a destination that cannot be written is found now, by
     // making (and removing) the temporary directory the package will be staged in.
     drop(
@@ -199,7 +210,20 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
         );
     }
     let vectors = request.word_vectors.as_deref().map(|path| load_word_vectors(path, request)).transpose()?;
-    let data = prepare(&request.data(), config.sentence_words())?;
+    let mut data = prepare(&request.data(), config.sentence_words())?;
+    let mut recorded = BTreeMap::new();
+    if let Some(teacher) = &request.teacher {
+        let mut labelled = vec![request.train.as_path()];
+        labelled.extend(request.valid.as_deref());
+        let teaching = crate::distil::Teaching {
+            teacher,
+            unlabelled: request.unlabelled.as_deref(),
+            text_column: &request.columns.text,
+            labelled,
+        };
+        let distilled = crate::distil::teach(&teaching, &mut data, request.max_tokens, config.sentence_words())?;
+        recorded.insert("distilled".to_owned(), distilled);
+    }
     tracing::info!(
         "{} training and {} validation documents, {} classes ({}), vocabulary {} tokens",
         data.train.len(),
@@ -211,25 +235,25 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
     let device = Device::flex().autodiff();
     device.seed(request.training.seed);
     let mut words = InitialWords::random(data.tokenizer.get_vocab_size(true));
-    let mut vector_summary = None;
     if let Some(vectors) = &vectors {
         let (table, found) = vectors.embedding_table(&data.tokenizer, request.training.seed);
         tracing::info!("word vectors: {found} of {} vocabulary words found", words.vocab_size);
         words.vectors = Some(table);
         words.frozen = request.freeze_word_vectors;
-        vector_summary = Some(serde_json::json!({
+        let summary = serde_json::json!({
             "path": request.word_vectors.as_ref().map(|p| p.display().to_string()),
             "words_in_file": vectors.words.len(),
             "vocabulary_words_found": found,
             "frozen": request.freeze_word_vectors,
-        }));
+        });
+        recorded.insert("word_vectors".to_owned(), summary);
     }
     let schedule = request.training.resolve(&C::DEFAULTS, &data.counts, data.task);
     for reason in &schedule.reasons {
         tracing::info!("chose {reason}");
     }
     let fitted = fit(config, &words, &device, &data, &schedule.config)?;
-    finish(request, &data, fitted, config, schedule, vector_summary, started)
+    finish(request, &data, fitted, config, schedule, recorded, started)
 }
 
 /// The trained model and how its training went: one run, or one per member of a variant that
@@ -515,7 +539,7 @@ fn refuse_single_document_classes(
     Ok(())
 }
 
-fn encode(
+pub(crate) fn encode(
     encoder: &TextEncoder,
     texts: &[String],
     labels: &[Vec<usize>],
@@ -533,7 +557,7 @@ fn encode(
             let sentence_lengths = sentence_words
                 .map(|max_words| anyhow::Ok(sentence_lengths(&encoder.vocabulary().tokens(&encoding.ids)?, max_words)))
                 .transpose()?;
-            examples.push(Example { ids: encoding.ids, labels: labels.clone(), sentence_lengths });
+            examples.push(Example { ids: encoding.ids, labels: labels.clone(), sentence_lengths, soft_targets: None });
         }
     }
     if empty > 0 {
@@ -551,7 +575,7 @@ fn finish<C: ModelConfig>(
     fitted: Fitted<C::Model>,
     config: &C,
     schedule: Schedule,
-    word_vectors: Option<serde_json::Value>,
+    recorded: BTreeMap<String, serde_json::Value>,
     started: Instant,
 ) -> anyhow::Result<TrainOutcome<C::Model>> {
     let model = fitted.model.valid();
@@ -579,9 +603,8 @@ fn finish<C: ModelConfig>(
         }
     }
     let mut hyper_parameters = config.hyper_parameters();
-    if let Some(word_vectors) = word_vectors {
-        hyper_parameters.insert("word_vectors".to_owned(), word_vectors);
-    }
+    // Where the model started from (`word_vectors`) and learned from (`distilled`).
+    hyper_parameters.extend(recorded);
     hyper_parameters.insert("training".to_owned(), serde_json::to_value(&schedule.config)?);
     hyper_parameters.insert("min_count".to_owned(), request.vocabulary.min_count.into());
     hyper_parameters.insert("max_vocab".to_owned(), request.vocabulary.max_vocab.into());

@@ -16,6 +16,7 @@
 
 pub mod calibration;
 pub mod data;
+pub mod distil;
 pub mod ensemble;
 pub mod eval;
 pub mod fit;

@@ -55,6 +55,15 @@ pub struct TrainArgs {
     /// Keep the pre-trained word vectors fixed: train everything but the embedding.
     #[arg(long, requires = "word_vectors")]
     freeze_word_vectors: bool,
+    /// Distil this package (an ensemble, say) into the new model: each training document's
+    /// target is half its class and half the teacher's probabilities. The teacher must have been
+    /// trained on --train with the same seed, split and vocabulary settings.
+    #[arg(long, value_name = "DIR")]
+    teacher: Option<PathBuf>,
+    /// Documents without labels (Parquet, the --text-column) that train with the teacher's
+    /// probabilities as their targets; never the test set.
+    #[arg(long, value_name = "FILE", requires = "teacher")]
+    unlabelled: Option<PathBuf>,
     /// Also write how training went as JSON to this file: the configuration and why, each
     /// epoch, and the validation metrics per class with the confusion matrix.
     #[arg(long, value_name = "FILE")]
@@ -78,10 +87,13 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         model: args.model,
         word_vectors: args.word_vectors,
         freeze_word_vectors: args.freeze_word_vectors,
+        teacher: args.teacher,
+        unlabelled: args.unlabelled,
     };
     // Checked before training, which can take hours.
     let mut inputs = vec![request.train.as_path()];
     inputs.extend(request.valid.as_deref());
+    inputs.extend(request.unlabelled.as_deref());
     if let Some(path) = &args.metrics_json {
         // The package directory is replaced whole at the end: a summary inside it would vanish.
         anyhow::ensure!(

@@ -16,7 +16,6 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use prost::Message;
-use rayon::prelude::*;
 use runtime::classifier::Classifier;
 use runtime::inference::{InferenceBackend, TractBackend};
 use runtime::package::{GRAPH_FILE, InputLayout, Manifest, ModelPackage, TrainingSummary};
@@ -36,9 +35,6 @@ use weights::{MemberScores, combined, fit_weights, log_loss, log_probabilities};
 
 /// The variant name an ensemble's manifest and graph carry.
 pub const VARIANT: &str = "ensemble";
-
-/// Documents per inference call when the members score the validation split.
-const BATCH: usize = 64;
 
 #[derive(Debug, Clone)]
 pub struct CombineRequest {
@@ -86,6 +82,10 @@ pub fn combine(request: &CombineRequest) -> anyhow::Result<CombineReport> {
     if request.members.len() < 2 {
         bail!("--members: give at least two model packages to combine ({} given)", request.members.len());
     }
+    anyhow::ensure!(
+        request.valid.is_some() || (request.valid_fraction > 0.0 && request.valid_fraction < 1.0),
+        "--valid-fraction must be between 0 and 1"
+    );
     check_destination(&request.out, request.force)?;
     refuse_input_inside_destination("--train", &request.train, &request.out)?;
     if let Some(valid) = &request.valid {
@@ -290,32 +290,9 @@ fn check_same_split(members: &[Member], data: &PreparedData, request: &CombineRe
     Ok(())
 }
 
-/// The member's log-probabilities on `examples`, in their order (batches of similar length,
-/// scored in parallel).
+/// The member's log-probabilities on `examples`, in their order.
 fn member_scores(member: &Member, examples: &[Example]) -> anyhow::Result<MemberScores> {
-    let backend = TractBackend::open(&member.package.graph_path())?;
-    let classes = member.package.manifest.labels.len();
-    let mut order: Vec<usize> = (0..examples.len()).collect();
-    order.sort_by_key(|&i| examples.get(i).map_or(0, |e| e.ids.len()));
-    let batches: Vec<&[usize]> = order.chunks(BATCH).collect();
-    let probs = batches
-        .par_iter()
-        .map(|batch| {
-            let outputs = backend.run(&padded(examples, batch))?;
-            let probs = outputs.get("probs").context("the graph has no `probs` output")?;
-            anyhow::ensure!(probs.data.len() == batch.len() * classes, "`probs` has the wrong size");
-            Ok(probs.data.clone())
-        })
-        .collect::<anyhow::Result<Vec<Vec<f32>>>>()?;
-    let mut in_order = vec![0.0f32; examples.len() * classes];
-    for (batch, probs) in batches.iter().zip(&probs) {
-        for (&doc, row) in batch.iter().zip(probs.chunks(classes)) {
-            if let Some(slot) = in_order.get_mut(doc * classes..(doc + 1) * classes) {
-                slot.copy_from_slice(row);
-            }
-        }
-    }
-    Ok(log_probabilities(&in_order))
+    Ok(log_probabilities(&crate::distil::probabilities(&member.package, examples)?))
 }
 
 /// The candidate's figures, its confusion matrix and its calibration error.

@@ -637,7 +637,7 @@ mod tests {
         model.feature_weights = Some((0..50 + 97).map(|row| 0.5 + (row % 7) as f32 / 5.0).collect());
         let examples: Vec<Example> = [vec![5i64, 9, 12, 5, 40], vec![7], vec![3, 3]]
             .into_iter()
-            .map(|ids| Example { ids, labels: vec![0], sentence_lengths: None })
+            .map(|ids| Example { ids, labels: vec![0], sentence_lengths: None, soft_targets: None })
             .collect();
         let batch = TokenBatch::new(&padded(&examples, &[0, 1, 2]), &device);
         let logits = model.forward(&batch).logits;
@@ -676,7 +676,8 @@ mod tests {
                 model
             })
             .collect();
-        let examples = vec![Example { ids: vec![4, 7, 7, 19], labels: vec![0], sentence_lengths: None }];
+        let examples =
+            vec![Example { ids: vec![4, 7, 7, 19], labels: vec![0], sentence_lengths: None, soft_targets: None }];
         let batch = TokenBatch::new(&padded(&examples, &[0]), &device);
         let logits: Vec<Tensor<2>> = members.iter().map(|m| m.forward(&batch).logits).collect();
         let expected = (logits[0].clone() + logits[1].clone()) / 2.0;
@@ -710,7 +711,12 @@ mod tests {
         ];
         let examples: Vec<Example> = documents
             .iter()
-            .map(|(ids, class)| Example { ids: ids.clone(), labels: vec![*class], sentence_lengths: None })
+            .map(|(ids, class)| Example {
+                ids: ids.clone(),
+                labels: vec![*class],
+                sentence_lengths: None,
+                soft_targets: None,
+            })
             .collect();
         let untrained = config.init(&InitialWords::random(10), 2, &device);
         let model = config.fitted_to_corpus(untrained, &examples, 2, Task::OneClass);

@@ -89,6 +89,8 @@ fn train_tiny<C: ModelConfig>(variant: Variant, config: &C) -> Trained<C::Model>
         model: tiny_flags(),
         word_vectors: None,
         freeze_word_vectors: false,
+        teacher: None,
+        unlabelled: None,
     };
     let TrainOutcome { report, model } = run_variant(&request, config).expect("training a tiny model");
     let package = ModelPackage::open(&report.package).expect("package written by export");

@@ -88,3 +88,41 @@ fn members_trained_with_other_seeds_are_refused_by_name_and_nothing_is_written()
     assert!(stderr(&alone).contains("at least two"), "{}", stderr(&alone));
     assert_nothing_written(dir.path(), &["first", "second"]);
 }
+
+#[test]
+fn an_ensemble_teaches_a_single_model_on_unlabelled_documents() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let corpus = fixture("imdb-train-600.parquet");
+    let (san, ngram, ensemble) = (dir.path().join("san"), dir.path().join("ngram"), dir.path().join("ensemble"));
+    for trained in [train(&corpus, &san, &[]), train_ngram(&corpus, &ngram)] {
+        assert!(trained.status.success(), "{}", stderr(&trained));
+    }
+    let combined = combine(&[&ngram, &san], &ensemble, &[]);
+    assert!(combined.status.success(), "{}", stderr(&combined));
+
+    let student = dir.path().join("student");
+    let reviews = fixture("reviews.parquet");
+    let teacher = ensemble.display().to_string();
+    let taught = train(&corpus, &student, &["--teacher", &teacher, "--unlabelled", &reviews.display().to_string()]);
+    assert!(taught.status.success(), "{}", stderr(&taught));
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(student.join("manifest.json")).expect("manifest"))
+            .expect("manifest JSON");
+    let distilled = &manifest["hyper_parameters"]["distilled"];
+    assert_eq!(distilled["teacher_variant"], "ensemble", "{distilled}");
+    assert_eq!(distilled["unlabelled_rows"], 300, "{distilled}");
+    assert!(stderr(&taught).contains("300 unlabelled documents"), "{}", stderr(&taught));
+
+    // The training file as unlabelled documents, and a teacher of another vocabulary.
+    let refused = dir.path().join("refused");
+    let again = train(&corpus, &refused, &["--teacher", &teacher, "--unlabelled", &corpus.display().to_string()]);
+    assert!(!again.status.success() && stderr(&again).contains("is also a labelled corpus"), "{}", stderr(&again));
+    let other = fixture("tiny-san").display().to_string();
+    let foreign = train(&corpus, &refused, &["--teacher", &other]);
+    assert!(
+        !foreign.status.success() && stderr(&foreign).contains("vocabulary is not the one built here"),
+        "{}",
+        stderr(&foreign)
+    );
+    assert_nothing_written(dir.path(), &["san", "ngram", "ensemble", "student"]);
+}
