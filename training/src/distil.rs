@@ -17,7 +17,7 @@ use tokenizers::Tokenizer;
 
 use crate::data::corpus::read_texts;
 use crate::data::vocabulary::PAD_ID;
-use crate::fit::{Example, Task};
+use crate::fit::{Example, Task, argmax};
 use crate::job::{PreparedData, encode};
 use crate::schedule::ClassCounts;
 
@@ -163,8 +163,4 @@ pub fn probabilities(package: &ModelPackage, examples: &[Example]) -> anyhow::Re
         }
     }
     Ok(in_order)
-}
-
-fn argmax(row: &[f32]) -> usize {
-    row.iter().enumerate().fold((0, f32::MIN), |best, (i, &p)| if p > best.1 { (i, p) } else { best }).0
 }

@@ -374,7 +374,7 @@ pub fn probabilities<M: Network>(
     Ok(probabilities)
 }
 
-fn argmax(values: &[f32]) -> usize {
+pub(crate) fn argmax(values: &[f32]) -> usize {
     values.iter().enumerate().fold((0, f32::NEG_INFINITY), |best, (i, &v)| if v > best.1 { (i, v) } else { best }).0
 }
 

@@ -157,10 +157,17 @@ pub fn combine(request: &CombineRequest) -> anyhow::Result<CombineReport> {
     let graphs: Vec<graph::MemberGraph<'_>> = members
         .iter()
         .zip(&fitted)
-        .map(|(m, &w)| graph::MemberGraph { name: &m.name, model: &m.model, weight: w as f32 })
+        .map(|(m, &w)| graph::MemberGraph {
+            name: &m.name,
+            model: &m.model,
+            weight: w as f32,
+            classes,
+            attention_heads: m.package.manifest.attention_heads,
+            embedding_dim: m.package.manifest.embedding_dim,
+        })
         .collect();
-    let model = graph::combine(&graphs, &metadata)?;
-    let manifest = manifest(&members, &fitted, &data, &validation, ece, &standings, max_tokens, &model, started)?;
+    let (model, floats) = graph::combine(&graphs, &metadata)?;
+    let manifest = manifest(&members, &fitted, &data, &validation, ece, &standings, max_tokens, floats, started)?;
     let sample: Vec<usize> = (0..data.valid.len().min(32)).collect();
     let package = write_package(
         &request.out,
@@ -333,7 +340,7 @@ fn manifest(
     ece: f64,
     standings: &[Standing],
     max_tokens: usize,
-    model: &ModelProto,
+    float_values: u64,
     started: Instant,
 ) -> anyhow::Result<Manifest> {
     let first = members.first().context("no members")?;
@@ -371,11 +378,6 @@ fn manifest(
     let combining = started.elapsed().as_secs_f64();
     metrics.insert("combine_seconds".to_owned(), combining);
     let attention_heads: usize = members.iter().filter_map(|m| m.package.manifest.attention_heads).sum();
-    let floats = model
-        .graph
-        .iter()
-        .flat_map(|g| &g.initializer)
-        .filter(|t| t.data_type == tract_onnx::pb::tensor_proto::DataType::Float as i32);
     Ok(Manifest {
         format_version: Manifest::format_version_for(None),
         variant: VARIANT.to_owned(),
@@ -386,7 +388,8 @@ fn manifest(
         padding_id: reference.padding_id,
         attention_heads: (attention_heads > 0).then_some(attention_heads),
         embedding_dim: members.iter().map(|m| m.package.manifest.embedding_dim).sum(),
-        parameter_count: floats.map(|t| t.raw_data.len() as u64 / 4).sum(),
+        // What a user can check against the file's size, as for a trained package.
+        parameter_count: float_values,
         hyper_parameters,
         training: TrainingSummary {
             corpus: data.corpus.fingerprint.clone(),

@@ -5,7 +5,7 @@
 //! open a scope with [`GraphBuilder::scoped`], so a parity failure or a profile points at a
 //! layer. It stores weights as initializers and serialises the finished model.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use tract_onnx::pb;
 
@@ -120,6 +120,39 @@ impl GraphBuilder {
     pub fn float_values(&self) -> u64 {
         let floats = self.graph.initializer.iter().filter(|tensor| tensor.data_type == FLOAT);
         floats.map(|tensor| tensor.raw_data.len() as u64 / 4).sum()
+    }
+
+    /// Adds another graph's nodes, weights and value types as they are (their names must not
+    /// clash with this graph's); its inputs and outputs are not this graph's.
+    pub fn absorb(&mut self, graph: pb::GraphProto) {
+        self.graph.node.extend(graph.node);
+        self.graph.initializer.extend(graph.initializer);
+        self.graph.value_info.extend(graph.value_info);
+    }
+
+    /// Removes the nodes whose outputs nothing reads (neither a node nor a graph output), and
+    /// then the weights and value types nothing refers to.
+    pub fn drop_unused(&mut self) {
+        let graph = &mut self.graph;
+        loop {
+            let read: HashSet<&str> = graph
+                .node
+                .iter()
+                .flat_map(|n| n.input.iter().map(String::as_str))
+                .chain(graph.output.iter().map(|o| o.name.as_str()))
+                .collect();
+            let used: Vec<bool> =
+                graph.node.iter().map(|n| n.output.iter().any(|o| read.contains(o.as_str()))).collect();
+            if used.iter().all(|&u| u) {
+                break;
+            }
+            let mut used = used.into_iter();
+            graph.node.retain(|_| used.next().unwrap_or(true));
+        }
+        let read: HashSet<&String> = graph.node.iter().flat_map(|n| &n.input).collect();
+        graph.initializer.retain(|tensor| read.contains(&tensor.name));
+        let produced: HashSet<&String> = graph.node.iter().flat_map(|n| &n.output).collect();
+        graph.value_info.retain(|info| produced.contains(&info.name));
     }
 
     /// A float32 weight or constant, stored as an initializer.
