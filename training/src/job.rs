@@ -198,10 +198,7 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
             valid.display()
         );
     }
-    anyhow::ensure!(
-        request.valid.is_some() || (request.valid_fraction > 0.0 && request.valid_fraction < 1.0),
-        "--valid-fraction must be between 0 and 1"
-    );
+    check_valid_fraction(request.valid.as_deref(), request.valid_fraction)?;
     let started = Instant::now();
     if request.word_vectors.is_some() && !config.takes_word_vectors() {
         bail!(
@@ -349,6 +346,16 @@ fn load_word_vectors(path: &Path, request: &TrainRequest) -> anyhow::Result<Word
     );
     tracing::info!("read {} word vectors of width {} from {}", vectors.words.len(), vectors.dim, path.display());
     Ok(vectors)
+}
+
+/// Without a `--valid` file, a share of the training corpus is held out: it must leave some of
+/// it on each side.
+pub(crate) fn check_valid_fraction(valid: Option<&Path>, valid_fraction: f64) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        valid.is_some() || (valid_fraction > 0.0 && valid_fraction < 1.0),
+        "--valid-fraction must be between 0 and 1"
+    );
+    Ok(())
 }
 
 /// `sentence_words`: cut documents into sentences of at most this many tokens (hierarchical

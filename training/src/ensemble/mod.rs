@@ -28,7 +28,7 @@ use crate::calibration::expected_calibration_error;
 use crate::data::corpus::Columns;
 use crate::data::vocabulary::VocabularyConfig;
 use crate::fit::{Example, padded};
-use crate::job::{DataSpec, PreparedData, VERIFY_TOLERANCE, prepare};
+use crate::job::{DataSpec, PreparedData, VERIFY_TOLERANCE, check_valid_fraction, prepare};
 use crate::metrics::{Confusion, Scores};
 use crate::package_writer::{PackageFiles, check_destination, refuse_input_inside_destination, write_package};
 use weights::{MemberScores, combined, fit_weights, log_loss, log_probabilities};
@@ -82,10 +82,7 @@ pub fn combine(request: &CombineRequest) -> anyhow::Result<CombineReport> {
     if request.members.len() < 2 {
         bail!("--members: give at least two model packages to combine ({} given)", request.members.len());
     }
-    anyhow::ensure!(
-        request.valid.is_some() || (request.valid_fraction > 0.0 && request.valid_fraction < 1.0),
-        "--valid-fraction must be between 0 and 1"
-    );
+    check_valid_fraction(request.valid.as_deref(), request.valid_fraction)?;
     check_destination(&request.out, request.force)?;
     refuse_input_inside_destination("--train", &request.train, &request.out)?;
     if let Some(valid) = &request.valid {
