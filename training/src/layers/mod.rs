@@ -12,6 +12,7 @@ pub mod norm;
 pub mod pooling;
 pub mod positions;
 pub mod recurrent;
+pub mod window;
 
 use burn::prelude::*;
 use runtime::inference::ModelInputs;

@@ -112,7 +112,8 @@ impl Network for Cnn {
             pooled.push(g.scoped(&format!("conv{width}"), |g| {
                 let weight = g.weight("weight", &[filters, channels_in, width], &values(conv.weight.val()));
                 let bias = conv.bias.as_ref().map(|bias| g.weight("bias", &[filters], &values(bias.val())));
-                let features = g.conv1d_right_padded(&channels, &weight, bias.as_ref(), width);
+                // Padded on the right by width − 1, so every position starts a window.
+                let features = g.conv1d(&channels, &weight, bias.as_ref(), width, [0, width - 1]);
                 let features = g.relu(&features);
                 let features = g.mul(&features, &positions);
                 // Opset 17: ReduceMax still takes its axes as an attribute.

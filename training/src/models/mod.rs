@@ -244,6 +244,19 @@ pub enum PooledValues {
     Words,
 }
 
+/// What reads the words before SAN's hops choose where to look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Encoder {
+    /// A bidirectional LSTM (Lin et al.): each position sees the whole document.
+    Bilstm,
+    /// A convolution over a window of words, ReLU: each position sees its neighbours.
+    Conv,
+    /// The convolution plus the document's mean word: each position sees its neighbours and
+    /// what the whole document says.
+    ConvMean,
+}
+
 /// Hyper-parameters as recorded in the manifest.
 pub type HyperParameters = BTreeMap<String, serde_json::Value>;
 
@@ -281,7 +294,17 @@ pub struct ModelFlags {
     /// several [ngram].
     #[arg(long, value_enum, default_value_t = crate::models::ngram::FeatureWeights::Auto)]
     pub feature_weights: crate::models::ngram::FeatureWeights,
-    /// LSTM units per direction, u [san].
+    /// What reads the words before the hops choose where to look: `bilstm` (the paper's), or
+    /// `conv`, the words projected to u features, then one convolution over `--conv-width` of
+    /// them around each token, 2u filters wide, or `conv-mean`, the same plus the document's
+    /// mean word (our extensions: every position at once, where the biLSTM takes a step per
+    /// token) [san].
+    #[arg(long, value_enum, default_value_t = Encoder::Bilstm)]
+    pub encoder: Encoder,
+    /// Words each position of `--encoder conv` (or `conv-mean`) reads, centred on it (odd) [san].
+    #[arg(long, default_value_t = 5)]
+    pub conv_width: usize,
+    /// LSTM units per direction, u; `--encoder conv` has 2u filters [san].
     #[arg(long, default_value_t = 64)]
     pub lstm_hidden: usize,
     /// GRU units per direction, h [bigru, lama, lama-ctx, han (both levels)].

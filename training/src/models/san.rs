@@ -6,26 +6,36 @@
 //! The biLSTM then only chooses where each hop looks, and a token's contribution is its own
 //! word's value weighted by that attention; with H, a token's state also carries its
 //! neighbours' meaning, and the contribution credits carrier words (`this`, `.`) for it.
+//!
+//! `--encoder conv` and `conv-mean` (our extensions) read the words with one convolution
+//! over a window around each token (plus, for `conv-mean`, the document's mean word) instead
+//! of the biLSTM, which costs one sequential step per token.
 
 use burn::nn::Embedding;
 use burn::prelude::*;
 use serde::Serialize;
 
 use super::{
-    GraphShape, ModelConfig, Network, NetworkOutput, PooledValues, check_sizes, declare_contribution, declare_outputs,
+    Encoder, GraphShape, ModelConfig, Network, NetworkOutput, PooledValues, check_sizes, declare_contribution,
+    declare_outputs,
 };
 use crate::layers::attention::{StructuredAttention, redundancy_penalty};
 use crate::layers::contribution::{emit_per_hop, emit_token_contribution, per_hop, token_contribution};
 use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::head::MlpHead;
 use crate::layers::recurrent::BiLstm;
+use crate::layers::window::WindowConv;
 use crate::layers::{GraphBatch, TokenBatch};
-use crate::onnx::GraphBuilder;
+use crate::onnx::{GraphBuilder, Value};
 
 /// SAN hyper-parameters (see [`ModelFlags`] for their meaning and defaults).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SanConfig {
     pub embedding_dim: usize,
+    pub encoder: Encoder,
+    /// `--conv-width`, recorded only for `--encoder conv`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conv_width: Option<usize>,
     pub lstm_hidden: usize,
     pub attention_dim: usize,
     pub hops: usize,
@@ -35,7 +45,11 @@ pub struct SanConfig {
     pub pooled_values: PooledValues,
 }
 
-config_from_flags!(SanConfig, |flags| { lstm_hidden, attention_dim, hops, mlp_hidden, penalty, pooled_values });
+config_from_flags!(
+    SanConfig,
+    |flags| { encoder, lstm_hidden, attention_dim, hops, mlp_hidden, penalty, pooled_values },
+    conv_width: (flags.encoder != Encoder::Bilstm).then_some(flags.conv_width),
+);
 
 impl ModelConfig for SanConfig {
     type Model = San;
@@ -52,6 +66,12 @@ impl ModelConfig for SanConfig {
             self.dropout,
         )?;
         anyhow::ensure!(self.penalty >= 0.0, "--penalty must not be negative");
+        if let Some(width) = self.conv_width {
+            anyhow::ensure!(
+                width % 2 == 1,
+                "--conv-width must be odd, so each window is centred on its word (got {width})"
+            );
+        }
         Ok(())
     }
 
@@ -61,7 +81,15 @@ impl ModelConfig for SanConfig {
         let value_width = if pools_words { self.embedding_dim } else { states };
         San {
             embedding: embedding(words, self.embedding_dim, device),
-            encoder: BiLstm::new(self.embedding_dim, self.lstm_hidden, device),
+            encoder: match (self.encoder, self.conv_width) {
+                (Encoder::Bilstm, _) | (_, None) => {
+                    ContextReader::BiLstm(BiLstm::new(self.embedding_dim, self.lstm_hidden, device))
+                }
+                (encoder, Some(width)) => {
+                    let document = encoder == Encoder::ConvMean;
+                    ContextReader::Window(WindowConv::new(self.embedding_dim, states, width, document, device))
+                }
+            },
             attention: StructuredAttention::new(states, self.attention_dim, self.hops, device),
             head: MlpHead::new(self.hops * value_width, self.mlp_hidden, classes, self.dropout, device),
             penalty: self.penalty,
@@ -70,10 +98,41 @@ impl ModelConfig for SanConfig {
     }
 }
 
+/// What reads the words before the hops choose where to look (`--encoder`).
+#[derive(Module, Debug)]
+pub enum ContextReader {
+    BiLstm(BiLstm),
+    Window(WindowConv),
+}
+
+impl ContextReader {
+    /// The width of each position's state.
+    fn states(&self) -> usize {
+        match self {
+            Self::BiLstm(lstm) => 2 * lstm.hidden(),
+            Self::Window(window) => window.filters(),
+        }
+    }
+
+    fn forward(&self, words: Tensor<3>, batch: &TokenBatch) -> Tensor<3> {
+        match self {
+            Self::BiLstm(lstm) => lstm.forward(words, batch),
+            Self::Window(window) => window.forward(words, batch),
+        }
+    }
+
+    fn emit(&self, g: &mut GraphBuilder, batch: &GraphBatch, words: &Value) -> Value {
+        match self {
+            Self::BiLstm(lstm) => lstm.emit(g, batch, words),
+            Self::Window(window) => window.emit(g, batch, words),
+        }
+    }
+}
+
 #[derive(Module, Debug)]
 pub struct San {
     embedding: Embedding,
-    encoder: BiLstm,
+    encoder: ContextReader,
     attention: StructuredAttention,
     head: MlpHead,
     penalty: f32,
@@ -84,7 +143,7 @@ pub struct San {
 impl San {
     /// The width of each pooled value: an embedding's or a biLSTM state's.
     fn value_width(&self) -> usize {
-        if self.pools_words { self.embedding.weight.dims()[1] } else { 2 * self.encoder.hidden() }
+        if self.pools_words { self.embedding.weight.dims()[1] } else { self.encoder.states() }
     }
 
     fn embedding_dim(&self) -> usize {

@@ -157,16 +157,12 @@ impl GraphBuilder {
     }
 
     /// A 1-D convolution of `[batch, channels, length]` with `weight` `[filters, channels,
-    /// width]`, padded on the right by `width − 1` so every position starts a window.
-    pub fn conv1d_right_padded(&mut self, x: &Value, weight: &Value, bias: Option<&Value>, width: usize) -> Value {
-        let width = width as i64;
+    /// width]`, padded with `pads` (left, right) zeros.
+    pub fn conv1d(&mut self, x: &Value, weight: &Value, bias: Option<&Value>, width: usize, pads: [usize; 2]) -> Value {
         let mut inputs = vec![x, weight];
         inputs.extend(bias);
-        self.node(
-            "Conv",
-            &inputs,
-            vec![("kernel_shape", Attr::Ints(vec![width])), ("pads", Attr::Ints(vec![0, width - 1]))],
-        )
+        let pads = vec![pads[0] as i64, pads[1] as i64];
+        self.node("Conv", &inputs, vec![("kernel_shape", Attr::Ints(vec![width as i64])), ("pads", Attr::Ints(pads))])
     }
 
     /// One forward-running recurrent node over time-major `x` `[seq, batch, in]`, without

@@ -47,6 +47,8 @@ fn flags() -> ModelFlags {
         ngrams: 2,
         feature_weights: training::models::ngram::FeatureWeights::None,
         members: Some(1),
+        encoder: training::models::Encoder::Bilstm,
+        conv_width: 3,
         lstm_hidden: 4,
         gru_hidden: 4,
         attention_dim: 5,

@@ -38,6 +38,8 @@ fn tiny_flags() -> ModelFlags {
         ngrams: 3,
         feature_weights: training::models::ngram::FeatureWeights::NaiveBayes,
         members: Some(2),
+        encoder: training::models::Encoder::Bilstm,
+        conv_width: 3,
         lstm_hidden: 8,
         gru_hidden: 8,
         attention_dim: 8,
@@ -328,6 +330,21 @@ fn san_package_declares_its_contract() {
 // every variant.
 parity_module!(san_words, San, training::models::san::SanConfig, words_flags());
 parity_module!(lama_words, Lama, training::models::lama::LamaConfig, words_flags());
+// SAN reading the words with a window convolution (`--encoder conv`) instead of the biLSTM.
+parity_module!(san_conv, San, training::models::san::SanConfig, conv_flags());
+// The document's mean word added at every position (`--encoder conv-mean`), the hops pooling
+// the convolution's outputs (`--pooled-values states`).
+parity_module!(
+    san_conv_mean,
+    San,
+    training::models::san::SanConfig,
+    ModelFlags { encoder: training::models::Encoder::ConvMean, conv_width: 5, ..tiny_flags() }
+);
+
+/// [`words_flags`] with a window convolution before the hops (`--encoder conv`).
+fn conv_flags() -> ModelFlags {
+    ModelFlags { encoder: training::models::Encoder::Conv, ..words_flags() }
+}
 
 /// The widths that follow from pooling embeddings, not states.
 #[test]
@@ -338,6 +355,23 @@ fn san_words_package_pools_one_embedding_per_hop() {
     assert_eq!(san::model().package.manifest.hyper_parameters["pooled_values"], "states");
     let tract = TractBackend::open(&san_words::model().package.graph_path()).expect("tract opens the graph");
     assert_eq!(tract.output_names(), ["probs", "attention", "embedding", "contribution"]);
+}
+
+/// The convolution's width and filters are recorded, and it leaves the graph's contract as
+/// the biLSTM's.
+#[test]
+fn san_conv_package_records_its_window() {
+    let manifest = &san_conv::model().package.manifest;
+    assert_eq!(manifest.embedding_dim, 3 * 24);
+    assert_eq!(manifest.hyper_parameters["encoder"], "conv");
+    assert_eq!(manifest.hyper_parameters["conv_width"], 3);
+    assert_eq!(san_conv_mean::model().package.manifest.hyper_parameters["encoder"], "conv-mean");
+    assert_eq!(san_words::model().package.manifest.hyper_parameters["encoder"], "bilstm");
+    assert!(!san_words::model().package.manifest.hyper_parameters.contains_key("conv_width"));
+    let tract = TractBackend::open(&san_conv::model().package.graph_path()).expect("tract opens the graph");
+    assert_eq!(tract.output_names(), ["probs", "attention", "embedding", "contribution"]);
+    let graph = std::fs::read(san_conv::model().package.graph_path()).expect("graph");
+    assert!(!graph.windows(4).any(|w| w == b"LSTM"), "no LSTM node in the conv encoder's graph");
 }
 
 #[test]

@@ -397,6 +397,17 @@ fn impossible_hyper_parameters_are_refused_before_training() {
     }
 }
 
+/// A window with no middle word cannot be centred on it.
+#[test]
+fn an_even_convolution_window_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("model");
+    let output = train(&fixture("imdb-train-600.parquet"), &out, &["--encoder", "conv", "--conv-width", "4"]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("--conv-width must be odd"), "{}", stderr(&output));
+    assert_nothing_written(dir.path(), &[]);
+}
+
 #[test]
 fn pre_trained_word_vectors_start_the_embedding_and_are_recorded() {
     let dir = tempfile::tempdir().expect("tempdir");
