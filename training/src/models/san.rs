@@ -33,7 +33,7 @@ use crate::onnx::{GraphBuilder, Value};
 pub struct SanConfig {
     pub embedding_dim: usize,
     pub encoder: Encoder,
-    /// `--conv-width`, recorded only for `--encoder conv`.
+    /// `--conv-width`, recorded only for the convolutions (`--encoder conv` or `conv-mean`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub conv_width: Option<usize>,
     pub lstm_hidden: usize,
@@ -141,7 +141,7 @@ pub struct San {
 }
 
 impl San {
-    /// The width of each pooled value: an embedding's or a biLSTM state's.
+    /// The width of each pooled value: an embedding's or the encoder's state's.
     fn value_width(&self) -> usize {
         if self.pools_words { self.embedding.weight.dims()[1] } else { self.encoder.states() }
     }
