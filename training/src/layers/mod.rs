@@ -14,6 +14,7 @@ pub mod positions;
 pub mod recurrent;
 pub mod window;
 
+use burn::nn::conv::Conv1d;
 use burn::prelude::*;
 use runtime::inference::ModelInputs;
 
@@ -95,6 +96,11 @@ impl TokenBatch {
         }
     }
 
+    /// `x` (`[batch, seq, features]`) with its padding positions zeroed.
+    pub fn zero_padding(&self, x: Tensor<3>) -> Tensor<3> {
+        x * self.mask.clone().unsqueeze_dim::<3>(2)
+    }
+
     /// Reverses every example of `x` (`[batch, seq, features]`) within its own length.
     pub fn reverse_within_lengths(&self, x: Tensor<3>) -> Tensor<3> {
         let features = x.dims()[2];
@@ -149,6 +155,13 @@ impl GraphBatch {
         let first = g.ints("first", &[1], &[0]);
         let batch_size = g.gather(&shape, &first, 0);
         Self { ids, mask, mask_f32, reversal: within_row, batch_size }
+    }
+
+    /// Graph twin of [`TokenBatch::zero_padding`].
+    pub fn zero_padding(&self, g: &mut GraphBuilder, x: &Value) -> Value {
+        let axis2 = g.ints("axis2", &[1], &[2]);
+        let token_mask = g.unsqueeze(&self.mask_f32, &axis2);
+        g.mul(x, &token_mask)
     }
 
     /// A float zero tensor `[1, batch, width]`: the initial state of a recurrent layer
@@ -256,6 +269,15 @@ impl TimeMajorReversal {
         let joined = g.ints("joined", &[3], &[0, 0, 2 * features as i64]);
         g.reshape(&gathered, &joined)
     }
+}
+
+/// A burn `Conv1d` over `[batch, channels, length]` as one ONNX `Conv` node, its input padded
+/// with `pads` (left, right) zeros.
+pub fn emit_conv1d(g: &mut GraphBuilder, conv: &Conv1d, x: &Value, pads: [usize; 2]) -> Value {
+    let [filters, channels, width] = conv.weight.dims();
+    let weight = g.weight("weight", &[filters, channels, width], &values(conv.weight.val()));
+    let bias = conv.bias.as_ref().map(|bias| g.weight("bias", &[filters], &values(bias.val())));
+    g.conv1d(x, &weight, bias.as_ref(), width, pads)
 }
 
 /// Copies a tensor's values out for the graph writer.

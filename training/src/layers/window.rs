@@ -19,7 +19,7 @@ use burn::tensor::activation::relu;
 
 use super::dense::{dense, emit_dense};
 use super::pooling::{emit_masked_mean, masked_mean};
-use super::{GraphBatch, TokenBatch, values};
+use super::{GraphBatch, TokenBatch, emit_conv1d};
 use crate::onnx::{GraphBuilder, Value};
 
 #[derive(Module, Debug)]
@@ -51,7 +51,7 @@ impl WindowConv {
 
     /// `[batch, seq, in]` → `[batch, seq, filters]`.
     pub fn forward(&self, x: Tensor<3>, batch: &TokenBatch) -> Tensor<3> {
-        let x = self.narrow.forward(x * batch.mask.clone().unsqueeze_dim::<3>(2));
+        let x = self.narrow.forward(batch.zero_padding(x));
         let mut features = self.conv.forward(x.clone().swap_dims(1, 2)); // [B, F, T]
         if let Some(document) = &self.document {
             let mean = document.forward(masked_mean(x, batch.mask.clone())); // [B, F]
@@ -62,20 +62,16 @@ impl WindowConv {
 
     /// Emits the layer for a `[batch, seq, in]` value; returns `[batch, seq, filters]`.
     pub fn emit(&self, g: &mut GraphBuilder, batch: &GraphBatch, x: &Value) -> Value {
-        let [filters, channels, width] = self.conv.weight.dims();
+        let side = self.conv.weight.dims()[2] / 2;
         g.scoped("window_conv", |g| {
-            let axis2 = g.ints("axis2", &[1], &[2]);
-            let token_mask = g.unsqueeze(&batch.mask_f32, &axis2);
-            let x = g.mul(x, &token_mask);
+            let x = batch.zero_padding(g, x);
             let x = emit_dense(g, &self.narrow, &x, "narrow");
             let channels_first = g.transpose(&x, &[0, 2, 1]);
-            let weight = g.weight("weight", &[filters, channels, width], &values(self.conv.weight.val()));
-            let bias = self.conv.bias.as_ref().map(|bias| g.weight("bias", &[filters], &values(bias.val())));
-            let side = width / 2;
-            let mut features = g.conv1d(&channels_first, &weight, bias.as_ref(), width, [side, side]);
+            let mut features = emit_conv1d(g, &self.conv, &channels_first, [side, side]);
             if let Some(document) = &self.document {
                 let mean = emit_masked_mean(g, &x, &batch.mask_f32);
                 let mean = emit_dense(g, document, &mean, "document");
+                let axis2 = g.ints("axis2", &[1], &[2]);
                 let mean = g.unsqueeze(&mean, &axis2);
                 features = g.add(&features, &mean);
             }

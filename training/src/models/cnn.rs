@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::{GraphShape, ModelConfig, Network, NetworkOutput, check_sizes};
 use crate::layers::dense::{dense, emit_dense};
 use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
-use crate::layers::{GraphBatch, TokenBatch, values};
+use crate::layers::{GraphBatch, TokenBatch, emit_conv1d};
 use crate::onnx::{Dim, ElemType, GraphBuilder, Value};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -80,7 +80,7 @@ impl Network for Cnn {
     }
 
     fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
-        let words = self.embedding.forward(batch.ids.clone()) * batch.mask.clone().unsqueeze_dim::<3>(2);
+        let words = batch.zero_padding(self.embedding.forward(batch.ids.clone()));
         let channels = words.swap_dims(1, 2); // [B, E, T]
         let positions = batch.mask.clone().unsqueeze_dim::<3>(1); // [B, 1, T]
         let pooled: Vec<Tensor<2>> = self
@@ -100,20 +100,16 @@ impl Network for Cnn {
     fn emit(&self, g: &mut GraphBuilder) {
         let batch = GraphBatch::declare(g);
         let words = emit_embedding(g, &self.embedding, &batch.ids);
-        let axis2 = g.ints("axis2", &[1], &[2]);
-        let token_mask = g.unsqueeze(&batch.mask_f32, &axis2);
-        let words = g.mul(&words, &token_mask);
+        let words = batch.zero_padding(g, &words);
         let channels = g.transpose(&words, &[0, 2, 1]);
         let axis1 = g.ints("axis1", &[1], &[1]);
         let positions = g.unsqueeze(&batch.mask_f32, &axis1);
         let mut pooled = Vec::with_capacity(self.convolutions.len());
         for conv in &self.convolutions {
-            let [filters, channels_in, width] = conv.weight.dims();
+            let width = conv.weight.dims()[2];
             pooled.push(g.scoped(&format!("conv{width}"), |g| {
-                let weight = g.weight("weight", &[filters, channels_in, width], &values(conv.weight.val()));
-                let bias = conv.bias.as_ref().map(|bias| g.weight("bias", &[filters], &values(bias.val())));
                 // Padded on the right by width − 1, so every position starts a window.
-                let features = g.conv1d(&channels, &weight, bias.as_ref(), width, [0, width - 1]);
+                let features = emit_conv1d(g, conv, &channels, [0, width - 1]);
                 let features = g.relu(&features);
                 let features = g.mul(&features, &positions);
                 // Opset 17: ReduceMax still takes its axes as an attribute.
