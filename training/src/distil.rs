@@ -12,13 +12,12 @@ use anyhow::{Context, bail};
 use rayon::prelude::*;
 use runtime::inference::{InferenceBackend, ModelInputs, TractBackend};
 use runtime::package::{InputLayout, ModelPackage};
-use runtime::text::{TextEncoder, Vocabulary};
+use runtime::text::Vocabulary;
 use tokenizers::Tokenizer;
 
-use crate::data::corpus::read_texts;
 use crate::data::vocabulary::PAD_ID;
 use crate::fit::{Example, Task, argmax};
-use crate::job::{PreparedData, encode};
+use crate::job::{PreparedData, read_unlabelled};
 use crate::schedule::ClassCounts;
 
 /// A labelled training document's target: this share on its class, the rest on the teacher's
@@ -66,18 +65,8 @@ pub(crate) fn teach(
     );
     let mut unlabelled_rows = 0;
     if let Some(path) = teaching.unlabelled {
-        if let Some(same) = teaching.labelled.iter().find(|p| batch_io::locations::same_location(path, p)) {
-            bail!(
-                "--unlabelled {} is also a labelled corpus ({}): give documents outside the training and validation \
-                 sets (and never the test set)",
-                path.display(),
-                same.display()
-            );
-        }
-        let texts = read_texts(path, teaching.text_column)?;
-        let encoder = TextEncoder::new(data.tokenizer.clone(), max_tokens);
-        let no_labels = vec![Vec::new(); texts.len()];
-        let mut examples = encode(&encoder, &texts, &no_labels, sentence_words, "unlabelled")?;
+        let mut examples =
+            read_unlabelled(path, &teaching.labelled, teaching.text_column, data, max_tokens, sentence_words)?;
         let probs = probabilities(&teacher, &examples)?;
         for (example, row) in examples.iter_mut().zip(probs.chunks(classes)) {
             example.labels = vec![argmax(row)];

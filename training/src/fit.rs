@@ -1,13 +1,14 @@
 //! The training loop shared by every variant: length-bucketed shuffled mini-batches, Adam with
 //! gradient-norm clipping, an optionally class-weighted loss, validation each epoch, early
-//! stopping on validation macro-F1 (accuracy would reward ignoring the small classes).
+//! stopping on validation macro-F1 (accuracy would reward ignoring the small classes), and
+//! optionally losses on perturbed embeddings ([`crate::adversarial`]).
 
 use std::time::Instant;
 
 use batch_io::progress::{Progress, Unit};
 use burn::grad_clipping::GradientClippingConfig;
 use burn::nn::loss::{BinaryCrossEntropyLoss, BinaryCrossEntropyLossConfig, CrossEntropyLoss, CrossEntropyLossConfig};
-use burn::optim::{AdamConfig, GradientsParams};
+use burn::optim::{AdamConfig, GradientsAccumulator, GradientsParams};
 use burn::prelude::*;
 use burn::tensor::activation::{log_softmax, sigmoid, softmax};
 use rand::SeedableRng;
@@ -15,11 +16,12 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use runtime::inference::ModelInputs;
 
+use crate::adversarial::{Perturbation, adversarial_logits, virtual_adversarial_loss};
 use crate::data::vocabulary::PAD_ID;
 use crate::label_sets::{LabelSets, tune_thresholds};
 use crate::layers::TokenBatch;
 use crate::metrics::{Confusion, Scores};
-use crate::models::Network;
+use crate::models::{Network, Perturbable};
 
 /// One tokenized document and its class indices: one, or for a multi-label corpus one or more.
 #[derive(Debug, Clone)]
@@ -76,6 +78,9 @@ pub struct TrainConfig {
     /// Fit a temperature on validation after training ([`crate::calibration`]).
     pub calibrate: bool,
     pub task: Task,
+    /// Losses also taken on perturbed embeddings ([`crate::adversarial`]).
+    #[serde(flatten)]
+    pub perturbation: Perturbation,
 }
 
 impl TrainConfig {
@@ -88,7 +93,7 @@ impl TrainConfig {
             "--learning-rate must be a positive number"
         );
         anyhow::ensure!(self.clip_norm > 0.0 && self.clip_norm.is_finite(), "--clip-norm must be a positive number");
-        Ok(())
+        self.perturbation.validate()
     }
 }
 
@@ -229,20 +234,134 @@ impl Objective {
     }
 }
 
+/// One training step's gradients, and what the epoch's line reports of it.
+struct Step {
+    gradients: GradientsParams,
+    /// The loss on the documents as they are, with the penalty.
+    loss: f64,
+    penalty: f64,
+    right: usize,
+}
+
+/// The step of plain training: the loss on the batch, and its gradients.
+fn plain_step<M: Network>(
+    model: &M,
+    objective: &Objective,
+    batch: &TokenBatch,
+    examples: &[Example],
+    indices: &[usize],
+) -> Step {
+    let output = model.forward(batch);
+    let (mut loss, right) = objective.forward(output.logits, examples, indices);
+    let mut penalty = 0.0;
+    if let Some(regularizer) = output.regularizer {
+        penalty = scalar(regularizer.clone());
+        loss = loss + regularizer;
+    }
+    let value = scalar(loss.clone());
+    Step { gradients: GradientsParams::from_grads(loss.backward(), model), loss: value, penalty, right }
+}
+
+/// The step of training on perturbed embeddings: the plain loss, plus the adversarial loss on
+/// the batch and the virtual adversarial loss on `unlabelled` (or, without it, on the batch).
+#[allow(clippy::too_many_arguments)]
+fn perturbed_step<M: Network>(
+    model: &M,
+    network: &dyn Perturbable,
+    objective: &Objective,
+    config: &TrainConfig,
+    batch: &TokenBatch,
+    examples: &[Example],
+    indices: &[usize],
+    unlabelled: Option<&TokenBatch>,
+) -> Step {
+    let words = network.embed(batch);
+    // A zero push that keeps its gradient: the loss's gradient with respect to the embeddings.
+    let probe = Tensor::<3>::zeros(words.dims(), &words.device()).require_grad();
+    let output = network.forward_embedded(words + probe.clone(), batch);
+    let clean = output.logits.clone().detach();
+    let (mut loss, right) = objective.forward(output.logits, examples, indices);
+    let mut penalty = 0.0;
+    if let Some(regularizer) = output.regularizer {
+        penalty = scalar(regularizer.clone());
+        loss = loss + regularizer;
+    }
+    let value = scalar(loss.clone());
+    let mut gradients = loss.backward();
+    let gradient = probe.grad_remove(&mut gradients);
+    let mut accumulated = GradientsAccumulator::<M>::new();
+    accumulated.accumulate(model, GradientsParams::from_grads(gradients, model));
+
+    let mut extra: Option<Tensor<1>> = None;
+    if let (Some(share), Some(gradient)) = (config.perturbation.adversarial, gradient) {
+        let logits = adversarial_logits(network, batch, gradient, share);
+        extra = Some(objective.forward(logits, examples, indices).0);
+    }
+    if let Some(share) = config.perturbation.virtual_adversarial {
+        let divergence = match unlabelled {
+            Some(other) => {
+                let clean = network.forward_embedded(network.embed(other), other).logits;
+                virtual_adversarial_loss(network, other, clean, share, config.task)
+            }
+            None => virtual_adversarial_loss(network, batch, clean, share, config.task),
+        };
+        extra = Some(match extra {
+            Some(adversarial) => adversarial + divergence,
+            None => divergence,
+        });
+    }
+    if let Some(extra) = extra {
+        accumulated.accumulate(model, GradientsParams::from_grads(extra.backward(), model));
+    }
+    Step { gradients: accumulated.grads(), loss: value, penalty, right }
+}
+
+/// Batches of the unlabelled documents, one per training step, round and round (reshuffled
+/// each time round).
+struct Cycle<'a> {
+    examples: &'a [Example],
+    batch_size: usize,
+    rng: StdRng,
+    batches: Vec<Vec<usize>>,
+}
+
+impl<'a> Cycle<'a> {
+    fn new(examples: &'a [Example], batch_size: usize, seed: u64) -> Self {
+        // Its own generator, so the labelled batches come in the same order with or without it.
+        Self { examples, batch_size, rng: StdRng::seed_from_u64(seed.wrapping_add(1)), batches: Vec::new() }
+    }
+
+    fn next_batch(&mut self) -> Option<Vec<usize>> {
+        if self.examples.is_empty() {
+            return None;
+        }
+        if self.batches.is_empty() {
+            self.batches = length_bucketed_batches(self.examples, self.batch_size, &mut self.rng);
+        }
+        self.batches.pop()
+    }
+}
+
 /// Trains `model` (created on an autodiff device) to tell `labels` apart and returns the best
-/// epoch's weights.
+/// epoch's weights. `unlabelled` documents serve the virtual adversarial loss only.
 pub fn train<M: Network>(
     mut model: M,
     labels: &[String],
     train_set: &[Example],
     validation_set: &[Example],
+    unlabelled: &[Example],
     config: &TrainConfig,
 ) -> anyhow::Result<TrainedModel<M>> {
     config.validate()?;
     anyhow::ensure!(!train_set.is_empty(), "no training examples left after tokenization");
     anyhow::ensure!(!validation_set.is_empty(), "no validation examples left after tokenization");
+    anyhow::ensure!(
+        !config.perturbation.is_used() || model.perturbable().is_some(),
+        "--adversarial and --virtual-adversarial perturb the word embeddings of --variant san only"
+    );
     let device = model.devices().into_iter().next().ok_or_else(|| anyhow::anyhow!("model has no device"))?;
     let mut rng = StdRng::seed_from_u64(config.seed);
+    let mut unlabelled_batches = Cycle::new(unlabelled, config.batch_size, config.seed);
     let mut optimizer =
         AdamConfig::new().with_grad_clipping(Some(GradientClippingConfig::Norm(config.clip_norm))).init();
     let objective = Objective::new(config, &device);
@@ -256,16 +375,19 @@ pub fn train<M: Network>(
         let (mut loss_sum, mut penalty_sum, mut correct) = (0.0, 0.0, 0usize);
         for indices in &batches {
             let batch = TokenBatch::new(&padded(train_set, indices), &device);
-            let output = model.forward(&batch);
-            let (mut loss, right) = objective.forward(output.logits, train_set, indices);
-            correct += right;
-            if let Some(regularizer) = output.regularizer {
-                penalty_sum += scalar(regularizer.clone()) * indices.len() as f64;
-                loss = loss + regularizer;
-            }
-            loss_sum += scalar(loss.clone()) * indices.len() as f64;
-            let gradients = GradientsParams::from_grads(loss.backward(), &model);
-            model = optimizer.step(config.learning_rate, model, gradients);
+            let step = match model.perturbable().filter(|_| config.perturbation.is_used()) {
+                Some(network) => {
+                    let other = unlabelled_batches
+                        .next_batch()
+                        .map(|other| TokenBatch::new(&padded(unlabelled, &other), &device));
+                    perturbed_step(&model, network, &objective, config, &batch, train_set, indices, other.as_ref())
+                }
+                None => plain_step(&model, &objective, &batch, train_set, indices),
+            };
+            correct += step.right;
+            penalty_sum += step.penalty * indices.len() as f64;
+            loss_sum += step.loss * indices.len() as f64;
+            model = optimizer.step(config.learning_rate, model, step.gradients);
             progress.advance(indices.len());
         }
         progress.finish();

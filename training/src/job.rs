@@ -172,8 +172,25 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
     if let Some(teacher) = &request.teacher {
         refuse_input_inside_destination("--teacher", teacher, &request.out)?;
     }
+    let perturbation = request.training.perturbation();
+    if perturbation.is_used() && !config.trains_on_perturbed_words() {
+        bail!(
+            "--adversarial and --virtual-adversarial perturb the word embeddings of --variant san only, not of --variant              {}",
+            request.variant.name()
+        );
+    }
     if let Some(unlabelled) = &request.unlabelled {
-        anyhow::ensure!(request.teacher.is_some(), "--unlabelled needs a --teacher to label its documents");
+        match (&request.teacher, perturbation.virtual_adversarial) {
+            (None, None) => bail!(
+                "--unlabelled needs a --teacher to label its documents, or --virtual-adversarial to learn from them \
+                 without labels"
+            ),
+            (Some(_), Some(_)) => bail!(
+                "--unlabelled serves either --teacher or --virtual-adversarial, not both: drop one (with --teacher, \
+                 --virtual-adversarial alone perturbs the training batches)"
+            ),
+            _ => {}
+        }
         refuse_input_inside_destination("--unlabelled", unlabelled, &request.out)?;
     }
     // Training takes minutes to hours: a destination that cannot be written is found now, by
@@ -210,16 +227,33 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
     let mut data = prepare(&request.data(), config.sentence_words())?;
     let mut recorded = BTreeMap::new();
     if let Some(teacher) = &request.teacher {
-        let mut labelled = vec![request.train.as_path()];
-        labelled.extend(request.valid.as_deref());
         let teaching = crate::distil::Teaching {
             teacher,
             unlabelled: request.unlabelled.as_deref(),
             text_column: &request.columns.text,
-            labelled,
+            labelled: labelled_files(request),
         };
         let distilled = crate::distil::teach(&teaching, &mut data, request.max_tokens, config.sentence_words())?;
         recorded.insert("distilled".to_owned(), distilled);
+    }
+    // Documents for the virtual adversarial loss alone (with a teacher, they joined training).
+    let mut unlabelled = Vec::new();
+    if let (Some(path), None) = (&request.unlabelled, &request.teacher) {
+        unlabelled = read_unlabelled(
+            path,
+            &labelled_files(request),
+            &request.columns.text,
+            &data,
+            request.max_tokens,
+            config.sentence_words(),
+        )?;
+        tracing::info!(
+            "{} unlabelled documents of {} for the virtual adversarial loss",
+            unlabelled.len(),
+            path.display()
+        );
+        let summary = serde_json::json!({ "path": path.display().to_string(), "rows": unlabelled.len() });
+        recorded.insert("unlabelled".to_owned(), summary);
     }
     tracing::info!(
         "{} training and {} validation documents, {} classes ({}), vocabulary {} tokens",
@@ -249,7 +283,7 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
     for reason in &schedule.reasons {
         tracing::info!("chose {reason}");
     }
-    let fitted = fit(config, &words, &device, &data, &schedule.config)?;
+    let fitted = fit(config, &words, &device, &data, &unlabelled, &schedule.config)?;
     finish(request, &data, fitted, config, schedule, recorded, started)
 }
 
@@ -277,6 +311,7 @@ fn fit<C: ModelConfig>(
     words: &InitialWords,
     device: &Device,
     data: &PreparedData,
+    unlabelled: &[Example],
     training: &TrainConfig,
 ) -> anyhow::Result<Fitted<C::Model>> {
     let members = config.members();
@@ -289,7 +324,7 @@ fn fit<C: ModelConfig>(
         device.seed(training.seed);
         let model = config.init(words, data.classes.len(), device);
         let model = config.fitted_to_corpus(model, &data.train, data.classes.len(), data.task);
-        let trained = train(model, &data.classes, &data.train, &data.valid, &training)?;
+        let trained = train(model, &data.classes, &data.train, &data.valid, unlabelled, &training)?;
         let best = trained.best().context("no best epoch recorded")?.clone();
         runs.push(TrainedRun { history: trained.history, best });
         models.push(trained.model);
@@ -544,6 +579,50 @@ fn refuse_single_document_classes(
         );
     }
     Ok(())
+}
+
+/// The labelled corpus files of a request, which `--unlabelled` must not be.
+fn labelled_files(request: &TrainRequest) -> Vec<&Path> {
+    let mut labelled = vec![request.train.as_path()];
+    labelled.extend(request.valid.as_deref());
+    labelled
+}
+
+/// The `--unlabelled` documents, tokenized as the corpus is, less any that read as a validation
+/// document (the validation documents must stay unseen). Refused when the file is one of the
+/// labelled corpus files.
+pub(crate) fn read_unlabelled(
+    path: &Path,
+    labelled: &[&Path],
+    text_column: &str,
+    data: &PreparedData,
+    max_tokens: usize,
+    sentence_words: Option<usize>,
+) -> anyhow::Result<Vec<Example>> {
+    if let Some(same) = labelled.iter().find(|p| batch_io::locations::same_location(path, p)) {
+        bail!(
+            "--unlabelled {} is also a labelled corpus ({}): give documents outside the training and validation sets \
+             (and never the test set)",
+            path.display(),
+            same.display()
+        );
+    }
+    let texts = crate::data::corpus::read_texts(path, text_column)?;
+    let encoder = TextEncoder::new(data.tokenizer.clone(), max_tokens);
+    let no_labels = vec![Vec::new(); texts.len()];
+    let mut examples = encode(&encoder, &texts, &no_labels, sentence_words, "unlabelled")?;
+    let validation: std::collections::HashSet<&[i64]> = data.valid.iter().map(|e| e.ids.as_slice()).collect();
+    let before = examples.len();
+    examples.retain(|e| !validation.contains(e.ids.as_slice()));
+    if examples.len() < before {
+        tracing::warn!(
+            "--unlabelled {}: left out {} document(s) that read as validation documents",
+            path.display(),
+            before - examples.len()
+        );
+    }
+    anyhow::ensure!(!examples.is_empty(), "--unlabelled {} has no document with a token to learn from", path.display());
+    Ok(examples)
 }
 
 pub(crate) fn encode(

@@ -3,7 +3,7 @@
 //!
 //! Data flow: `data` (corpus → vocabulary → split, word vectors) → `schedule` (the
 //! corpus-fitted defaults) → `fit` (burn's training loop over a `models` variant built from
-//! `layers`, judged by `metrics`) → `onnx` (graph emission) →
+//! `layers`, judged by `metrics`, optionally on perturbed embeddings: `adversarial`) → `onnx` (graph emission) →
 //! `package_writer` (verified with tract, published whole). `job` runs that flow for
 //! `pipeline train`; `eval` scores a written package through the runtime; `ensemble` joins
 //! trained packages into one (`pipeline combine`).
@@ -14,6 +14,7 @@
 // itself, where a checked access per element would cost speed and hide the arithmetic.
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod adversarial;
 pub mod calibration;
 pub mod data;
 pub mod distil;

@@ -18,6 +18,7 @@ use std::ops::RangeInclusive;
 
 use serde::Serialize;
 
+use crate::adversarial::Perturbation;
 use crate::fit::{Example, Task, TrainConfig};
 use crate::models::VariantDefaults;
 
@@ -70,6 +71,16 @@ pub struct TrainingFlags {
     /// Keep the raw probabilities: fit no temperature on the validation documents.
     #[arg(long = "no-calibration", action = clap::ArgAction::SetFalse)]
     pub calibrate: bool,
+    /// Also train on each batch's word embeddings pushed this far the way that most raises
+    /// its loss (adversarial training, Miyato et al. 2017; san only). The distance is over a
+    /// whole document, in mean word-vector lengths: 0.3 is a good start.
+    #[arg(long, value_name = "SHARE")]
+    pub adversarial: Option<f32>,
+    /// Also train the model to keep its probabilities when the word embeddings are pushed this
+    /// far the way that most changes them (virtual adversarial training; san only), on the
+    /// --unlabelled documents if given, else on the training batch.
+    #[arg(long, value_name = "SHARE")]
+    pub virtual_adversarial: Option<f32>,
 }
 
 /// What the corpus looks like to the rule: documents per class in the training part.
@@ -132,7 +143,12 @@ impl TrainingFlags {
             "--learning-rate must be a positive number"
         );
         anyhow::ensure!(self.clip_norm > 0.0 && self.clip_norm.is_finite(), "--clip-norm must be a positive number");
-        Ok(())
+        self.perturbation().validate()
+    }
+
+    /// The perturbations asked for ([`crate::adversarial`]).
+    pub fn perturbation(&self) -> Perturbation {
+        Perturbation { adversarial: self.adversarial, virtual_adversarial: self.virtual_adversarial }
     }
 
     /// The flags, with those left out chosen for a training part of `counts` (module doc).
@@ -205,6 +221,7 @@ impl TrainingFlags {
             class_weights: balanced.then(|| counts.balanced()),
             calibrate: self.calibrate,
             task,
+            perturbation: self.perturbation(),
         };
         Schedule { config, reasons }
     }

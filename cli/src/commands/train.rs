@@ -60,9 +60,9 @@ pub struct TrainArgs {
     /// trained on --train with the same seed, split and vocabulary settings.
     #[arg(long, value_name = "DIR")]
     teacher: Option<PathBuf>,
-    /// Documents without labels (Parquet, the --text-column) that train with the teacher's
-    /// probabilities as their targets; never the test set.
-    #[arg(long, value_name = "FILE", requires = "teacher")]
+    /// Documents without labels (Parquet, the --text-column), never the test set: they train
+    /// with the --teacher's probabilities as their targets, or the --virtual-adversarial loss.
+    #[arg(long, value_name = "FILE")]
     unlabelled: Option<PathBuf>,
     /// Also write how training went as JSON to this file: the configuration and why, each
     /// epoch, and the validation metrics per class with the confusion matrix.

@@ -73,6 +73,19 @@ pub trait Network: Module + Clone {
     fn contribution(&self, _batch: &TokenBatch) -> Option<Tensor<3>> {
         None
     }
+    /// The forward pass split at the word embeddings, for variants that train on perturbed
+    /// embeddings ([`crate::adversarial`]); `None` for the others.
+    fn perturbable(&self) -> Option<&dyn Perturbable> {
+        None
+    }
+}
+
+/// A forward pass that starts from the word embeddings, so they can be perturbed in training.
+pub trait Perturbable {
+    /// `[batch, seq, width]`: each token's word embedding.
+    fn embed(&self, batch: &TokenBatch) -> Tensor<3>;
+    /// The forward pass from `words`, which [`Perturbable::embed`] gave (perturbed or not).
+    fn forward_embedded(&self, words: Tensor<3>, batch: &TokenBatch) -> NetworkOutput;
 }
 
 /// Declares a classifier graph's outputs in the contract's order: `probs`, then `attention`
@@ -134,6 +147,11 @@ pub trait ModelConfig: Serialize + for<'a> From<&'a ModelFlags> {
     /// Whether `--word-vectors` can start the word embedding.
     fn takes_word_vectors(&self) -> bool {
         true
+    }
+    /// Whether the model trains on perturbed embeddings (`--adversarial`,
+    /// `--virtual-adversarial`): whether its [`Network::perturbable`] is `Some`.
+    fn trains_on_perturbed_words(&self) -> bool {
+        false
     }
     /// How many models are trained, each from its own seed, and joined into the package's.
     fn members(&self) -> usize {

@@ -16,8 +16,8 @@ use burn::prelude::*;
 use serde::Serialize;
 
 use super::{
-    Encoder, GraphShape, ModelConfig, Network, NetworkOutput, PooledValues, check_sizes, declare_contribution,
-    declare_outputs,
+    Encoder, GraphShape, ModelConfig, Network, NetworkOutput, Perturbable, PooledValues, check_sizes,
+    declare_contribution, declare_outputs,
 };
 use crate::layers::attention::{StructuredAttention, redundancy_penalty};
 use crate::layers::contribution::{emit_per_hop, emit_token_contribution, per_hop, token_contribution};
@@ -73,6 +73,10 @@ impl ModelConfig for SanConfig {
             );
         }
         Ok(())
+    }
+
+    fn trains_on_perturbed_words(&self) -> bool {
+        true
     }
 
     fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> San {
@@ -150,9 +154,9 @@ impl San {
         self.attention.hops() * self.value_width()
     }
 
-    /// The pooled values `[B, T, width]`, the attention `[B, r, T]` and `M` flattened.
-    fn read(&self, batch: &TokenBatch) -> (Tensor<3>, Tensor<3>, Tensor<2>) {
-        let words = self.embedding.forward(batch.ids.clone());
+    /// The pooled values `[B, T, width]`, the attention `[B, r, T]` and `M` flattened, from
+    /// the batch's word embeddings `words`.
+    fn read(&self, words: Tensor<3>, batch: &TokenBatch) -> (Tensor<3>, Tensor<3>, Tensor<2>) {
         let states = self.encoder.forward(words.clone(), batch);
         let attention = self.attention.forward(states.clone(), batch);
         let values = if self.pools_words { words } else { states };
@@ -167,10 +171,7 @@ impl Network for San {
     }
 
     fn forward(&self, batch: &TokenBatch) -> NetworkOutput {
-        let (_, attention, sentence) = self.read(batch);
-        let logits = self.head.forward(sentence);
-        let regularizer = (self.penalty > 0.0).then(|| redundancy_penalty(attention.clone()) * self.penalty);
-        NetworkOutput { logits, attention: Some(attention), regularizer, sentence_attention: None }
+        self.forward_embedded(self.embed(batch), batch)
     }
 
     fn emit(&self, g: &mut GraphBuilder) {
@@ -191,12 +192,29 @@ impl Network for San {
     }
 
     fn contribution(&self, batch: &TokenBatch) -> Option<Tensor<3>> {
-        let (values, attention, sentence) = self.read(batch);
+        let (values, attention, sentence) = self.read(self.embed(batch), batch);
         let gradient = per_hop(self.head.input_gradient(sentence), self.attention.hops());
         Some(token_contribution(attention, values, gradient))
     }
 
     fn graph_shape(&self) -> GraphShape {
         GraphShape { attention_heads: Some(self.attention.hops()), embedding_dim: self.embedding_dim() }
+    }
+
+    fn perturbable(&self) -> Option<&dyn Perturbable> {
+        Some(self)
+    }
+}
+
+impl Perturbable for San {
+    fn embed(&self, batch: &TokenBatch) -> Tensor<3> {
+        self.embedding.forward(batch.ids.clone())
+    }
+
+    fn forward_embedded(&self, words: Tensor<3>, batch: &TokenBatch) -> NetworkOutput {
+        let (_, attention, sentence) = self.read(words, batch);
+        let logits = self.head.forward(sentence);
+        let regularizer = (self.penalty > 0.0).then(|| redundancy_penalty(attention.clone()) * self.penalty);
+        NetworkOutput { logits, attention: Some(attention), regularizer, sentence_attention: None }
     }
 }

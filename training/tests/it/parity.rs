@@ -87,6 +87,8 @@ fn train_tiny<C: ModelConfig>(variant: Variant, config: &C) -> Trained<C::Model>
             // probabilities would be flat (T at its bound) and the comparison weak. The
             // others' graphs are compared calibrated.
             calibrate: variant != Variant::Nal,
+            adversarial: None,
+            virtual_adversarial: None,
         },
         model: tiny_flags(),
         word_vectors: None,

@@ -1,6 +1,7 @@
 //! `pipeline train` / `pipeline eval` / `pipeline vectors` as a user runs them: bad input gets
 //! a clear error, a non-zero exit, and leaves no package (complete or partial) behind.
 
+mod adversarial;
 mod combine;
 mod corpus_fit;
 mod multi_label;
