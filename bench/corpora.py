@@ -13,10 +13,13 @@ documents given exactly their labels, micro-F1, macro-F1, the ECE over every (do
 decision, and the test file's labels never predicted.
 Invoked by bench/corpora.sh, which sets up its tools.
 Usage: corpora.py WORK VARIANTS CORPUS_DIR...
+VARIANTS: comma-separated entries, each a variant (`san`) or `NAME=VARIANT:FLAGS` for a variant
+trained with flags, named NAME in the table (`san-gated=san:--pooled-values gated-words`).
 """
 import json
 import os
 import random
+import shlex
 import subprocess
 import sys
 import time
@@ -151,6 +154,7 @@ def fasttext_multi(train, test, work):
 
 def ours_multi(variant, corpus, work):
     _, _, seconds = ours(variant, corpus, work)
+    variant = entry(variant)[0]
     out = f"{work}/{variant}.parquet"
     table = pq.read_table(out, columns=["predicted_labels", "probabilities"])
     with open(f"{work}/{variant}/manifest.json") as f:
@@ -211,12 +215,20 @@ def fasttext_run(train, test, work):
     return [l[0].removeprefix("__label__").replace("_", " ") for l in labels], [min(float(p[0]), 1.0) for p in probs], seconds
 
 
-def ours(variant, corpus, work):
-    model, out = f"{work}/{variant}", f"{work}/{variant}.parquet"
+def entry(text):
+    """`NAME=VARIANT:FLAGS` (or a bare variant) as (name, variant, flags)."""
+    name, _, spec = text.partition("=") if "=" in text else (text, "", text)
+    variant, _, flags = spec.partition(":")
+    return name, variant, shlex.split(flags)
+
+
+def ours(name, corpus, work):
+    name, variant, flags = entry(name)
+    model, out = f"{work}/{name}", f"{work}/{name}.parquet"
     start = time.perf_counter()
     subprocess.run([PIPELINE, "train", "--variant", variant, "--train", f"{corpus}/train.parquet", "--out", model,
-                    "--force", "--metrics-json", f"{work}/{variant}-train.json"],
-                   check=True, stdout=subprocess.DEVNULL, stderr=open(f"{work}/{variant}-train.log", "w"))
+                    "--force", "--metrics-json", f"{work}/{name}-train.json", *flags],
+                   check=True, stdout=subprocess.DEVNULL, stderr=open(f"{work}/{name}-train.log", "w"))
     seconds = time.perf_counter() - start
     subprocess.run([PIPELINE, "run", "--input", f"{corpus}/test.parquet", "--model", model, "--output", out,
                     "--overwrite", "--pass-through", "label"], check=True, stdout=subprocess.DEVNULL,
@@ -228,7 +240,7 @@ def ours(variant, corpus, work):
 def ensemble(variants, corpus, work):
     """`pipeline combine` of the variants trained before it on this corpus (those that can join:
     not han); its time is theirs plus the combining, as its manifest records."""
-    members = [f"{work}/{v}" for v in variants if v not in ("ensemble", "han")]
+    members = [f"{work}/{name}" for name, variant, _ in map(entry, variants) if variant not in ("ensemble", "han")]
     model, out = f"{work}/ensemble", f"{work}/ensemble.parquet"
     subprocess.run([PIPELINE, "combine", "--members", ",".join(members), "--train", f"{corpus}/train.parquet",
                     "--out", model, "--force"],
@@ -256,7 +268,7 @@ def main():
         print(f"{'corpus':<10} {'model':<10} {'accuracy':>8} {'macro-F1':>8} {'ECE':>6} {'never':>5} {'trained':>8}",
               flush=True)
         runners = [("tfidf-lr", lambda: tfidf_lr(train, test)), ("fasttext", lambda: fasttext_run(train, test, out))]
-        runners += [(v, lambda v=v: ours(v, corpus, out)) for v in variants if v and v != "ensemble"]
+        runners += [(entry(v)[0], lambda v=v: ours(v, corpus, out)) for v in variants if v and v != "ensemble"]
         if "ensemble" in variants:
             runners.append(("ensemble", lambda: ensemble(variants, corpus, out)))
         for runner, run in runners:
@@ -277,7 +289,7 @@ def multi_label(name, train, test, corpus, out, variants):
         ("fasttext", lambda: fasttext_multi(train, test, out)),
     ]
     # pipeline combine sums models of one class per document.
-    runners += [(v, lambda v=v: ours_multi(v, corpus, out)) for v in variants if v and v != "ensemble"]
+    runners += [(entry(v)[0], lambda v=v: ours_multi(v, corpus, out)) for v in variants if v and v != "ensemble"]
     for runner, run in runners:
         predicted, probabilities, labels, seconds = run()
         exact, micro, macro, ece, never = multi_label_scores(test[1], predicted, probabilities, labels)

@@ -5,7 +5,8 @@
 # (and micro-F1), ECE, the number of test classes never predicted, and training time here.
 #   bench/corpora.sh [VARIANTS] [CORPUS_DIR...]
 # VARIANTS: comma-separated (default ngram,san; `ensemble` adds `pipeline combine` of the others,
-# on corpora of one label a document). A corpus directory holds train.parquet and
+# on corpora of one label a document; `NAME=VARIANT:FLAGS` trains a variant with flags, e.g.
+# `san-gated=san:--pooled-values gated-words`). A corpus directory holds train.parquet and
 # test.parquet (text, label: a list of labels for a multi-label corpus). Default: every corpus
 # bench/corpora/prepare.py or reuters.py wrote under
 # target/corpora/, then IMDB.
