@@ -121,7 +121,12 @@ impl ModelConfig for LamaConfig {
                 ("--mlp-hidden", self.mlp_hidden),
             ],
             self.dropout,
-        )
+        )?;
+        anyhow::ensure!(
+            self.pooled_values != PooledValues::GatedWords,
+            "--pooled-values gated-words is for --variant san; LAMA pools `states` or `words`"
+        );
+        Ok(())
     }
 
     fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> Lama {

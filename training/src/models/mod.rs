@@ -260,6 +260,11 @@ pub enum PooledValues {
     States,
     /// The words' own embeddings: the context only chooses where each hop looks.
     Words,
+    /// The words' own embeddings, each scaled by a factor in (−1, 1) read from its context
+    /// (SAN only): "bad" can push the other way in "not bad", and each token's push is still
+    /// its own word's.
+    #[serde(rename = "gated-words")]
+    GatedWords,
 }
 
 /// What reads the words before SAN's hops choose where to look.
@@ -372,7 +377,9 @@ pub struct ModelFlags {
     pub penalty: f32,
     /// What the hops (heads) pool: `states`, the recurrent ones (the papers), or `words`, the
     /// words' own embeddings, so that the context only chooses where each hop looks and each
-    /// token's contribution is its own word's [san, lama, lama-ctx].
+    /// token's contribution is its own word's [san, lama, lama-ctx], or `gated-words`, each
+    /// word scaled by a factor in (−1, 1) read from its context, so that its push can turn with
+    /// it ("not bad") [san].
     #[arg(long, value_enum, default_value_t = PooledValues::States)]
     pub pooled_values: PooledValues,
 }

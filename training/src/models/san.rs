@@ -7,12 +7,18 @@
 //! word's value weighted by that attention; with H, a token's state also carries its
 //! neighbours' meaning, and the contribution credits carrier words (`this`, `.`) for it.
 //!
+//! `--pooled-values gated-words` (ours too) scales each pooled word by `tanh(w·h_t + b)`, read
+//! from its biLSTM state: a word's push can then turn with its context ("not bad") and is
+//! still its own.
+//!
 //! `--encoder conv` and `conv-mean` (our extensions) read the words with one convolution
 //! over a window around each token (plus, for `conv-mean`, the document's mean word) instead
 //! of the biLSTM, which costs one sequential step per token.
 
-use burn::nn::Embedding;
+use burn::module::Param;
+use burn::nn::{Embedding, Linear};
 use burn::prelude::*;
+use burn::tensor::activation::tanh;
 use serde::Serialize;
 
 use super::{
@@ -21,6 +27,7 @@ use super::{
 };
 use crate::layers::attention::{StructuredAttention, redundancy_penalty};
 use crate::layers::contribution::{emit_per_hop, emit_token_contribution, per_hop, token_contribution};
+use crate::layers::dense::{dense, emit_dense};
 use crate::layers::embedding::{InitialWords, embedding, emit_embedding};
 use crate::layers::head::MlpHead;
 use crate::layers::recurrent::BiLstm;
@@ -81,7 +88,12 @@ impl ModelConfig for SanConfig {
 
     fn init(&self, words: &InitialWords, classes: usize, device: &Device) -> San {
         let states = 2 * self.lstm_hidden;
-        let pools_words = self.pooled_values == PooledValues::Words;
+        let pools_words = self.pooled_values != PooledValues::States;
+        let value_gate = (self.pooled_values == PooledValues::GatedWords).then(|| {
+            let mut gate = dense(states, 1, true, device);
+            gate.bias = Some(Param::from_tensor(Tensor::full([1], VALUE_GATE_BIAS, device)));
+            gate
+        });
         let value_width = if pools_words { self.embedding_dim } else { states };
         San {
             embedding: embedding(words, self.embedding_dim, device),
@@ -98,9 +110,14 @@ impl ModelConfig for SanConfig {
             head: MlpHead::new(self.hops * value_width, self.mlp_hidden, classes, self.dropout, device),
             penalty: self.penalty,
             pools_words,
+            value_gate,
         }
     }
 }
+
+/// The value gate's starting bias: tanh(2) ≈ 0.96, so training starts from the plain word
+/// values (a gate near 0 would start from no values at all) and learns where to turn them.
+const VALUE_GATE_BIAS: f32 = 2.0;
 
 /// What reads the words before the hops choose where to look (`--encoder`).
 #[derive(Module, Debug)]
@@ -140,8 +157,10 @@ pub struct San {
     attention: StructuredAttention,
     head: MlpHead,
     penalty: f32,
-    /// `--pooled-values words`: the hops pool the embeddings, not the biLSTM states.
+    /// `--pooled-values words` or `gated-words`: the hops pool the embeddings, not the states.
     pools_words: bool,
+    /// `--pooled-values gated-words`: each word's scale, from its state (then tanh).
+    value_gate: Option<Linear>,
 }
 
 impl San {
@@ -159,7 +178,11 @@ impl San {
     fn read(&self, words: Tensor<3>, batch: &TokenBatch) -> (Tensor<3>, Tensor<3>, Tensor<2>) {
         let states = self.encoder.forward(words.clone(), batch);
         let attention = self.attention.forward(states.clone(), batch);
-        let values = if self.pools_words { words } else { states };
+        let values = match (&self.value_gate, self.pools_words) {
+            (Some(gate), _) => words * tanh(gate.forward(states)),
+            (None, true) => words,
+            (None, false) => states,
+        };
         let sentence = attention.clone().matmul(values.clone()).reshape([batch.batch, self.embedding_dim()]);
         (values, attention, sentence)
     }
@@ -179,7 +202,15 @@ impl Network for San {
         let words = emit_embedding(g, &self.embedding, &batch.ids);
         let states = self.encoder.emit(g, &batch, &words);
         let attention = self.attention.emit(g, &batch, &states);
-        let values = if self.pools_words { words } else { states };
+        let values = match (&self.value_gate, self.pools_words) {
+            (Some(gate), _) => {
+                let scale = emit_dense(g, gate, &states, "value_gate");
+                let scale = g.tanh(&scale);
+                g.mul(&words, &scale)
+            }
+            (None, true) => words,
+            (None, false) => states,
+        };
         let sentence = g.matmul(&attention, &values);
         let flat = g.ints("flatten_shape", &[2], &[0, -1]);
         let sentence = g.reshape(&sentence, &flat);

@@ -343,6 +343,14 @@ parity_module!(
     ModelFlags { encoder: training::models::Encoder::ConvMean, conv_width: 5, ..tiny_flags() }
 );
 
+// Each pooled word scaled by a factor read from its state (`--pooled-values gated-words`).
+parity_module!(
+    san_gated,
+    San,
+    training::models::san::SanConfig,
+    ModelFlags { pooled_values: PooledValues::GatedWords, ..tiny_flags() }
+);
+
 /// [`words_flags`] with a window convolution before the hops (`--encoder conv`).
 fn conv_flags() -> ModelFlags {
     ModelFlags { encoder: training::models::Encoder::Conv, ..words_flags() }
@@ -374,6 +382,16 @@ fn san_conv_package_records_its_window() {
     assert_eq!(tract.output_names(), ["probs", "attention", "embedding", "contribution"]);
     let graph = std::fs::read(san_conv::model().package.graph_path()).expect("graph");
     assert!(!graph.windows(4).any(|w| w == b"LSTM"), "no LSTM node in the conv encoder's graph");
+}
+
+/// Gated words pool one embedding per hop, as words do, and the manifest names the gate.
+#[test]
+fn san_gated_package_pools_gated_words() {
+    let manifest = &san_gated::model().package.manifest;
+    assert_eq!(manifest.embedding_dim, 3 * 24);
+    assert_eq!(manifest.hyper_parameters["pooled_values"], "gated-words");
+    let graph = std::fs::read(san_gated::model().package.graph_path()).expect("graph");
+    assert!(graph.windows(10).any(|w| w == b"value_gate"), "the gate's weights are in the graph");
 }
 
 #[test]

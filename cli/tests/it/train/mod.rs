@@ -410,6 +410,21 @@ fn an_even_convolution_window_is_refused() {
 }
 
 #[test]
+fn gated_words_are_refused_for_lama() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = pipeline()
+        .args(["train", "--variant", "lama", "--pooled-values", "gated-words", "--train"])
+        .arg(fixture("imdb-train-600.parquet"))
+        .arg("--out")
+        .arg(dir.path().join("model"))
+        .output()
+        .expect("run pipeline");
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("gated-words is for --variant san"), "{}", stderr(&output));
+    assert_nothing_written(dir.path(), &[]);
+}
+
+#[test]
 fn pre_trained_word_vectors_start_the_embedding_and_are_recorded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let vectors = dir.path().join("vectors.txt");
