@@ -25,9 +25,9 @@ const PROBE_SHARE: f32 = 0.02;
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct Perturbation {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub adversarial: Option<f32>,
+    pub adversarial: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub virtual_adversarial: Option<f32>,
+    pub virtual_adversarial: Option<f64>,
 }
 
 impl Perturbation {

@@ -294,16 +294,16 @@ fn perturbed_step<M: Network>(
 
     let mut extra: Option<Tensor<1>> = None;
     if let (Some(share), Some(gradient)) = (config.perturbation.adversarial, gradient) {
-        let logits = adversarial_logits(network, batch, gradient, share);
+        let logits = adversarial_logits(network, batch, gradient, share as f32);
         extra = Some(objective.forward(logits, examples, indices).0);
     }
     if let Some(share) = config.perturbation.virtual_adversarial {
         let divergence = match unlabelled {
             Some(other) => {
                 let clean = network.forward_embedded(network.embed(other), other).logits;
-                virtual_adversarial_loss(network, other, clean, share, config.task)
+                virtual_adversarial_loss(network, other, clean, share as f32, config.task)
             }
-            None => virtual_adversarial_loss(network, batch, clean, share, config.task),
+            None => virtual_adversarial_loss(network, batch, clean, share as f32, config.task),
         };
         extra = Some(match extra {
             Some(adversarial) => adversarial + divergence,

@@ -75,12 +75,12 @@ pub struct TrainingFlags {
     /// its loss (adversarial training, Miyato et al. 2017; san only). The distance is over a
     /// whole document, in mean word-vector lengths: 0.3 is a good start.
     #[arg(long, value_name = "SHARE")]
-    pub adversarial: Option<f32>,
+    pub adversarial: Option<f64>,
     /// Also train the model to keep its probabilities when the word embeddings are pushed this
     /// far the way that most changes them (virtual adversarial training; san only), on the
     /// --unlabelled documents if given, else on the training batch.
     #[arg(long, value_name = "SHARE")]
-    pub virtual_adversarial: Option<f32>,
+    pub virtual_adversarial: Option<f64>,
 }
 
 /// What the corpus looks like to the rule: documents per class in the training part.

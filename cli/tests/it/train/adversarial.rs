@@ -20,8 +20,8 @@ fn san_trains_on_perturbed_embeddings_and_unlabelled_documents() {
     assert!(trained.status.success(), "{}", stderr(&trained));
     let written = manifest(&model);
     let training = &written["hyper_parameters"]["training"];
-    assert_eq!(training["adversarial"].as_f64().map(|v| (v * 100.0).round()), Some(30.0), "{training}");
-    assert_eq!(training["virtual_adversarial"].as_f64().map(|v| (v * 100.0).round()), Some(20.0), "{training}");
+    assert_eq!(training["adversarial"], 0.3, "{training}");
+    assert_eq!(training["virtual_adversarial"], 0.2, "{training}");
     assert_eq!(written["hyper_parameters"]["unlabelled"]["rows"], 300, "{written}");
     assert!(stderr(&trained).contains("300 unlabelled documents"), "{}", stderr(&trained));
 
