@@ -21,7 +21,7 @@ use crate::data::vocabulary::PAD_ID;
 use crate::label_sets::{LabelSets, tune_thresholds};
 use crate::layers::TokenBatch;
 use crate::metrics::{Confusion, Scores};
-use crate::models::{Network, Perturbable};
+use crate::models::{Network, NetworkOutput, Perturbable};
 
 /// One tokenized document and its class indices: one, or for a multi-label corpus one or more.
 #[derive(Debug, Clone)]
@@ -251,7 +251,13 @@ fn plain_step<M: Network>(
     examples: &[Example],
     indices: &[usize],
 ) -> Step {
-    let output = model.forward(batch);
+    let (loss, step) = scored(objective, model.forward(batch), examples, indices);
+    Step { gradients: GradientsParams::from_grads(loss.backward(), model), ..step }
+}
+
+/// The batch's loss with the model's penalty, and the step's figures of it (its gradients
+/// still empty).
+fn scored(objective: &Objective, output: NetworkOutput, examples: &[Example], indices: &[usize]) -> (Tensor<1>, Step) {
     let (mut loss, right) = objective.forward(output.logits, examples, indices);
     let mut penalty = 0.0;
     if let Some(regularizer) = output.regularizer {
@@ -259,7 +265,7 @@ fn plain_step<M: Network>(
         loss = loss + regularizer;
     }
     let value = scalar(loss.clone());
-    Step { gradients: GradientsParams::from_grads(loss.backward(), model), loss: value, penalty, right }
+    (loss, Step { gradients: GradientsParams::new(), loss: value, penalty, right })
 }
 
 /// The step of training on perturbed embeddings: the plain loss, plus the adversarial loss on
@@ -280,13 +286,7 @@ fn perturbed_step<M: Network>(
     let probe = Tensor::<3>::zeros(words.dims(), &words.device()).require_grad();
     let output = network.forward_embedded(words + probe.clone(), batch);
     let clean = output.logits.clone().detach();
-    let (mut loss, right) = objective.forward(output.logits, examples, indices);
-    let mut penalty = 0.0;
-    if let Some(regularizer) = output.regularizer {
-        penalty = scalar(regularizer.clone());
-        loss = loss + regularizer;
-    }
-    let value = scalar(loss.clone());
+    let (loss, step) = scored(objective, output, examples, indices);
     let mut gradients = loss.backward();
     let gradient = probe.grad_remove(&mut gradients);
     let mut accumulated = GradientsAccumulator::<M>::new();
@@ -313,7 +313,7 @@ fn perturbed_step<M: Network>(
     if let Some(extra) = extra {
         accumulated.accumulate(model, GradientsParams::from_grads(extra.backward(), model));
     }
-    Step { gradients: accumulated.grads(), loss: value, penalty, right }
+    Step { gradients: accumulated.grads(), ..step }
 }
 
 /// Batches of the unlabelled documents, one per training step, round and round (reshuffled

@@ -355,19 +355,32 @@ fn unknown_variant_lists_the_valid_ones() {
     );
 }
 
-#[test]
-fn transformer_heads_must_divide_the_embedding_width() {
+/// `pipeline train FLAGS --train <fixture> --out <new dir>` fails saying `expected`, and
+/// writes nothing.
+fn assert_refused_before_training(flags: &[&str], expected: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let output = pipeline()
-        .args(["train", "--variant", "te", "--embedding-dim", "100", "--heads", "3", "--train"])
+        .arg("train")
+        .args(flags)
+        .arg("--train")
         .arg(fixture("imdb-train-600.parquet"))
         .arg("--out")
         .arg(dir.path().join("model"))
         .output()
         .expect("run pipeline");
     assert!(!output.status.success());
-    assert!(stderr(&output).contains("--embedding-dim (100) must be a multiple of --heads (3)"), "{}", stderr(&output));
+    assert!(stderr(&output).contains(expected), "{flags:?}: {}", stderr(&output));
     assert_nothing_written(dir.path(), &[]);
+}
+
+#[test]
+fn settings_a_variant_cannot_build_are_refused() {
+    // The transformer's heads split the embedding width.
+    let heads = ["--variant", "te", "--embedding-dim", "100", "--heads", "3"];
+    assert_refused_before_training(&heads, "--embedding-dim (100) must be a multiple of --heads (3)");
+    // Only SAN gates its pooled words.
+    let gated = ["--variant", "lama", "--pooled-values", "gated-words", "--heads", "2"];
+    assert_refused_before_training(&gated, "gated-words is for --variant san");
 }
 
 #[test]
@@ -384,17 +397,7 @@ fn impossible_hyper_parameters_are_refused_before_training() {
         ("nal", "--averaging-dim", "--averaging-dim must be at least 1"),
         ("te", "--layers", "--layers must be at least 1"),
     ] {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let output = pipeline()
-            .args(["train", "--variant", variant, flag, "0", "--train"])
-            .arg(fixture("imdb-train-600.parquet"))
-            .arg("--out")
-            .arg(dir.path().join("model"))
-            .output()
-            .expect("run pipeline");
-        assert!(!output.status.success());
-        assert!(stderr(&output).contains(expected), "{variant} {flag}: {}", stderr(&output));
-        assert_nothing_written(dir.path(), &[]);
+        assert_refused_before_training(&["--variant", variant, flag, "0"], expected);
     }
 }
 
@@ -406,21 +409,6 @@ fn an_even_convolution_window_is_refused() {
     let output = train(&fixture("imdb-train-600.parquet"), &out, &["--encoder", "conv", "--conv-width", "4"]);
     assert!(!output.status.success());
     assert!(stderr(&output).contains("--conv-width must be odd"), "{}", stderr(&output));
-    assert_nothing_written(dir.path(), &[]);
-}
-
-#[test]
-fn gated_words_are_refused_for_lama() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let output = pipeline()
-        .args(["train", "--variant", "lama", "--pooled-values", "gated-words", "--train"])
-        .arg(fixture("imdb-train-600.parquet"))
-        .arg("--out")
-        .arg(dir.path().join("model"))
-        .output()
-        .expect("run pipeline");
-    assert!(!output.status.success());
-    assert!(stderr(&output).contains("gated-words is for --variant san"), "{}", stderr(&output));
     assert_nothing_written(dir.path(), &[]);
 }
 
