@@ -3,7 +3,9 @@
 #
 #   scripts/install-onnxruntime.sh [DEST_DIR]
 #
-# DEST_DIR defaults to target/onnxruntime under the repository root. The wheel is fetched with
+# DEST_DIR defaults to onnxruntime/ in the target directory the binaries are built into
+# ($CARGO_TARGET_DIR, else target/ under the repository root), where a `pipeline` built there
+# looks for it without being told. The wheel is fetched with
 # `pip download --no-deps` and only the shared libraries are extracted from it. Safe to run again:
 # an existing install is reused. The last line printed is the absolute path of the library,
 # suitable for ORT_DYLIB_PATH.
@@ -20,7 +22,7 @@ die() {
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo_root="$(dirname "$script_dir")"
-dest="${1:-$repo_root/target/onnxruntime}"
+dest="${1:-${CARGO_TARGET_DIR:-$repo_root/target}/onnxruntime}"
 
 if [[ -f "$dest/$LIB_NAME" ]]; then
     echo "$(cd "$dest" && pwd)/$LIB_NAME"
