@@ -55,12 +55,12 @@ pub struct TrainingFlags {
     /// has 20 steps].
     #[arg(long)]
     pub batch_size: Option<usize>,
-    /// Adam learning rate [default 0.001, ngram 0.05].
+    /// Adam learning rate [default 0.001, san 0.003, ngram 0.05].
     #[arg(long)]
     pub learning_rate: Option<f64>,
-    /// Gradients are rescaled to at most this L2 norm (the paper clips at 0.5).
-    #[arg(long, default_value_t = 0.5)]
-    pub clip_norm: f32,
+    /// Gradients are rescaled to at most this L2 norm [default 0.5, the SAN paper's; san 5].
+    #[arg(long)]
+    pub clip_norm: Option<f32>,
     /// Seeds weight initialisation, dropout, the split and the batch order.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -142,7 +142,10 @@ impl TrainingFlags {
             self.learning_rate.is_none_or(|rate| rate > 0.0 && rate.is_finite()),
             "--learning-rate must be a positive number"
         );
-        anyhow::ensure!(self.clip_norm > 0.0 && self.clip_norm.is_finite(), "--clip-norm must be a positive number");
+        anyhow::ensure!(
+            self.clip_norm.is_none_or(|norm| norm > 0.0 && norm.is_finite()),
+            "--clip-norm must be a positive number"
+        );
         self.perturbation().validate()
     }
 
@@ -216,7 +219,7 @@ impl TrainingFlags {
             patience,
             batch_size,
             learning_rate,
-            clip_norm: self.clip_norm,
+            clip_norm: self.clip_norm.unwrap_or(defaults.clip_norm),
             seed: self.seed,
             class_weights: balanced.then(|| counts.balanced()),
             calibrate: self.calibrate,
@@ -252,6 +255,18 @@ mod tests {
         assert_eq!((config.batch_size, config.epochs, config.patience), (64, 3, 2));
         assert_eq!(config.learning_rate, NETWORK_DEFAULTS.learning_rate);
         assert_eq!(config.class_weights, None);
+    }
+
+    #[test]
+    fn san_trains_at_its_own_rate_and_clipping_unless_told() {
+        let counts = ClassCounts::new(vec![2_000, 2_000]);
+        let san = crate::models::san::DEFAULTS;
+        let config = flags(&[]).resolve(&san, &counts, Task::OneClass).config;
+        assert_eq!((config.learning_rate, config.clip_norm), (0.003, 5.0));
+        let config = flags(&[]).resolve(&NETWORK_DEFAULTS, &counts, Task::OneClass).config;
+        assert_eq!((config.learning_rate, config.clip_norm), (0.001, 0.5));
+        let given = flags(&["--learning-rate", "0.01", "--clip-norm", "1"]).resolve(&san, &counts, Task::OneClass);
+        assert_eq!((given.config.learning_rate, given.config.clip_norm), (0.01, 1.0));
     }
 
     #[test]

@@ -106,7 +106,12 @@ pub struct LamaConfig {
     pub pooled_values: PooledValues,
 }
 
-config_from_flags!(LamaConfig, |flags| { gru_hidden, attention_dim, heads, mlp_hidden, attention_scale, pooled_values }, context: Context::Global);
+config_from_flags!(
+    LamaConfig,
+    |flags| { gru_hidden, attention_dim, heads, mlp_hidden, attention_scale },
+    context: Context::Global,
+    pooled_values: flags.pooled_values.unwrap_or(PooledValues::States),
+);
 
 impl ModelConfig for LamaConfig {
     type Model = Lama;

@@ -120,11 +120,18 @@ pub struct VariantDefaults {
     pub max_tokens: usize,
     pub batch_size: usize,
     pub learning_rate: f64,
+    pub clip_norm: f32,
 }
 
 /// The defaults of every variant but `ngram` (`ngram::DEFAULTS`).
-pub const NETWORK_DEFAULTS: VariantDefaults =
-    VariantDefaults { embedding_dim: 100, dropout: 0.5, max_tokens: 400, batch_size: 64, learning_rate: 1e-3 };
+pub const NETWORK_DEFAULTS: VariantDefaults = VariantDefaults {
+    embedding_dim: 100,
+    dropout: 0.5,
+    max_tokens: 400,
+    batch_size: 64,
+    learning_rate: 1e-3,
+    clip_norm: 0.5,
+};
 
 /// A variant's configuration: read from the shared [`ModelFlags`], checked before any data
 /// is read, recorded in the manifest, and turned into an untrained model.
@@ -328,7 +335,7 @@ pub struct ModelFlags {
     #[arg(long, default_value_t = 5)]
     pub conv_width: usize,
     /// LSTM units per direction, u; `--encoder conv` has 2u filters [san].
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 16)]
     pub lstm_hidden: usize,
     /// GRU units per direction, h [bigru, lama, lama-ctx, han (both levels)].
     #[arg(long, default_value_t = 64)]
@@ -369,19 +376,20 @@ pub struct ModelFlags {
     #[arg(long, default_value_t = 256)]
     pub mlp_hidden: usize,
     /// Dropout before the classifier layers; ngram: on the token vectors [all; default 0.5,
-    /// ngram 0.9].
+    /// san 0.3, ngram 0.9].
     #[arg(long)]
     pub dropout: Option<f64>,
-    /// Weight of the penalty ‖A·Aᵀ − I‖²_F in the loss; the paper uses 1.0 [san, nal].
-    #[arg(long, default_value_t = 1.0)]
-    pub penalty: f32,
+    /// Weight of the penalty ‖A·Aᵀ − I‖²_F in the loss [san, nal; default: san 0, nal 1.0, the
+    /// paper's].
+    #[arg(long)]
+    pub penalty: Option<f32>,
     /// What the hops (heads) pool: `states`, the recurrent ones (the papers), or `words`, the
     /// words' own embeddings, so that the context only chooses where each hop looks and each
     /// token's contribution is its own word's [san, lama, lama-ctx], or `gated-words`, each
     /// word scaled by a factor in (−1, 1) read from its context, so that its push can turn with
-    /// it ("not bad") [san].
-    #[arg(long, value_enum, default_value_t = PooledValues::States)]
-    pub pooled_values: PooledValues,
+    /// it ("not bad") [san]. Default: words for san, states for lama and lama-ctx.
+    #[arg(long, value_enum)]
+    pub pooled_values: Option<PooledValues>,
 }
 
 /// Refuses sizes of zero and a dropout outside [0, 1) before any training starts.
@@ -409,6 +417,27 @@ mod tests {
             let row = format!("\n| `{}` |", variant.name());
             assert!(guide.contains(&row), "docs/training.md has no table row for the variant `{}`", variant.name());
         }
+    }
+
+    /// SAN's flags left out give the default model's recipe; the variants that share those
+    /// flags keep their papers' values.
+    #[test]
+    fn each_variant_fills_the_flags_left_out_with_its_own_defaults() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            flags: ModelFlags,
+        }
+        let flags = <Cli as clap::Parser>::parse_from(["train"]).flags;
+        let san = san::SanConfig::from(&flags);
+        assert_eq!((san.pooled_values, san.penalty, san.lstm_hidden, san.dropout), (PooledValues::Words, 0.0, 16, 0.3));
+        assert_eq!(nal::NalConfig::from(&flags).penalty, 1.0);
+        assert_eq!(nal::NalConfig::from(&flags).dropout, 0.5);
+        assert_eq!(lama::LamaConfig::from(&flags).pooled_values, PooledValues::States);
+
+        let given = <Cli as clap::Parser>::parse_from(["train", "--pooled-values", "states", "--penalty", "1"]).flags;
+        let san = san::SanConfig::from(&given);
+        assert_eq!((san.pooled_values, san.penalty), (PooledValues::States, 1.0));
     }
 
     /// The `--variant` value clap accepts is the name the manifest records.

@@ -32,7 +32,11 @@ pub struct NalConfig {
     pub penalty: f32,
 }
 
-config_from_flags!(NalConfig, |flags| { attention_dim, hops, averaging_dim, mlp_hidden, penalty });
+config_from_flags!(
+    NalConfig,
+    |flags| { attention_dim, hops, averaging_dim, mlp_hidden },
+    penalty: flags.penalty.unwrap_or(1.0),
+);
 
 impl ModelConfig for NalConfig {
     type Model = Nal;

@@ -33,8 +33,14 @@ const HASH_MULTIPLIER: i64 = 1_000_003;
 /// fastText's width for classifiers; whole IMDB reviews (2,500 tokens at most); batches of
 /// 1,024, which make an epoch a few seconds (each step updates the whole table); and dropout
 /// 0.9 with rate 0.05, chosen on IMDB test accuracy (RESULTS.md, #34).
-pub const DEFAULTS: VariantDefaults =
-    VariantDefaults { embedding_dim: 10, dropout: 0.9, max_tokens: 2500, batch_size: 1024, learning_rate: 0.05 };
+pub const DEFAULTS: VariantDefaults = VariantDefaults {
+    embedding_dim: 10,
+    dropout: 0.9,
+    max_tokens: 2500,
+    batch_size: 1024,
+    learning_rate: 0.05,
+    clip_norm: 0.5,
+};
 
 /// Members of the fast tier when `--members` is not given.
 const DEFAULT_MEMBERS: usize = 5;

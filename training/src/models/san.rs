@@ -22,7 +22,7 @@ use burn::tensor::activation::tanh;
 use serde::Serialize;
 
 use super::{
-    Encoder, GraphShape, ModelConfig, Network, NetworkOutput, Perturbable, PooledValues, check_sizes,
+    Encoder, GraphShape, ModelConfig, Network, NetworkOutput, Perturbable, PooledValues, VariantDefaults, check_sizes,
     declare_contribution, declare_outputs,
 };
 use crate::layers::attention::{StructuredAttention, redundancy_penalty};
@@ -54,12 +54,27 @@ pub struct SanConfig {
 
 config_from_flags!(
     SanConfig,
-    |flags| { encoder, lstm_hidden, attention_dim, hops, mlp_hidden, penalty, pooled_values },
+    |flags| { encoder, lstm_hidden, attention_dim, hops, mlp_hidden },
     conv_width: (flags.encoder != Encoder::Bilstm).then_some(flags.conv_width),
+    penalty: flags.penalty.unwrap_or(0.0),
+    pooled_values: flags.pooled_values.unwrap_or(PooledValues::Words),
 );
+
+/// The default model's recipe, which fits other corpora too (RESULTS.md, "SAN's defaults"):
+/// with the hops pooling words and no penalty, a light biLSTM (16 units, `--lstm-hidden`)
+/// that only places the hops, trained at a higher rate with looser clipping and less dropout.
+pub const DEFAULTS: VariantDefaults = VariantDefaults {
+    embedding_dim: 100,
+    dropout: 0.3,
+    max_tokens: 400,
+    batch_size: 64,
+    learning_rate: 3e-3,
+    clip_norm: 5.0,
+};
 
 impl ModelConfig for SanConfig {
     type Model = San;
+    const DEFAULTS: VariantDefaults = DEFAULTS;
 
     fn validate(&self) -> anyhow::Result<()> {
         check_sizes(

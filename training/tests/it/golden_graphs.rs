@@ -63,8 +63,8 @@ fn flags() -> ModelFlags {
         kernel_widths: vec![2, 3],
         mlp_hidden: 7,
         dropout: Some(0.1),
-        penalty: 1.0,
-        pooled_values: PooledValues::States,
+        penalty: Some(1.0),
+        pooled_values: Some(PooledValues::States),
     }
 }
 

@@ -55,8 +55,8 @@ fn tiny_flags() -> ModelFlags {
         kernel_widths: vec![2, 5],
         mlp_hidden: 16,
         dropout: Some(0.1),
-        penalty: 1.0,
-        pooled_values: PooledValues::States,
+        penalty: Some(1.0),
+        pooled_values: Some(PooledValues::States),
     }
 }
 
@@ -80,7 +80,7 @@ fn train_tiny<C: ModelConfig>(variant: Variant, config: &C) -> Trained<C::Model>
             patience: Some(6),
             batch_size: Some(32),
             learning_rate: Some(5e-3),
-            clip_norm: 0.5,
+            clip_norm: Some(0.5),
             seed: 7,
             class_weights: ClassWeighting::None,
             // NAL's tiny model stays near chance on these 480 reviews: calibrated, its
@@ -110,7 +110,7 @@ fn trained<C: ModelConfig>(variant: Variant, flags: ModelFlags, cell: &'static C
 
 /// [`tiny_flags`] with the hops pooling the words' embeddings (`--pooled-values words`).
 fn words_flags() -> ModelFlags {
-    ModelFlags { pooled_values: PooledValues::Words, ..tiny_flags() }
+    ModelFlags { pooled_values: Some(PooledValues::Words), ..tiny_flags() }
 }
 
 /// Token ids of fixture reviews cut to `LENGTHS`, right-padded into one batch.
@@ -348,7 +348,7 @@ parity_module!(
     san_gated,
     San,
     training::models::san::SanConfig,
-    ModelFlags { pooled_values: PooledValues::GatedWords, ..tiny_flags() }
+    ModelFlags { pooled_values: Some(PooledValues::GatedWords), ..tiny_flags() }
 );
 
 /// [`words_flags`] with a window convolution before the hops (`--encoder conv`).
