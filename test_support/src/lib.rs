@@ -17,7 +17,8 @@ pub fn repo_root() -> PathBuf {
     package.join("..")
 }
 
-/// `target/onnxruntime/libonnxruntime.so.1.32.0` under the repository root, running
+/// `target/onnxruntime/libonnxruntime.so.1.32.0` under the repository root (whatever
+/// `CARGO_TARGET_DIR` says: the tests' own copy), running
 /// `scripts/install-onnxruntime.sh` first when it is missing. Parallel callers install once.
 pub fn onnxruntime_library() -> anyhow::Result<PathBuf> {
     static INSTALL: Mutex<()> = Mutex::new(());

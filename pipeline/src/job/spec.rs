@@ -49,8 +49,8 @@ run_options! {
     tf32: bool, Classify, same_results
         => |spec, value| spec.backend.tf32 = value;
     /// ONNX Runtime shared library: a file, a directory holding it, or `python` for the
-    /// onnxruntime package of the python3 on PATH (default: $ORT_DYLIB_PATH, then
-    /// target/onnxruntime/).
+    /// onnxruntime package of the python3 on PATH (default: $ORT_DYLIB_PATH, then onnxruntime/
+    /// in the target directory that holds the binary).
     ort_library: PathBuf, Classify, same_results
         => |spec, value| spec.backend.ort_library = Some(value);
     /// Documents per inference batch (default: 64 on a CPU, 1024 with --device cuda).

@@ -1,8 +1,8 @@
 //! The ONNX Runtime backend, through `ort` with the shared library loaded at run time.
 //!
 //! No ONNX Runtime is linked into the binary: [`OrtLibrary::locate`] finds `libonnxruntime.so`
-//! (explicit path, `ORT_DYLIB_PATH`, or the copy that `scripts/install-onnxruntime.sh` puts under
-//! `target/onnxruntime`; a Python `onnxruntime` install only when asked for with
+//! (explicit path, `ORT_DYLIB_PATH`, or the copy that `scripts/install-onnxruntime.sh` puts in
+//! `onnxruntime/` of the target directory; a Python `onnxruntime` install only when asked for with
 //! [`FROM_PYTHON`]), and the first [`OrtBackend::open`] loads it for the whole process.
 
 use std::ffi::OsStr;
@@ -26,7 +26,9 @@ use batch_io::locations::same_location;
 pub const ORT_VERSION: &str = "1.32.0";
 /// The newest `onnxruntime-gpu` release (built for CUDA 13); there is no 1.32 for CUDA.
 pub const ORT_GPU_VERSION: &str = "1.31.1";
-/// Where `scripts/install-onnxruntime.sh` installs the library, relative to the repository root.
+/// Where the tests install the library, relative to the repository root: where
+/// `scripts/install-onnxruntime.sh` installs it unless `CARGO_TARGET_DIR` names another target
+/// directory.
 pub const INSTALL_DIR: &str = "target/onnxruntime";
 /// The file name of that release's shared library on Linux.
 pub const LIBRARY_FILE: &str = "libonnxruntime.so.1.32.0";
@@ -94,8 +96,8 @@ impl OrtLibrary {
              \x20 - set ORT_DYLIB_PATH=/path/to/{LIBRARY_FILE} (or pass the library path explicitly);\n\
              \x20 - `pip install onnxruntime=={ORT_VERSION}` (or `onnxruntime-gpu=={ORT_GPU_VERSION}` for CUDA) \
              for the python3 on PATH, and pass `{}` (or set ORT_DYLIB_PATH={FROM_PYTHON});\n\
-             \x20 - run `scripts/install-onnxruntime.sh` (CPU only; installs {INSTALL_DIR}/{LIBRARY_FILE}, \
-             found by the binaries built into that target directory).",
+             \x20 - run `scripts/install-onnxruntime.sh` (CPU only; installs onnxruntime/{LIBRARY_FILE} in the \
+             target directory, $CARGO_TARGET_DIR or else target/, where the binaries built there find it).",
             batch_io::spelling::option_with("ort_library", FROM_PYTHON)
         )
     }
