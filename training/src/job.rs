@@ -175,7 +175,7 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
     let perturbation = request.training.perturbation();
     if perturbation.is_used() && !config.trains_on_perturbed_words() {
         bail!(
-            "--adversarial and --virtual-adversarial perturb the word embeddings of --variant san only, not of --variant              {}",
+            "--adversarial and --virtual-adversarial perturb the word embeddings of --variant san only, not of --variant {}",
             request.variant.name()
         );
     }

@@ -58,7 +58,7 @@ pub struct TrainingFlags {
     /// Adam learning rate [default 0.001, san 0.003, ngram 0.05].
     #[arg(long)]
     pub learning_rate: Option<f64>,
-    /// Gradients are rescaled to at most this L2 norm [default 0.5, the SAN paper's; san 5].
+    /// Gradients are rescaled to at most this L2 norm [default 0.5 (Lin et al.'s); san 5].
     #[arg(long)]
     pub clip_norm: Option<f32>,
     /// Seeds weight initialisation, dropout, the split and the batch order.

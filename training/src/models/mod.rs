@@ -123,7 +123,7 @@ pub struct VariantDefaults {
     pub clip_norm: f32,
 }
 
-/// The defaults of every variant but `ngram` (`ngram::DEFAULTS`).
+/// The defaults of every variant but `ngram` and `san` (`ngram::DEFAULTS`, `san::DEFAULTS`).
 pub const NETWORK_DEFAULTS: VariantDefaults = VariantDefaults {
     embedding_dim: 100,
     dropout: 0.5,
@@ -299,7 +299,8 @@ pub fn hyper_parameters_of(config: &impl Serialize) -> HyperParameters {
 }
 
 /// The model flags of `pipeline train`, shared by the variants: each reads the ones it uses
-/// (named in brackets). Defaults are the papers' values where they fit a 2-core machine
+/// (named in brackets). Defaults are the papers' values where they fit a 2-core machine (SAN's:
+/// the default model's recipe, `san::DEFAULTS`)
 /// (Lin et al. use u = 300, d_a = 350, r = 30 and a 3000-unit MLP on Yelp).
 #[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct ModelFlags {
@@ -379,8 +380,8 @@ pub struct ModelFlags {
     /// san 0.3, ngram 0.9].
     #[arg(long)]
     pub dropout: Option<f64>,
-    /// Weight of the penalty ‖A·Aᵀ − I‖²_F in the loss [san, nal; default: san 0, nal 1.0, the
-    /// paper's].
+    /// Weight of the penalty ‖A·Aᵀ − I‖²_F in the loss [san, nal; default: san 0, nal 1.0 (the
+    /// papers' value)].
     #[arg(long)]
     pub penalty: Option<f32>,
     /// What the hops (heads) pool: `states`, the recurrent ones (the papers), or `words`, the

@@ -61,8 +61,10 @@ config_from_flags!(
 );
 
 /// The default model's recipe, which fits other corpora too (RESULTS.md, "SAN's defaults"):
-/// with the hops pooling words and no penalty, a light biLSTM (16 units, `--lstm-hidden`)
-/// that only places the hops, trained at a higher rate with looser clipping and less dropout.
+/// trained at a higher rate with looser clipping and less dropout than the paper. The rest of
+/// the recipe is in the flags' defaults: the hops pool words and have no penalty
+/// (`config_from_flags!` below), and the biLSTM that only places them has 16 units
+/// (`--lstm-hidden`).
 pub const DEFAULTS: VariantDefaults = VariantDefaults {
     embedding_dim: 100,
     dropout: 0.3,
