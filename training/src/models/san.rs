@@ -22,8 +22,8 @@ use burn::tensor::activation::tanh;
 use serde::Serialize;
 
 use super::{
-    Encoder, GraphShape, ModelConfig, Network, NetworkOutput, Perturbable, PooledValues, VariantDefaults, check_sizes,
-    declare_contribution, declare_outputs,
+    Encoder, GraphShape, ModelConfig, NETWORK_DEFAULTS, Network, NetworkOutput, Perturbable, PooledValues,
+    VariantDefaults, check_sizes, declare_contribution, declare_outputs,
 };
 use crate::layers::attention::{StructuredAttention, redundancy_penalty};
 use crate::layers::contribution::{emit_per_hop, emit_token_contribution, per_hop, token_contribution};
@@ -63,16 +63,10 @@ config_from_flags!(
 /// The default model's recipe, which fits other corpora too (RESULTS.md, "SAN's defaults"):
 /// trained at a higher rate with looser clipping and less dropout than the paper. The rest of
 /// the recipe is in the flags' defaults: the hops pool words and have no penalty
-/// (`config_from_flags!` below), and the biLSTM that only places them has 16 units
-/// (`--lstm-hidden`).
-pub const DEFAULTS: VariantDefaults = VariantDefaults {
-    embedding_dim: 100,
-    dropout: 0.3,
-    max_tokens: 400,
-    batch_size: 64,
-    learning_rate: 3e-3,
-    clip_norm: 5.0,
-};
+/// (`config_from_flags!` above), and the biLSTM that only places them has 16 units
+/// (`--lstm-hidden`). Width, token limit and batch are the other networks'.
+pub const DEFAULTS: VariantDefaults =
+    VariantDefaults { dropout: 0.3, learning_rate: 3e-3, clip_norm: 5.0, ..NETWORK_DEFAULTS };
 
 impl ModelConfig for SanConfig {
     type Model = San;
