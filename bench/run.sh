@@ -14,8 +14,8 @@ mkdir -p "$work"
 cargo build --release --workspace
 export PIPELINE_BIN="${CARGO_TARGET_DIR:-target}/release/pipeline"
 ort_lib=$(bash scripts/install-onnxruntime.sh | tail -n 1)
-if [ ! -x "$work/venv/bin/python" ]; then
-    python3 -m venv "$work/venv"
-    "$work/venv/bin/pip" install -q pyarrow numpy tokenizers onnxruntime==1.32.0
-fi
+# The venv is shared with other benches (corpora.sh, contrast_sets.sh), which install other
+# packages into it: install this bench's every time (a no-op when present).
+[ -x "$work/venv/bin/python" ] || python3 -m venv "$work/venv"
+"$work/venv/bin/pip" install -q pyarrow numpy tokenizers onnxruntime==1.32.0
 "$work/venv/bin/python" bench/run.py "$model" "$data" "$work" "$ort_lib"
