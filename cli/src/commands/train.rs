@@ -55,6 +55,11 @@ pub struct TrainArgs {
     /// Keep the pre-trained word vectors fixed: train everything but the embedding.
     #[arg(long, requires = "word_vectors")]
     freeze_word_vectors: bool,
+    /// Start the word embedding at random. Without --word-vectors, san first trains skip-gram
+    /// vectors on the training documents (and --unlabelled ones) when they hold at least a
+    /// million words, and starts from them.
+    #[arg(long, conflicts_with = "word_vectors")]
+    no_word_vectors: bool,
     /// Distil this package (an ensemble, say) into the new model: each training document's
     /// target is half its class and half the teacher's probabilities. The teacher must have been
     /// trained on --train with the same seed, split and vocabulary settings.
@@ -87,6 +92,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         model: args.model,
         word_vectors: args.word_vectors,
         freeze_word_vectors: args.freeze_word_vectors,
+        random_words: args.no_word_vectors,
         teacher: args.teacher,
         unlabelled: args.unlabelled,
     };

@@ -17,31 +17,51 @@ use tokenizers::Tokenizer;
 
 use crate::data::vocabulary::{PAD_TOKEN, UNKNOWN_TOKEN, VocabularyConfig, build_tokenizer};
 
+// word2vec's defaults, for `pipeline vectors` and for the vectors `pipeline train` trains first.
+const WINDOW: usize = 5;
+const NEGATIVES: usize = 5;
+const EPOCHS: usize = 5;
+const LEARNING_RATE: f32 = 0.025;
+const SUBSAMPLE: f64 = 1e-4;
+
 #[derive(Debug, Clone, clap::Args, serde::Serialize)]
 pub struct WordVectorConfig {
     /// Vector width; must equal the --embedding-dim of the models that use them.
     #[arg(long, default_value_t = 100)]
     pub dim: usize,
     /// Largest distance between a word and its context words (shrunk at random per word).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = WINDOW)]
     pub window: usize,
     /// Negative samples per context word.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = NEGATIVES)]
     pub negatives: usize,
     /// Passes over the corpus.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = EPOCHS)]
     pub epochs: usize,
     /// Starting learning rate, decayed linearly to nearly zero.
-    #[arg(long, default_value_t = 0.025)]
+    #[arg(long, default_value_t = LEARNING_RATE)]
     pub learning_rate: f32,
     /// Frequent words are dropped at random above this relative frequency.
-    #[arg(long, default_value_t = 1e-4)]
+    #[arg(long, default_value_t = SUBSAMPLE)]
     pub subsample: f64,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
 }
 
 impl WordVectorConfig {
+    /// word2vec's settings for vectors `dim` wide.
+    pub fn word2vec(dim: usize, seed: u64) -> Self {
+        Self {
+            dim,
+            window: WINDOW,
+            negatives: NEGATIVES,
+            epochs: EPOCHS,
+            learning_rate: LEARNING_RATE,
+            subsample: SUBSAMPLE,
+            seed,
+        }
+    }
+
     pub fn validate(&self) -> anyhow::Result<()> {
         for (name, value) in [("--dim", self.dim), ("--window", self.window), ("--epochs", self.epochs)] {
             anyhow::ensure!(value > 0, "{name} must be at least 1");
@@ -166,21 +186,43 @@ pub fn train_word_vectors(
 ) -> anyhow::Result<WordVectors> {
     config.validate()?;
     let tokenizer = build_tokenizer(texts, vocabulary)?;
-    let specials = [PAD_TOKEN, UNKNOWN_TOKEN].map(|t| tokenizer.token_to_id(t));
     let encodings =
         tokenizer.encode_batch(texts.to_vec(), false).map_err(|e| anyhow::anyhow!("tokenization failed: {e}"))?;
-    // Documents as word ids, [PAD] and [UNK] left out (word2vec drops unknown words too).
-    let documents: Vec<Vec<u32>> = encodings
-        .iter()
-        .map(|e| e.get_ids().iter().copied().filter(|id| !specials.contains(&Some(*id))).collect())
-        .collect();
+    let documents: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_ids().to_vec()).collect();
+    let specials = special_ids(&tokenizer);
+    anyhow::ensure!(
+        documents.iter().flatten().any(|id| !specials.contains(&Some(*id))),
+        "the corpus has no words in the vocabulary (min count {})",
+        vocabulary.min_count
+    );
+    train_on_documents(&tokenizer, &documents, config)
+}
+
+/// [PAD] and [UNK], which get no vector (word2vec drops unknown words too).
+fn special_ids(tokenizer: &Tokenizer) -> [Option<u32>; 2] {
+    [PAD_TOKEN, UNKNOWN_TOKEN].map(|token| tokenizer.token_to_id(token))
+}
+
+/// Trains vectors for `tokenizer`'s words on `documents`, already tokenized with it (the
+/// training part of `pipeline train`, whose model then starts from them). A corpus without a
+/// word the vocabulary knows gives vectors as initialised.
+pub fn train_on_documents(
+    tokenizer: &Tokenizer,
+    documents: &[Vec<u32>],
+    config: &WordVectorConfig,
+) -> anyhow::Result<WordVectors> {
+    config.validate()?;
+    let specials = special_ids(tokenizer);
     let vocab = tokenizer.get_vocab_size(true);
+    let documents: Vec<Vec<u32>> = documents
+        .iter()
+        .map(|ids| ids.iter().copied().filter(|id| !specials.contains(&Some(*id)) && (*id as usize) < vocab).collect())
+        .collect();
     let mut counts = vec![0u64; vocab];
     for id in documents.iter().flatten() {
         counts[*id as usize] += 1;
     }
     let total: u64 = counts.iter().sum();
-    anyhow::ensure!(total > 0, "the corpus has no words in the vocabulary (min count {})", vocabulary.min_count);
     tracing::info!("{} documents, {total} words, vocabulary {} words", documents.len(), vocab - 2);
 
     let mut model = SkipGram::new(vocab, config.dim, config.seed);

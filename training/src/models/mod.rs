@@ -121,6 +121,9 @@ pub struct VariantDefaults {
     pub batch_size: usize,
     pub learning_rate: f64,
     pub clip_norm: f32,
+    /// Without `--word-vectors`, start the word embedding from skip-gram vectors trained on
+    /// the training documents first (`--no-word-vectors` starts it at random).
+    pub pretrains_words: bool,
 }
 
 /// The defaults of every variant but `ngram` and `san` (`ngram::DEFAULTS`, `san::DEFAULTS`).
@@ -131,11 +134,12 @@ pub const NETWORK_DEFAULTS: VariantDefaults = VariantDefaults {
     batch_size: 64,
     learning_rate: 1e-3,
     clip_norm: 0.5,
+    pretrains_words: false,
 };
 
 /// A variant's configuration: read from the shared [`ModelFlags`], checked before any data
 /// is read, recorded in the manifest, and turned into an untrained model.
-pub trait ModelConfig: Serialize + for<'a> From<&'a ModelFlags> {
+pub trait ModelConfig: Clone + Serialize + for<'a> From<&'a ModelFlags> {
     type Model: Network;
     /// What the variant-dependent flags are when not given.
     const DEFAULTS: VariantDefaults = NETWORK_DEFAULTS;
@@ -163,6 +167,11 @@ pub trait ModelConfig: Serialize + for<'a> From<&'a ModelFlags> {
     /// How many models are trained, each from its own seed, and joined into the package's.
     fn members(&self) -> usize {
         1
+    }
+    /// The configuration made to fit a corpus of `classes` classes (or labels), with why each
+    /// value changed (the fast tier widens its vectors for many); as it is by default.
+    fn fitted_to_classes(&self, _classes: usize) -> (Self, Vec<String>) {
+        (self.clone(), Vec::new())
     }
     /// The untrained model made ready for its corpus, from the training documents, before
     /// training starts (the fast tier's naive-Bayes weights); as it is by default.
@@ -304,12 +313,13 @@ pub fn hyper_parameters_of(config: &impl Serialize) -> HyperParameters {
 /// (Lin et al. use u = 300, d_a = 350, r = 30 and a 3000-unit MLP on Yelp).
 #[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct ModelFlags {
-    /// Word embedding width [all; default 100, ngram 10].
+    /// Word embedding width [all; default 100, ngram 10, or as many as the classes up to 64].
     #[arg(long)]
     pub embedding_dim: Option<usize>,
-    /// Hash buckets for the n-grams of words [ngram].
-    #[arg(long, default_value_t = 1 << 20)]
-    pub buckets: usize,
+    /// Hash buckets for the n-grams of words [ngram; default 1,048,576, fewer when the vectors
+    /// widen for many classes, so the table keeps about its size].
+    #[arg(long)]
+    pub buckets: Option<usize>,
     /// Models trained from consecutive seeds and averaged into one (their mean scores, at the
     /// cost of one at inference) [ngram; default 5].
     #[arg(long)]

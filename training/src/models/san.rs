@@ -64,9 +64,12 @@ config_from_flags!(
 /// trained at a higher rate with looser clipping and less dropout than the paper. The rest of
 /// the recipe is in the flags' defaults: the hops pool words and have no penalty
 /// (`config_from_flags!` above), and the biLSTM that only places them has 16 units
-/// (`--lstm-hidden`). Width, token limit and batch are the other networks'.
+/// (`--lstm-hidden`). Width, token limit and batch are the other networks'. Like the default
+/// model, whose words started from vectors trained on IMDB, it starts from word vectors:
+/// without `--word-vectors`, from ones trained on the training documents first, when they are
+/// enough text (`job::MIN_PRETRAINING_WORDS`; RESULTS.md, "Word vectors from the corpus").
 pub const DEFAULTS: VariantDefaults =
-    VariantDefaults { dropout: 0.3, learning_rate: 3e-3, clip_norm: 5.0, ..NETWORK_DEFAULTS };
+    VariantDefaults { dropout: 0.3, learning_rate: 3e-3, clip_norm: 5.0, pretrains_words: true, ..NETWORK_DEFAULTS };
 
 impl ModelConfig for SanConfig {
     type Model = San;

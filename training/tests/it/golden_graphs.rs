@@ -43,7 +43,7 @@ fn golden_path(variant: Variant) -> PathBuf {
 fn flags() -> ModelFlags {
     ModelFlags {
         embedding_dim: Some(6),
-        buckets: 64,
+        buckets: Some(64),
         ngrams: 2,
         feature_weights: training::models::ngram::FeatureWeights::None,
         members: Some(1),

@@ -34,7 +34,7 @@ pub(crate) struct Trained<M> {
 fn tiny_flags() -> ModelFlags {
     ModelFlags {
         embedding_dim: Some(24),
-        buckets: 5000,
+        buckets: Some(5000),
         ngrams: 3,
         feature_weights: training::models::ngram::FeatureWeights::NaiveBayes,
         members: Some(2),
@@ -93,6 +93,8 @@ fn train_tiny<C: ModelConfig>(variant: Variant, config: &C) -> Trained<C::Model>
         model: tiny_flags(),
         word_vectors: None,
         freeze_word_vectors: false,
+        // Random words, as the golden graphs were trained.
+        random_words: true,
         teacher: None,
         unlabelled: None,
     };

@@ -463,6 +463,71 @@ fn pre_trained_word_vectors_start_the_embedding_and_are_recorded() {
     assert!(!wrong_width.exists());
 }
 
+/// SAN without --word-vectors starts from skip-gram vectors trained on its training part when
+/// that is enough text (a million words: 2,900 made-up documents of 400), and from random ones
+/// when it is not (the 600-review fixture) or when told (--no-word-vectors); the manifest says
+/// which.
+#[test]
+fn san_learns_its_word_vectors_from_the_training_documents_when_they_are_enough_text() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let words = ["good", "great", "fine", "bad", "awful", "poor", "the", "a", "film", "plot", "and", "was"];
+    let (mut texts, mut labels) = (Vec::new(), Vec::new());
+    for row in 0..2900usize {
+        let text: Vec<&str> = (0..400).map(|i| words[(row * 7 + i * i * 13 + i / 3) % words.len()]).collect();
+        texts.push(text.join(" "));
+        labels.push(if row % 2 == 0 { "pos" } else { "neg" });
+    }
+    let large = dir.path().join("large.parquet");
+    let texts: Vec<Option<&str>> = texts.iter().map(|t| Some(t.as_str())).collect();
+    let labels: Vec<Option<&str>> = labels.into_iter().map(Some).collect();
+    write_parquet(&large, vec![("text", strings(&texts)), ("label", strings(&labels))]);
+    let tiny: Vec<&str> = TINY_MODEL.iter().copied().filter(|a| !["--max-tokens", "64"].contains(a)).collect();
+    let train_san = |corpus: &Path, out: &Path, extra: &[&str]| {
+        pipeline()
+            .args(["train", "--variant", "san", "--train"])
+            .arg(corpus)
+            .arg("--out")
+            .arg(out)
+            .args(&tiny)
+            .args(["--max-tokens", "400"])
+            .args(extra)
+            .output()
+            .expect("run pipeline")
+    };
+    let vectors_of = |model: &Path| {
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(model.join("manifest.json")).expect("manifest"))
+                .expect("json");
+        manifest["hyper_parameters"]["word_vectors"].clone()
+    };
+
+    let learned = dir.path().join("learned");
+    let output = train_san(&large, &learned, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let vectors = vectors_of(&learned);
+    assert_eq!(vectors["trained_on"], "training documents", "{vectors}");
+    let words = vectors["words"].as_u64().expect("words recorded");
+    assert!(words >= training::job::MIN_PRETRAINING_WORDS as u64, "{words}");
+    assert_eq!(vectors["vocabulary_words_found"], 12, "{vectors}");
+
+    let random = dir.path().join("random");
+    let output = train_san(&large, &random, &["--no-word-vectors"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(vectors_of(&random).is_null(), "{}", vectors_of(&random));
+
+    let small = dir.path().join("small");
+    let output = train_san(&fixture("imdb-train-600.parquet"), &small, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(vectors_of(&small).is_null(), "{}", vectors_of(&small));
+    assert!(stderr(&output).contains("too few to learn word vectors from"), "{}", stderr(&output));
+
+    let both = dir.path().join("both");
+    let output = train_san(&large, &both, &["--no-word-vectors", "--word-vectors", "v.txt"]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("cannot be used with"), "{}", stderr(&output));
+    assert!(!both.exists());
+}
+
 #[test]
 fn freezing_word_vectors_needs_word_vectors() {
     let dir = tempfile::tempdir().expect("tempdir");
