@@ -77,6 +77,11 @@ pub(crate) struct DataSpec<'a> {
 }
 
 impl TrainRequest {
+    /// The word embedding's width: `--embedding-dim`, or the variant's.
+    fn embedding_dim(&self) -> usize {
+        self.model.embedding_dim.unwrap_or(self.variant.defaults().embedding_dim)
+    }
+
     fn data(&self) -> DataSpec<'_> {
         DataSpec {
             train: &self.train,
@@ -279,7 +284,7 @@ pub fn run_variant<C: ModelConfig>(request: &TrainRequest, config: &C) -> anyhow
             Some((vectors, summary))
         }
         None if C::DEFAULTS.pretrains_words && !request.random_words && config.takes_word_vectors() => {
-            pretrain_words(request, C::DEFAULTS.embedding_dim, &data, &unlabelled)?
+            pretrain_words(request, &data, &unlabelled)?
         }
         None => None,
     };
@@ -393,13 +398,11 @@ pub const MIN_PRETRAINING_WORDS: usize = 1_000_000;
 /// IMDB's, with the summary the manifest records; none for a corpus too small to learn them.
 fn pretrain_words(
     request: &TrainRequest,
-    default_width: usize,
     data: &PreparedData,
     unlabelled: &[Example],
 ) -> anyhow::Result<Option<(WordVectors, serde_json::Value)>> {
     let started = Instant::now();
-    let config =
-        WordVectorConfig::word2vec(request.model.embedding_dim.unwrap_or(default_width), request.training.seed);
+    let config = WordVectorConfig::word2vec(request.embedding_dim(), request.training.seed);
     let documents: Vec<Vec<u32>> = data
         .train
         .iter()
@@ -434,7 +437,7 @@ fn pretrain_words(
 /// Reads `--word-vectors` and checks their width against `--embedding-dim`.
 fn load_word_vectors(path: &Path, request: &TrainRequest) -> anyhow::Result<WordVectors> {
     let vectors = WordVectors::read(path)?;
-    let embedding_dim = request.model.embedding_dim.unwrap_or(request.variant.defaults().embedding_dim);
+    let embedding_dim = request.embedding_dim();
     anyhow::ensure!(
         vectors.dim == embedding_dim,
         "{} holds {}-dimensional word vectors but --embedding-dim is {}; pass --embedding-dim {}",
