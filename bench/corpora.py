@@ -11,6 +11,11 @@ the labels it puts at a probability of at least one half (or, when none, its mos
 one; ours use their per-label thresholds, tuned on validation). Its table gives the share of
 documents given exactly their labels, micro-F1, macro-F1, the ECE over every (document, label)
 decision, and the test file's labels never predicted.
+
+Next to each ECE, `chance` is the ECE a perfectly calibrated model with the same confidences
+shows on this test file by chance alone (the mean of 200 draws, each decision right with its
+confidence, as `pipeline eval` prints it): an ECE near or below it is as small as the test file
+can tell.
 Invoked by bench/corpora.sh, which sets up its tools.
 Usage: corpora.py WORK VARIANTS CORPUS_DIR...
 VARIANTS: comma-separated entries, each a variant (`san`) or `NAME=VARIANT:FLAGS` for a variant
@@ -24,9 +29,27 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pyarrow.parquet as pq
 
 PIPELINE = os.environ.get("PIPELINE_BIN", "target/release/pipeline")
+
+
+def calibration_error(confidence, right):
+    """15-bin ECE of decisions made with `confidence`, `right` or not."""
+    confidence, right = np.asarray(confidence, dtype=float), np.asarray(right, dtype=float)
+    bins = np.minimum((confidence * 15).astype(int), 14)
+    counts = np.bincount(bins, minlength=15)
+    gaps = np.abs(np.bincount(bins, right, 15) - np.bincount(bins, confidence, 15))
+    return float(gaps.sum() / len(confidence)) if counts.any() else 0.0
+
+
+def chance_calibration_error(confidence, draws=200):
+    """The mean ECE of a perfectly calibrated model with these confidences, by chance alone."""
+    confidence = np.asarray(confidence, dtype=float)
+    rng = np.random.default_rng(0)
+    return float(np.mean([calibration_error(confidence, rng.random(len(confidence)) < confidence)
+                          for _ in range(draws)]))
 
 
 def read(path):
@@ -61,17 +84,14 @@ def multi_label_scores(truth, predicted, probabilities, labels):
         n_true = sum(label in t for t in truth)
         tp_all, pred_all, true_all = tp_all + tp, pred_all + n_pred, true_all + n_true
         f1s.append(2 * tp / (n_pred + n_true) if n_pred + n_true else 0.0)
-    bins = [[0, 0, 0.0] for _ in range(15)]
-    total = 0
+    confidence, right = [], []
     for t, probs in zip(truth, probabilities):
         for label, p in zip(labels, probs):
-            confidence, right = max(p, 1 - p), (p >= 0.5) == (label in t)
-            b = bins[min(int(confidence * 15), 14)]
-            b[0], b[1], b[2] = b[0] + 1, b[1] + right, b[2] + confidence
-            total += 1
-    ece = sum(n / total * abs(hits / n - conf / n) for n, hits, conf in bins if n)
+            confidence.append(max(p, 1 - p))
+            right.append((p >= 0.5) == (label in t))
+    ece, chance = calibration_error(confidence, right), chance_calibration_error(confidence)
     never = sum(1 for label in set(l for t in truth for l in t) if not any(label in p for p in predicted))
-    return exact, 2 * tp_all / (pred_all + true_all), sum(f1s) / len(f1s), ece, never
+    return exact, 2 * tp_all / (pred_all + true_all), sum(f1s) / len(f1s), ece, chance, never
 
 
 def tfidf_lr_multi(train, test):
@@ -166,7 +186,8 @@ def ours_multi(variant, corpus, work):
 
 
 def scores(truth, predicted, confidence):
-    """Accuracy, macro-F1 over the test labels, and 15-bin ECE of the top probability."""
+    """Accuracy, macro-F1 over the test labels, 15-bin ECE of the top probability and what chance
+    alone makes of it, and the test labels never predicted."""
     labels = sorted(set(truth))
     f1s = []
     for label in labels:
@@ -175,13 +196,9 @@ def scores(truth, predicted, confidence):
         n_true = sum(t == label for t in truth)
         f1s.append(2 * tp / (n_pred + n_true) if n_pred + n_true else 0.0)
     right = [t == p for t, p in zip(truth, predicted)]
-    bins = [[] for _ in range(15)]
-    for ok, c in zip(right, confidence):
-        bins[min(int(c * 15), 14)].append((ok, c))
-    ece = sum(len(b) / len(truth) * abs(sum(o for o, _ in b) / len(b) - sum(c for _, c in b) / len(b))
-              for b in bins if b)
+    ece, chance = calibration_error(confidence, right), chance_calibration_error(confidence)
     never = sum(1 for label in labels if label not in set(predicted))
-    return sum(right) / len(truth), sum(f1s) / len(f1s), ece, never
+    return sum(right) / len(truth), sum(f1s) / len(f1s), ece, chance, never
 
 
 def tfidf_lr(train, test):
@@ -265,24 +282,25 @@ def main():
         if test[1] and isinstance(test[1][0], list):
             multi_label(name, train, test, corpus, out, variants)
             continue
-        print(f"{'corpus':<10} {'model':<10} {'accuracy':>8} {'macro-F1':>8} {'ECE':>6} {'never':>5} {'trained':>8}",
-              flush=True)
+        print(f"{'corpus':<10} {'model':<10} {'accuracy':>8} {'macro-F1':>8} {'ECE':>6} {'chance':>6} {'never':>5} "
+              f"{'trained':>8}", flush=True)
         runners = [("tfidf-lr", lambda: tfidf_lr(train, test)), ("fasttext", lambda: fasttext_run(train, test, out))]
         runners += [(entry(v)[0], lambda v=v: ours(v, corpus, out)) for v in variants if v and v != "ensemble"]
         if "ensemble" in variants:
             runners.append(("ensemble", lambda: ensemble(variants, corpus, out)))
         for runner, run in runners:
             predicted, confidence, seconds = run()
-            acc, f1, ece, never = scores(test[1], predicted, confidence)
-            print(f"{name:<10} {runner:<10} {acc:8.4f} {f1:8.4f} {ece:6.3f} {never:5d} {seconds:7.0f}s", flush=True)
+            acc, f1, ece, chance, never = scores(test[1], predicted, confidence)
+            print(f"{name:<10} {runner:<10} {acc:8.4f} {f1:8.4f} {ece:6.3f} {chance:6.3f} {never:5d} {seconds:7.0f}s",
+                  flush=True)
             with open(f"{out}/results.jsonl", "a") as f:
                 f.write(json.dumps(dict(corpus=name, model=runner, accuracy=acc, macro_f1=f1, ece=ece,
-                                        never_predicted=never, train_seconds=seconds)) + "\n")
+                                        ece_by_chance=chance, never_predicted=never, train_seconds=seconds)) + "\n")
 
 
 def multi_label(name, train, test, corpus, out, variants):
-    print(f"{'corpus':<10} {'model':<10} {'exact':>8} {'micro-F1':>8} {'macro-F1':>8} {'ECE':>6} {'never':>5} "
-          f"{'trained':>8}", flush=True)
+    print(f"{'corpus':<10} {'model':<10} {'exact':>8} {'micro-F1':>8} {'macro-F1':>8} {'ECE':>6} {'chance':>6} "
+          f"{'never':>5} {'trained':>8}", flush=True)
     runners = [
         ("tfidf-lr", lambda: tfidf_lr_multi(train, test)),
         ("tfidf-lr-t", lambda: tfidf_lr_multi_tuned(train, test)),
@@ -292,12 +310,12 @@ def multi_label(name, train, test, corpus, out, variants):
     runners += [(entry(v)[0], lambda v=v: ours_multi(v, corpus, out)) for v in variants if v and v != "ensemble"]
     for runner, run in runners:
         predicted, probabilities, labels, seconds = run()
-        exact, micro, macro, ece, never = multi_label_scores(test[1], predicted, probabilities, labels)
-        print(f"{name:<10} {runner:<10} {exact:8.4f} {micro:8.4f} {macro:8.4f} {ece:6.3f} {never:5d} {seconds:7.0f}s",
-              flush=True)
+        exact, micro, macro, ece, chance, never = multi_label_scores(test[1], predicted, probabilities, labels)
+        print(f"{name:<10} {runner:<10} {exact:8.4f} {micro:8.4f} {macro:8.4f} {ece:6.3f} {chance:6.3f} {never:5d} "
+              f"{seconds:7.0f}s", flush=True)
         with open(f"{out}/results.jsonl", "a") as f:
             f.write(json.dumps(dict(corpus=name, model=runner, exact_sets=exact, micro_f1=micro, macro_f1=macro,
-                                    ece=ece, never_predicted=never, train_seconds=seconds)) + "\n")
+                                    ece=ece, ece_by_chance=chance, never_predicted=never, train_seconds=seconds)) + "\n")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
 //! A multi-label model's T divides each label's own logit, fitted on every (document, label)
 //! decision; its calibration error is that of those decisions.
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use crate::fit::{Example, Task, padded};
@@ -23,6 +25,8 @@ pub struct Calibration {
     pub ece_after: f64,
     pub nll_before: f64,
     pub nll_after: f64,
+    /// What chance alone makes of `ece_after` on these few validation documents.
+    pub ece_by_chance: ChanceError,
 }
 
 /// Fits the temperature of `model` on `examples` and returns the model with it folded in;
@@ -57,7 +61,8 @@ pub fn calibrate<M: Network>(
              confidences are extreme, so its probabilities are only partly calibrated"
         );
     }
-    let calibration = Calibration { temperature, ece_before, ece_after, nll_before, nll_after };
+    let ece_by_chance = chance_calibration_error(&decisions(&logits, &labels, temperature, task).0);
+    let calibration = Calibration { temperature, ece_before, ece_after, nll_before, nll_after, ece_by_chance };
     let model = if temperature == 1.0 { model } else { model.divide_logits(temperature as f32) };
     Ok((model, calibration))
 }
@@ -188,6 +193,38 @@ pub fn expected_calibration_error(confidences: &[f64], correct: &[bool]) -> f64 
         .sum()
 }
 
+/// How large an expected calibration error chance alone makes on this many decisions: the
+/// errors a perfectly calibrated model with these confidences shows when each decision is right
+/// with exactly its confidence, over [`CHANCE_DRAWS`] draws. On a few hundred documents it is
+/// several hundredths (0.02–0.04 on the 216 of the topics fixture's test file), so an error
+/// below it says the model is as calibrated as the documents can tell.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ChanceError {
+    /// The mean over the draws.
+    pub mean: f64,
+    /// Nineteen draws in twenty are below this.
+    pub p95: f64,
+}
+
+/// Draws behind [`ChanceError`]: enough that its mean moves by well under a thousandth.
+pub const CHANCE_DRAWS: usize = 200;
+
+/// The calibration error of a perfectly calibrated model with these `confidences`, by chance
+/// alone (seeded, so the same decisions give the same figures).
+pub fn chance_calibration_error(confidences: &[f64]) -> ChanceError {
+    let mut rng = StdRng::seed_from_u64(0x5eed);
+    let mut errors: Vec<f64> = (0..CHANCE_DRAWS)
+        .map(|_| {
+            let correct: Vec<bool> = confidences.iter().map(|&c| rng.random::<f64>() < c).collect();
+            expected_calibration_error(confidences, &correct)
+        })
+        .collect();
+    errors.sort_by(f64::total_cmp);
+    let mean = errors.iter().sum::<f64>() / CHANCE_DRAWS as f64;
+    let p95 = errors.get(CHANCE_DRAWS * 95 / 100).copied().unwrap_or(mean);
+    ChanceError { mean, p95 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,5 +258,20 @@ mod tests {
         assert!((expected_calibration_error(&confidences, &correct) - 0.3).abs() < 1e-12);
         let correct: Vec<bool> = (0..10).map(|i| i < 9).collect();
         assert!(expected_calibration_error(&confidences, &correct).abs() < 1e-12);
+    }
+
+    #[test]
+    fn chance_makes_a_larger_calibration_error_on_fewer_decisions() {
+        // A model right 95 % of the time and saying so is calibrated, yet its measured error is
+        // not 0: larger on 200 decisions than on 20,000.
+        let few = chance_calibration_error(&vec![0.95; 200]);
+        let many = chance_calibration_error(&vec![0.95; 20_000]);
+        assert!(few.mean > 3.0 * many.mean, "{few:?} {many:?}");
+        assert!(few.p95 > few.mean && many.mean > 0.0, "{few:?} {many:?}");
+        // One bin at 0.95: the error is |hits/n − 0.95|, whose mean is about
+        // sqrt(2/π · 0.95 · 0.05 / n), 0.0123 for n = 200.
+        assert!((few.mean - 0.0123).abs() < 0.002, "{few:?}");
+        // Certain decisions are always right: nothing is left to chance.
+        assert_eq!(chance_calibration_error(&[1.0; 50]).mean, 0.0);
     }
 }

@@ -11,7 +11,7 @@ use runtime::long_documents::LongDocuments;
 use runtime::package::ModelPackage;
 use serde::Serialize;
 
-use crate::calibration::{ECE_BINS, expected_calibration_error};
+use crate::calibration::{ChanceError, ECE_BINS, chance_calibration_error, expected_calibration_error};
 use crate::data::corpus::{Columns, LabelledCorpus, some_labels};
 use crate::label_sets::LabelSets;
 use crate::metrics::{ClassMetrics, Confusion, Scores};
@@ -35,6 +35,9 @@ pub struct Evaluation {
     /// Expected calibration error of the top probability, or of each (document, label)
     /// decision of a multi-label model (15 equal-width bins).
     pub ece: f64,
+    /// The error a perfectly calibrated model with the same confidences shows on these
+    /// documents by chance alone: an `ece` below it is as small as they can tell.
+    pub ece_by_chance: ChanceError,
     /// Accuracy on the most confident documents: what a `--min-confidence` keeping that share
     /// of them would give.
     pub coverage: Vec<Coverage>,
@@ -175,6 +178,7 @@ pub fn evaluate(
         },
         per_class: scores.per_class(),
         ece: expected_calibration_error(&confidences, &correct),
+        ece_by_chance: chance_calibration_error(&confidences),
         coverage: coverage(scored),
         labels,
         rows,
@@ -233,6 +237,12 @@ impl std::fmt::Display for Evaluation {
         }
         writeln!(f, "macro-F1: {:.4}", self.macro_f1)?;
         writeln!(f, "expected calibration error ({ECE_BINS} bins): {:.4}", self.ece)?;
+        let decisions = if self.micro_f1.is_some() { "document-label decisions" } else { "documents" };
+        writeln!(
+            f,
+            "  a perfectly calibrated model shows {:.4} on these {decisions} by chance alone (19 draws in 20 below {:.4})",
+            self.ece_by_chance.mean, self.ece_by_chance.p95
+        )?;
         for c in &self.coverage {
             writeln!(
                 f,

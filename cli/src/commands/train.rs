@@ -115,14 +115,19 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         .map(|path| checked_output("metrics_json", path, &inputs, OutputKind::SummaryJson))
         .transpose()?;
     let report = job::run(&request)?;
+    let fitted = &report.calibration;
     let calibration = if report.training.calibrate {
         format!(
             "calibration: temperature {:.3}, expected calibration error {:.4} (uncalibrated {:.4})",
-            report.calibration.temperature, report.calibration.ece_after, report.calibration.ece_before
+            fitted.temperature, fitted.ece_after, fitted.ece_before
         )
     } else {
-        format!("calibration: off (--no-calibration), expected calibration error {:.4}", report.calibration.ece_before)
+        format!("calibration: off (--no-calibration), expected calibration error {:.4}", fitted.ece_before)
     };
+    let calibration = format!(
+        "{calibration}; a perfectly calibrated model shows {:.4} on these validation documents by chance alone",
+        fitted.ece_by_chance.mean
+    );
     let m = &report.manifest;
     batch_io::command_line::print_report(&format!(
         "wrote {} ({} parameters, best epoch {} of {}{})\nvalidation: {} documents, accuracy {:.4}, macro-F1 \

@@ -86,6 +86,12 @@ fn the_defaults_fit_a_small_imbalanced_corpus_and_predict_every_class() {
     assert!(metric("validation_ece") < metric("validation_ece_uncalibrated"), "{manifest}");
     assert!(summary["calibration"]["temperature"].as_f64() == Some(metric("temperature")), "{summary}");
     assert!(evaluation["ece"].as_f64().is_some_and(|ece| ece < 0.1), "{evaluation}");
+    // Beside it, what chance alone makes of the error on these few test documents: a few
+    // hundredths, below its 95th percentile, and said on the report as on validation.
+    let chance = &evaluation["ece_by_chance"];
+    assert!(chance["mean"].as_f64().is_some_and(|m| m > 0.005 && Some(m) < chance["p95"].as_f64()), "{evaluation}");
+    assert!(summary["calibration"]["ece_by_chance"]["mean"].as_f64() > Some(0.0), "{summary}");
+    assert!(report.contains("by chance alone"), "{report}");
     let shares: Vec<f64> =
         evaluation["coverage"].as_array().expect("coverage").iter().filter_map(|c| c["share"].as_f64()).collect();
     assert_eq!(shares, [0.5, 0.8, 0.9, 1.0]);
