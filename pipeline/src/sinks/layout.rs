@@ -11,27 +11,25 @@ use parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory;
 use parquet::basic::{Compression, LogicalType, Type as PhysicalType, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use runtime::output::columns::{ATTENTION_ENTROPY, CONTRIBUTION, LABEL_CONTRIBUTIONS, TOKEN_SPANS};
+use runtime::output::columns::{ATTENTION_ENTROPY, TOKEN_SPANS};
 
 /// zstd's level for the columns that are compressed (tokens, passed-through columns): 6 keeps
 /// the tokens 15 % smaller than level 1 for a few percent of the write stage (RESULTS.md, #27).
 const ZSTD_LEVEL: i32 = 6;
-/// zstd's level for lists of bytes (`--attention compact`'s weights, `--attention hops`' hops)
-/// and for `token_spans`: level 1 packs them a little tighter than 6 (0.58 against 0.61 of their
-/// size on IMDB test's attention; 3.85 against 3.83 MB of spans) in a seventh of the time, which
+/// zstd's level for lists of bytes (`--attention compact`'s weights and pushes) and for
+/// `token_spans`: level 1 packs them a little tighter than 6 (0.58 against 0.61 of their size
+/// on IMDB test's attention; 3.85 against 3.83 MB of spans) in a seventh of the time, which
 /// was a fifth of the default run's CPU (#34).
+///
+/// The signed pushes would be 10 % smaller at level 16 (2.66 against 2.95 MB on IMDB test:
+/// most are 0 or ±1, and only zstd's optimal parser stops paying for short matches), but it
+/// cost the default command 12 % of its docs/s and the fast tier 30 %, so they stay at 1
+/// (#50; `bench/zstd_levels.py` measures the sizes).
 const ZSTD_LEVEL_BYTES: i32 = 1;
-/// zstd's level for the signed pushes (`contribution`, `label_contributions`): most are 0 or
-/// ±1, and only zstd's optimal parser (16 and up) stops paying for short matches, so they are
-/// 10 % smaller than at 1 (2.66 against 2.95 MB on IMDB test; `bench/zstd_levels.py`). It costs
-/// about 1.4 s of one core over IMDB test, which the text's level pays for (below).
-const ZSTD_LEVEL_PUSHES: i32 = 16;
-/// zstd's level for the text column, the largest of the default output (half of it): 9 on
-/// whole pages keeps IMDB test's text 3 % smaller than 6 (11.06 against 11.43 MB). 12 was 2 %
-/// smaller still (10.80 MB) for 1.2 s more of one core, which buys more as the pushes' level
-/// (0.29 MB): the same bytes and time in all, and the explanation columns within 0.6× the
-/// input (#50).
-const ZSTD_LEVEL_TEXT: i32 = 9;
+/// zstd's level for the text column, the largest of the default output (half of it): 12 on
+/// whole pages kept IMDB test's text 7 % smaller than 6 (#50), for about 1.5 s of one core
+/// over the 25,000 reviews.
+const ZSTD_LEVEL_TEXT: i32 = 12;
 /// Pages of up to this many bytes: the text of a chunk in one page, which zstd compresses
 /// better whole than in 1 MiB pieces (#50).
 const PAGE_BYTES: usize = 8 << 20;
@@ -73,10 +71,10 @@ impl ParquetLayout {
             let small_integers = matches!(column.logical_type_ref(), Some(LogicalType::Integer(int)) if int.bit_width == 8)
                 || name == Some(TOKEN_SPANS.name);
             if column.max_rep_level() > 0 && small_integers {
-                let pushes = [CONTRIBUTION.name, LABEL_CONTRIBUTIONS.name].map(Some).contains(&name);
-                let level = if pushes { ZSTD_LEVEL_PUSHES } else { ZSTD_LEVEL_BYTES };
-                properties = properties
-                    .set_column_compression(column.path().clone(), Compression::ZSTD(ZstdLevel::try_new(level)?));
+                properties = properties.set_column_compression(
+                    column.path().clone(),
+                    Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL_BYTES)?),
+                );
             }
             if column.physical_type() == PhysicalType::FLOAT {
                 properties = properties
