@@ -5,7 +5,8 @@
 //! corpus-fitted defaults) → `fit` (burn's training loop over a `models` variant built from
 //! `layers`, judged by `metrics`, optionally on perturbed embeddings: `adversarial`) → `onnx` (graph emission) →
 //! `package_writer` (verified with tract, published whole). `job` runs that flow for
-//! `pipeline train`; `eval` scores a written package through the runtime; `ensemble` joins
+//! `pipeline train` (in a process whose freed memory `memory` keeps for reuse); `eval` scores a
+//! written package through the runtime; `ensemble` joins
 //! trained packages into one (`pipeline combine`).
 
 // No unwrap/expect/panic on what users hand us (corpora, word vectors, packages); tests may
@@ -24,6 +25,7 @@ pub mod fit;
 pub mod job;
 pub mod label_sets;
 pub mod layers;
+pub mod memory;
 pub mod metrics;
 pub mod models;
 pub mod onnx;

@@ -114,6 +114,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(|path| checked_output("metrics_json", path, &inputs, OutputKind::SummaryJson))
         .transpose()?;
+    // This process only trains: the tensors each step frees are worth keeping for the next.
+    training::memory::keep_freed_memory();
     let report = job::run(&request)?;
     let fitted = &report.calibration;
     let calibration = if report.training.calibrate {
