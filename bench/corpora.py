@@ -39,9 +39,8 @@ def calibration_error(confidence, right):
     """15-bin ECE of decisions made with `confidence`, `right` or not."""
     confidence, right = np.asarray(confidence, dtype=float), np.asarray(right, dtype=float)
     bins = np.minimum((confidence * 15).astype(int), 14)
-    counts = np.bincount(bins, minlength=15)
     gaps = np.abs(np.bincount(bins, right, 15) - np.bincount(bins, confidence, 15))
-    return float(gaps.sum() / len(confidence)) if counts.any() else 0.0
+    return float(gaps.sum() / len(confidence)) if len(confidence) else 0.0
 
 
 def chance_calibration_error(confidence, draws=200):

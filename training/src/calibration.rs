@@ -40,12 +40,14 @@ pub fn calibrate<M: Network>(
 ) -> anyhow::Result<(M, Calibration)> {
     let (logits, labels) = validation_logits(&model, examples, batch_size)?;
     let temperature = if fit { fit_temperature(&logits, &labels, task) } else { 1.0 };
+    // The error, the log-likelihood and the confidences at temperature `t`.
     let score = |t: f64| {
         let (confidences, correct) = decisions(&logits, &labels, t, task);
-        (expected_calibration_error(&confidences, &correct), negative_log_likelihood(&logits, &labels, t, task))
+        let ece = expected_calibration_error(&confidences, &correct);
+        (ece, negative_log_likelihood(&logits, &labels, t, task), confidences)
     };
-    let (ece_before, nll_before) = score(1.0);
-    let (mut temperature, (mut ece_after, mut nll_after)) = (temperature, score(temperature));
+    let (ece_before, nll_before, confidences_before) = score(1.0);
+    let (mut temperature, (mut ece_after, mut nll_after, mut confidences)) = (temperature, score(temperature));
     if temperature != 1.0 && ece_after > ece_before {
         // On a small validation split the fitted T can lower the NLL and still worsen the
         // calibration error it is meant to cut; then the model stays as trained.
@@ -54,14 +56,14 @@ pub fn calibrate<M: Network>(
              {ece_after:.4} ({} documents): kept the model uncalibrated. A larger --valid split calibrates better",
             examples.len()
         );
-        (temperature, ece_after, nll_after) = (1.0, ece_before, nll_before);
+        (temperature, ece_after, nll_after, confidences) = (1.0, ece_before, nll_before, confidences_before);
     } else if !(0.06..=45.0).contains(&temperature) {
         tracing::warn!(
             "temperature {temperature:.3} lies at the edge of the searched range [0.05, 50]: the model's validation \
              confidences are extreme, so its probabilities are only partly calibrated"
         );
     }
-    let ece_by_chance = chance_calibration_error(&decisions(&logits, &labels, temperature, task).0);
+    let ece_by_chance = chance_calibration_error(&confidences);
     let calibration = Calibration { temperature, ece_before, ece_after, nll_before, nll_after, ece_by_chance };
     let model = if temperature == 1.0 { model } else { model.divide_logits(temperature as f32) };
     Ok((model, calibration))
