@@ -11,15 +11,16 @@ use parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory;
 use parquet::basic::{Compression, LogicalType, Type as PhysicalType, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use runtime::output::columns::{ATTENTION_ENTROPY, TOKEN_SPANS};
+use runtime::output::columns::{ATTENTION_ENTROPY, TOKEN_SPANS, TOKENS};
 
-/// zstd's level for the columns that are compressed (tokens, passed-through columns): 6 keeps
-/// the tokens 15 % smaller than level 1 for a few percent of the write stage (RESULTS.md, #27).
+/// zstd's level for the columns that are compressed (passed-through columns, scalars).
 const ZSTD_LEVEL: i32 = 6;
-/// zstd's level for lists of bytes (`--attention compact`'s weights and pushes) and for
-/// `token_spans`: level 1 packs them a little tighter than 6 (0.58 against 0.61 of their size
-/// on IMDB test's attention; 3.85 against 3.83 MB of spans) in a seventh of the time, which
-/// was a fifth of the default run's CPU (#34).
+/// zstd's level for lists of bytes (`--attention compact`'s weights and pushes), `token_spans`
+/// and the `tokens` strings: level 1 packs the bytes a little tighter than 6 (0.58 against 0.61
+/// of their size on IMDB test's attention; 3.85 against 3.83 MB of spans) in a seventh of the
+/// time, which was a fifth of the default run's CPU (#34). The token strings (dictionary
+/// indices, which zstd barely shrinks) are 7 % larger than at 6 (11.67 against 10.83 MB on IMDB
+/// test), and the fast tier writes them 14 % faster: level 6's search was a tenth of its CPU.
 ///
 /// The signed pushes would be 10 % smaller at level 16 (2.66 against 2.95 MB on IMDB test:
 /// most are 0 or ±1, and only zstd's optimal parser stops paying for short matches), but it
@@ -68,18 +69,27 @@ impl ParquetLayout {
         // third of its time (RESULTS.md, #14).
         for column in parquet_schema.columns() {
             let name = column.path().parts().first().map(String::as_str);
-            let small_integers = matches!(column.logical_type_ref(), Some(LogicalType::Integer(int)) if int.bit_width == 8)
-                || name == Some(TOKEN_SPANS.name);
-            if column.max_rep_level() > 0 && small_integers {
+            let bytes_or_tokens = matches!(column.logical_type_ref(), Some(LogicalType::Integer(int)) if int.bit_width == 8)
+                || name == Some(TOKEN_SPANS.name)
+                || name == Some(TOKENS.name);
+            // Statistics of a list's items (the least and greatest token, push or weight of a
+            // chunk) let no reader skip anything, and for strings they cost two comparisons a
+            // token: a tenth of the fast tier's time when its output holds the token strings.
+            if column.max_rep_level() > 0 {
+                properties = properties.set_column_statistics_enabled(column.path().clone(), EnabledStatistics::None);
+            }
+            if column.max_rep_level() > 0 && bytes_or_tokens {
                 properties = properties.set_column_compression(
                     column.path().clone(),
                     Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL_BYTES)?),
                 );
             }
             if column.physical_type() == PhysicalType::FLOAT {
-                properties = properties
-                    .set_column_dictionary_enabled(column.path().clone(), false)
-                    .set_column_statistics_enabled(column.path().clone(), EnabledStatistics::Chunk);
+                properties = properties.set_column_dictionary_enabled(column.path().clone(), false);
+                if column.max_rep_level() == 0 {
+                    properties =
+                        properties.set_column_statistics_enabled(column.path().clone(), EnabledStatistics::Chunk);
+                }
                 // A hop's entropies are a few values a row: compressing them costs nothing.
                 if column.max_rep_level() > 0 && !hints.sparse_floats && name != Some(ATTENTION_ENTROPY.name) {
                     properties = properties.set_column_compression(column.path().clone(), Compression::UNCOMPRESSED);
