@@ -113,6 +113,17 @@ fn known_tricky_texts() {
             "one two three four five six seven eight nine ten eleven twelve thirteen",
         ],
     );
+    // Words on both sides of the 15 bytes the fast path keys inline (`cinématographe` is 15
+    // bytes in 14 characters), and words that differ from known ones only by trailing NULs.
+    let (fast, crate_only) = both("fixtures/default-model", 64);
+    assert_same(
+        &fast,
+        &crate_only,
+        &[
+            "Unintentionally CINEMATOGRAPHER cinématographe: characterization, enthusiastically incomprehensible.",
+            "characterizations uncharacteristically film\0 film\0\0 \0film a\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+        ],
+    );
     // Many special tokens, past a high limit: the same tokens (and no scan per occurrence).
     let (fast, crate_only) = both("fixtures/tiny-san", 100_000);
     assert_same(&fast, &crate_only, &["[PAD][UNK] film".repeat(5_000).as_str(), "[PAD]".repeat(20_000).as_str()]);

@@ -27,7 +27,7 @@ use super::EncodedText;
 const LINE_BREAK_PATTERN: &str = r"<br\s*/?>";
 
 pub struct WordLevelFast {
-    vocab: HashMap<String, u32>,
+    vocab: Vocabulary,
     /// The id of words not in the vocabulary.
     unknown: u32,
     /// Special tokens matched in the raw text, before normalization.
@@ -63,6 +63,7 @@ impl WordLevelFast {
         }
         let vocab: HashMap<String, u32> = serde_json::from_value(model.get("vocab")?.clone()).ok()?;
         let unknown = *vocab.get(model.get("unk_token")?.as_str()?)?;
+        let vocab = Vocabulary::new(vocab);
         let mut specials = Vec::new();
         for added in spec.get("added_tokens")?.as_array()? {
             let flag = |name: &str| added.get(name).and_then(Value::as_bool);
@@ -183,8 +184,51 @@ impl WordLevelFast {
     }
 
     fn look_up(&self, word: &str, span: Range<usize>, out: &mut Output) {
-        out.push(self.vocab.get(word).copied().unwrap_or(self.unknown), span);
+        out.push(self.vocab.get(word).unwrap_or(self.unknown), span);
     }
+}
+
+/// The vocabulary, keyed for speed: a word of up to 15 bytes (nearly every word) is looked up
+/// as one 128-bit number, its bytes and its length, so a look-up neither follows a pointer to
+/// the key's text nor calls `memcmp`; the two were a sixth of the fast tier's time.
+struct Vocabulary {
+    short: HashMap<u128, u32>,
+    long: HashMap<String, u32>,
+}
+
+impl Vocabulary {
+    fn new(words: HashMap<String, u32>) -> Self {
+        let (mut short, mut long) = (HashMap::default(), HashMap::default());
+        for (word, id) in words {
+            match short_key(&word) {
+                Some(key) => {
+                    short.insert(key, id);
+                }
+                None => {
+                    long.insert(word, id);
+                }
+            }
+        }
+        Self { short, long }
+    }
+
+    fn get(&self, word: &str) -> Option<u32> {
+        match short_key(word) {
+            Some(key) => self.short.get(&key),
+            None => self.long.get(word),
+        }
+        .copied()
+    }
+}
+
+/// A word of up to 15 bytes as its bytes, then zeros, then its length in the last byte (so a
+/// word ending in NUL characters differs from the shorter one).
+fn short_key(word: &str) -> Option<u128> {
+    let bytes = word.as_bytes();
+    let mut key = [0u8; 16];
+    key.get_mut(..bytes.len()).filter(|_| bytes.len() < 16)?.copy_from_slice(bytes);
+    key[15] = bytes.len() as u8;
+    Some(u128::from_le_bytes(key))
 }
 
 /// A word being read: its lower-cased text and the characters of the text it came from.
@@ -232,4 +276,22 @@ impl Output {
 /// BERT's punctuation, as the tokenizers crate defines it.
 fn is_bert_punctuation(c: char) -> bool {
     c.is_ascii_punctuation() || c.is_punctuation()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_keys_tell_apart_words_that_share_their_bytes() {
+        let words = ["a", "a\0", "\0", "", "fifteen_bytes__", "sixteen_bytes___", "sixteen_bytes__x"];
+        let vocab = Vocabulary::new(words.iter().enumerate().map(|(id, w)| (w.to_string(), id as u32)).collect());
+        for (id, word) in words.iter().enumerate() {
+            assert_eq!(vocab.get(word), Some(id as u32), "{word:?}");
+        }
+        assert_eq!((vocab.short.len(), vocab.long.len()), (5, 2));
+        for unknown in ["a\0\0", "b", "fifteen_bytes_", "sixteen_bytes___x", "sixteen_bytes__"] {
+            assert_eq!(vocab.get(unknown), None, "{unknown:?}");
+        }
+    }
 }
