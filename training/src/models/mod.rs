@@ -313,7 +313,7 @@ pub fn hyper_parameters_of(config: &impl Serialize) -> HyperParameters {
 /// (Lin et al. use u = 300, d_a = 350, r = 30 and a 3000-unit MLP on Yelp).
 #[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct ModelFlags {
-    /// Word embedding width [all; default 100, ngram 10, or as many as the classes up to 64].
+    /// Word embedding width [all; default 100, ngram 10, or for more than 10 classes the next power of two at or above their number, up to 128].
     #[arg(long)]
     pub embedding_dim: Option<usize>,
     /// Hash buckets for the n-grams of words [ngram; default 1,048,576, fewer when the vectors
