@@ -19,7 +19,7 @@ const ZSTD_LEVEL: i32 = 6;
 /// and the `tokens` strings: level 1 packs the bytes a little tighter than 6 (0.58 against 0.61
 /// of their size on IMDB test's attention; 3.85 against 3.83 MB of spans) in a seventh of the
 /// time, which was a fifth of the default run's CPU (#34). The token strings (dictionary
-/// indices, which zstd barely shrinks) are 7 % larger than at 6 (11.67 against 10.83 MB on IMDB
+/// indices, which zstd barely shrinks) are 8 % larger than at 6 (11.67 against 10.83 MB on IMDB
 /// test), and the fast tier writes them 14 % faster: level 6's search was a tenth of its CPU.
 ///
 /// The signed pushes would be 10 % smaller at level 16 (2.66 against 2.95 MB on IMDB test:
@@ -74,7 +74,7 @@ impl ParquetLayout {
                 || name == Some(TOKENS.name);
             // Statistics of a list's items (the least and greatest token, push or weight of a
             // chunk) let no reader skip anything, and for strings they cost two comparisons a
-            // token: a tenth of the fast tier's time when its output holds the token strings.
+            // token: a twentieth of the fast tier's time when its output holds the token strings.
             if column.max_rep_level() > 0 {
                 properties = properties.set_column_statistics_enabled(column.path().clone(), EnabledStatistics::None);
             }

@@ -142,8 +142,9 @@ impl ModelConfig for NgramConfig {
             "embedding dim {width} (not {}): {classes} classes are read from each document's vector",
             self.embedding_dim
         ));
-        if !self.buckets_given {
-            fitted.buckets = (self.buckets * self.embedding_dim / width).next_power_of_two();
+        let buckets = (self.buckets * self.embedding_dim / width).next_power_of_two();
+        if !self.buckets_given && buckets != self.buckets {
+            fitted.buckets = buckets;
             reasons.push(format!(
                 "{} buckets (not {}): the wider feature table keeps about its size",
                 fitted.buckets, self.buckets
@@ -689,6 +690,9 @@ mod tests {
         assert!(reasons.iter().any(|r| r.contains("embedding dim 128")) && reasons.len() == 2, "{reasons:?}");
         let (thirty, _) = flags(&[]).fitted_to_classes(30);
         assert_eq!((thirty.embedding_dim, thirty.buckets), (32, 1 << 19));
+        // 16 wide keeps the 10-wide table's buckets (rounded up to a power of two): no reason.
+        let (twelve, reasons) = flags(&[]).fitted_to_classes(12);
+        assert_eq!((twelve.embedding_dim, twelve.buckets, reasons.len()), (16, 1 << 20, 1), "{reasons:?}");
         let (ten, reasons) = flags(&[]).fitted_to_classes(10);
         assert_eq!((ten.embedding_dim, ten.buckets, reasons.len()), (10, 1 << 20, 0));
         let (many, _) = flags(&[]).fitted_to_classes(1_000);
