@@ -186,6 +186,12 @@ mod tests {
         (-(targets * log_softmax(logits, 1)).sum_dim(1).mean()).into_scalar::<f32>()
     }
 
+    /// The middle value (the upper of the two middle ones for an even count).
+    fn median(mut values: Vec<f32>) -> f32 {
+        values.sort_by(f32::total_cmp);
+        values.get(values.len() / 2).copied().unwrap_or(f32::NAN)
+    }
+
     #[test]
     fn the_adversarial_push_raises_the_loss_more_than_random_pushes_of_its_length() {
         let device = Device::flex().autodiff();
@@ -203,14 +209,17 @@ mod tests {
         let logits = adversarial_logits(&model, &batch, gradient, share);
         let adversarial = (-(targets * log_softmax(logits, 1)).sum_dim(1).mean()).into_scalar::<f32>();
         let distance = share * mean_word_length(&model.embed(&batch), &batch);
-        let random: Vec<f32> = (0..8)
+        let random: Vec<f32> = (0..16)
             .map(|_| {
                 let direction = Tensor::<3>::random([2, 3, 8], Distribution::Normal(0.0, 1.0), &device);
                 loss_pushed(&model, &batch, scaled_per_document(direction, &batch, distance))
             })
             .collect();
         assert!(adversarial > clean, "{adversarial} against {clean}");
-        assert!(random.iter().all(|&r| adversarial > r), "{adversarial} against random pushes {random:?}");
+        // A push this long is past where the gradient's first-order view holds, so a lucky
+        // random push can raise the loss as much (2 runs in 100 did, of 8); the typical one
+        // raises it less.
+        assert!(adversarial > median(random), "{adversarial} against random pushes");
     }
 
     #[test]
@@ -223,7 +232,7 @@ mod tests {
         let adversarial = virtual_adversarial_loss(&model, &batch, clean.clone(), share, Task::OneClass);
         let adversarial = adversarial.into_scalar::<f32>();
         let distance = share * mean_word_length(&model.embed(&batch), &batch);
-        let random: Vec<f32> = (0..8)
+        let random: Vec<f32> = (0..16)
             .map(|_| {
                 let direction = Tensor::<3>::random([2, 3, 8], Distribution::Normal(0.0, 1.0), &device);
                 let push = scaled_per_document(direction, &batch, distance);
@@ -231,7 +240,10 @@ mod tests {
                 divergence(clean.clone(), moved, Task::OneClass).into_scalar::<f32>()
             })
             .collect();
-        assert!(random.iter().all(|&r| adversarial > r), "{adversarial} against random pushes {random:?}");
+        // One power iteration from a random start only approximates the most sensitive
+        // direction, so a lucky random push can match it (1 run in 10 did, of 8); the typical
+        // push moves the probabilities less (the median, 1.8× to 25× less over 180 runs).
+        assert!(adversarial > median(random), "{adversarial} against random pushes");
     }
 
     #[test]
