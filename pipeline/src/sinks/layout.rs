@@ -69,16 +69,17 @@ impl ParquetLayout {
         // third of its time (RESULTS.md, #14).
         for column in parquet_schema.columns() {
             let name = column.path().parts().first().map(String::as_str);
+            let list = column.max_rep_level() > 0;
             let bytes_or_tokens = matches!(column.logical_type_ref(), Some(LogicalType::Integer(int)) if int.bit_width == 8)
                 || name == Some(TOKEN_SPANS.name)
                 || name == Some(TOKENS.name);
             // Statistics of a list's items (the least and greatest token, push or weight of a
             // chunk) let no reader skip anything, and for strings they cost two comparisons a
             // token: a twentieth of the fast tier's time when its output holds the token strings.
-            if column.max_rep_level() > 0 {
+            if list {
                 properties = properties.set_column_statistics_enabled(column.path().clone(), EnabledStatistics::None);
             }
-            if column.max_rep_level() > 0 && bytes_or_tokens {
+            if list && bytes_or_tokens {
                 properties = properties.set_column_compression(
                     column.path().clone(),
                     Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL_BYTES)?),
@@ -86,12 +87,12 @@ impl ParquetLayout {
             }
             if column.physical_type() == PhysicalType::FLOAT {
                 properties = properties.set_column_dictionary_enabled(column.path().clone(), false);
-                if column.max_rep_level() == 0 {
+                if !list {
                     properties =
                         properties.set_column_statistics_enabled(column.path().clone(), EnabledStatistics::Chunk);
                 }
                 // A hop's entropies are a few values a row: compressing them costs nothing.
-                if column.max_rep_level() > 0 && !hints.sparse_floats && name != Some(ATTENTION_ENTROPY.name) {
+                if list && !hints.sparse_floats && name != Some(ATTENTION_ENTROPY.name) {
                     properties = properties.set_column_compression(column.path().clone(), Compression::UNCOMPRESSED);
                 }
             }

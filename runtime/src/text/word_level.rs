@@ -200,13 +200,10 @@ impl Vocabulary {
     fn new(words: HashMap<String, u32>) -> Self {
         let (mut short, mut long) = (HashMap::default(), HashMap::default());
         for (word, id) in words {
-            match short_key(&word) {
-                Some(key) => {
-                    short.insert(key, id);
-                }
-                None => {
-                    long.insert(word, id);
-                }
+            if let Some(key) = short_key(&word) {
+                short.insert(key, id);
+            } else {
+                long.insert(word, id);
             }
         }
         Self { short, long }
