@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod args;
 mod commands;
+mod memory;
 
 #[derive(Parser)]
 #[command(version, about = "Batch text classification with attention explanations, and training for its models")]

@@ -25,7 +25,6 @@ pub mod fit;
 pub mod job;
 pub mod label_sets;
 pub mod layers;
-pub mod memory;
 pub mod metrics;
 pub mod models;
 pub mod onnx;

@@ -61,6 +61,8 @@ pub struct RunArgs {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    // This process only classifies: each batch's blocks are worth keeping for the next.
+    crate::memory::keep_freed_batches();
     if let Some(threads) = args.threads {
         rayon::ThreadPoolBuilder::new().num_threads(threads).build_global()?;
     }

@@ -115,7 +115,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         .map(|path| checked_output("metrics_json", path, &inputs, OutputKind::SummaryJson))
         .transpose()?;
     // This process only trains: the tensors each step frees are worth keeping for the next.
-    training::memory::keep_freed_memory();
+    crate::memory::keep_freed_memory_for_training();
     let report = job::run(&request)?;
     let fitted = &report.calibration;
     let calibration = if report.training.calibrate {
