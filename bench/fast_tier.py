@@ -3,8 +3,10 @@
 
 Each is trained on IMDB train, then classifies IMDB test from Parquet to Parquet (id,
 prediction, confidence; ours also writes the tokens and their signed contributions) in a
-process of its own pinned to one core, so docs/s is docs/s per core. Prints accuracy, docs/s
-per core, peak RSS and training time per runner, and the ratios to fastText.
+process of its own pinned to one core, so docs/s is docs/s per core. The runners take turns
+ROUNDS times (3 by default); prints each one's accuracy, median docs/s per core (and range),
+peak RSS and training time, and the ratios of the medians to fastText's. BASELINE=PATH adds
+the `pipeline` binary of another build, running the same ngram package, to the turns.
 Invoked by bench/fast_tier.sh, which sets up its tools.
 Usage: fast_tier.py TRAIN.parquet TEST.parquet WORK NGRAM_MODEL DEFAULT_MODEL ORT_LIBRARY
 """
@@ -13,6 +15,7 @@ import os
 import pickle
 import random
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -113,36 +116,47 @@ def main():
             predict(*sys.argv[2:7])
         return
     train_path, test, work, ngram_model, default_model, ort_lib = sys.argv[1:7]
+    rounds = int(os.environ.get("ROUNDS", "3"))
     trained = json.load(open(f"{ngram_model}/manifest.json"))["training"]["seconds"]
-    results = []
-    runners = [("fasttext", f"{work}/fasttext.bin"), ("tfidf-lr", f"{work}/tfidf-lr.pickle"),
-               ("ngram", ngram_model), ("default", default_model)]
-    for name, model in runners:
-        out, metrics = f"{work}/{name}.parquet", f"{work}/{name}.json"
-        if name in ("fasttext", "tfidf-lr"):
-            kind = "fasttext" if name == "fasttext" else "sklearn"
-            train_seconds = float(subprocess.run([sys.executable, __file__, "train", kind, train_path, model],
-                                                 check=True, capture_output=True, text=True).stdout.strip())
-            command = CORE + [sys.executable, __file__, "predict", kind, model, test, out, metrics]
-        else:
-            train_seconds = trained if name == "ngram" else None
-            # The default run but for the passed-through columns: id only, as the others write.
-            command = CORE + [PIPELINE, "run", "--input", test, "--model", model, "--output", out, "--overwrite",
-                              "--threads", "1", "--pass-through", "id", "--metrics-json", metrics,
-                              "--ort-library", ort_lib]
-        wall, rss = measure(command)
-        m = json.load(open(metrics))
-        acc = accuracy(out, test)
-        results.append(dict(name=name, acc=acc, docs=m["docs_per_second"], rss=rss))
+    # name: (command without its output and metrics, training seconds)
+    runners = {}
+    for name, kind in (("fasttext", "fasttext"), ("tfidf-lr", "sklearn")):
+        model = f"{work}/{name}.bin" if name == "fasttext" else f"{work}/{name}.pickle"
+        train_seconds = float(subprocess.run([sys.executable, __file__, "train", kind, train_path, model],
+                                             check=True, capture_output=True, text=True).stdout.strip())
+        runners[name] = (lambda out, metrics, kind=kind, model=model:
+                         [sys.executable, __file__, "predict", kind, model, test, out, metrics], train_seconds)
+    # The default run but for the passed-through columns: id only, as the others write.
+    binaries = [("ngram", PIPELINE, ngram_model), ("default", PIPELINE, default_model)]
+    if os.environ.get("BASELINE"):
+        binaries.insert(1, ("ngram-baseline", os.environ["BASELINE"], ngram_model))
+    for name, binary, model in binaries:
+        runners[name] = (lambda out, metrics, binary=binary, model=model:
+                         [binary, "run", "--input", test, "--model", model, "--output", out, "--overwrite",
+                          "--threads", "1", "--pass-through", "id", "--metrics-json", metrics,
+                          "--ort-library", ort_lib], trained if name.startswith("ngram") else None)
+    # The runners take turns, so the machine's noise falls on each alike; each one's median counts.
+    speeds, peaks, accuracies = {name: [] for name in runners}, {name: 0.0 for name in runners}, {}
+    for round_ in range(1, rounds + 1):
+        for name, (command, _) in runners.items():
+            out, metrics = f"{work}/{name}.parquet", f"{work}/{name}.json"
+            _, rss = measure(CORE + command(out, metrics))
+            speeds[name].append(json.load(open(metrics))["docs_per_second"])
+            peaks[name] = max(peaks[name], rss)
+            accuracies[name] = accuracy(out, test)
+            print(f"round {round_}: {name} {speeds[name][-1]:.0f} docs/s", file=sys.stderr, flush=True)
+    median = {name: statistics.median(values) for name, values in speeds.items()}
+    print(f"median of {rounds} turns each, one core:")
+    for name, (_, train_seconds) in runners.items():
         trained_text = "—" if train_seconds is None else f"{train_seconds:.0f} s"
-        print(f"{name:<9} accuracy {acc:.4f}  {m['docs_per_second']:8.0f} docs/s per core  peak RSS {rss:6.0f} MiB"
-              f"  wall {wall:5.1f} s  trained in {trained_text}", flush=True)
-    fasttext = results[0]
-    print("\nratios to fastText (same run, one core each):")
-    for r in results[1:]:
-        print(f"  {r['name']:<9} docs/s per core {r['docs'] / fasttext['docs']:.2f}x  accuracy {r['acc'] - fasttext['acc']:+.4f}"
-              f"  peak RSS {r['rss'] / fasttext['rss']:.2f}x")
-
+        low, high = min(speeds[name]), max(speeds[name])
+        print(f"{name:<14} accuracy {accuracies[name]:.4f}  {median[name]:8.0f} docs/s per core ({low:.0f}–{high:.0f})"
+              f"  peak RSS {peaks[name]:6.0f} MiB  trained in {trained_text}", flush=True)
+    print("\nratios to fastText (medians, same run, one core each):")
+    for name in list(runners)[1:]:
+        print(f"  {name:<14} docs/s per core {median[name] / median['fasttext']:.2f}x"
+              f"  accuracy {accuracies[name] - accuracies['fasttext']:+.4f}"
+              f"  peak RSS {peaks[name] / peaks['fasttext']:.2f}x")
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The fast tier against fastText and TF-IDF + logistic regression on IMDB (train, then
 # classify test, each on one core): accuracy, docs/s per core, peak RSS.
-#   bench/fast_tier.sh [TRAIN.parquet] [TEST.parquet]
+#   bench/fast_tier.sh [TRAIN.parquet] [TEST.parquet]     (ROUNDS=3 turns each by default)
+# BASELINE=PATH adds the `pipeline` binary of an earlier build, on the same ngram package.
 # The ngram package is trained here with `pipeline train --variant ngram` and no tuning flags.
 set -euo pipefail
 cd "$(dirname "$0")/.."
