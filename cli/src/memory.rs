@@ -29,7 +29,7 @@ pub fn keep_freed_memory_for_training() {
 /// run's memory keeps its peak, not the largest block it ever saw.
 ///
 /// glibc would otherwise trim its arenas' tops as the stages free each batch and map the
-/// memory in again for the next: a tenth of the fast tier's CPU was the kernel's, faulting
+/// memory in again for the next: 13 % of the fast tier's CPU samples were the kernel's, faulting
 /// pages in (RESULTS.md, "Batches that keep the memory they free").
 pub fn keep_freed_batches() {
     // 32 MiB: glibc's largest threshold for serving blocks from the heap on 64-bit systems.
