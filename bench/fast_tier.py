@@ -136,15 +136,15 @@ def main():
                           "--threads", "1", "--pass-through", "id", "--metrics-json", metrics,
                           "--ort-library", ort_lib], trained if name.startswith("ngram") else None)
     # The runners take turns, so the machine's noise falls on each alike; each one's median counts.
-    speeds, peaks, accuracies = {name: [] for name in runners}, {name: 0.0 for name in runners}, {}
+    speeds, peaks = {name: [] for name in runners}, {name: 0.0 for name in runners}
     for round_ in range(1, rounds + 1):
         for name, (command, _) in runners.items():
-            out, metrics = f"{work}/{name}.parquet", f"{work}/{name}.json"
-            _, rss = measure(CORE + command(out, metrics))
-            speeds[name].append(json.load(open(metrics))["docs_per_second"])
+            _, rss = measure(CORE + command(f"{work}/{name}.parquet", f"{work}/{name}.json"))
+            speeds[name].append(json.load(open(f"{work}/{name}.json"))["docs_per_second"])
             peaks[name] = max(peaks[name], rss)
-            accuracies[name] = accuracy(out, test)
             print(f"round {round_}: {name} {speeds[name][-1]:.0f} docs/s", file=sys.stderr, flush=True)
+    # Every turn writes the same predictions: the last turn's are scored.
+    accuracies = {name: accuracy(f"{work}/{name}.parquet", test) for name in runners}
     median = {name: statistics.median(values) for name, values in speeds.items()}
     print(f"median of {rounds} turns each, one core:")
     for name, (_, train_seconds) in runners.items():

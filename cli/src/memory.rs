@@ -32,14 +32,12 @@ pub fn keep_freed_memory_for_training() {
 /// memory in again for the next: 13 % of the fast tier's CPU samples were the kernel's, faulting
 /// pages in (RESULTS.md, "Batches that keep the memory they free").
 pub fn keep_freed_batches() {
-    // 32 MiB: glibc's largest threshold for serving blocks from the heap on 64-bit systems.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    const LARGEST_HEAP_BLOCK: i32 = 32 << 20;
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets two of glibc's thresholds; blocks already mapped are still
     // unmapped when freed, as their headers record.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, LARGEST_HEAP_BLOCK);
+        // 32 MiB: glibc's largest threshold for serving blocks from the heap on 64-bit systems.
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
     }
 }
